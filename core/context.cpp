@@ -1,0 +1,113 @@
+#include "core/context.hpp"
+
+#include <omp.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "core/common.hpp"
+
+#ifdef HOGSTREAM_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace hogstream {
+
+namespace {
+thread_local Context* current = nullptr;
+thread_local std::unique_ptr<Context> fallback;
+}  // namespace
+
+uint64_t FreshSeed() {
+  auto t = std::chrono::high_resolution_clock::now().time_since_epoch().count();
+  auto tid = std::hash<std::thread::id>()(std::this_thread::get_id());
+  return static_cast<uint64_t>(t) * 6364136223846793005ULL ^ tid;
+}
+
+Context::Context(Mode mode, int device, uint64_t seed)
+    : mode_(mode), device_(device), seed_(seed ? seed : FreshSeed()), rng_(seed_) {
+#ifndef HOGSTREAM_CUDA
+  HS_REQUIRE(mode == Mode::CPU) << "GPU mode requested but this hogstream was built without CUDA";
+#endif
+}
+
+Context::~Context() {
+#ifdef HOGSTREAM_CUDA
+  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+#endif
+}
+
+Context& Context::Get() {
+  if (current) return *current;
+  if (!fallback) {
+    fallback = std::make_unique<Context>(Mode::CPU, 0, 0);
+    omp_set_num_threads(1);
+  }
+  return *fallback;
+}
+
+void Context::set_seed(uint64_t seed) {
+  seed_ = seed;
+  rng_.seed(seed);
+}
+
+void Context::set_threads(int n) {
+  threads_ = n < 1 ? 1 : n;
+  if (current == this) omp_set_num_threads(threads_);
+}
+
+void* Context::cublas() {
+#ifdef HOGSTREAM_CUDA
+  if (!cublas_) {
+    HS_CUDA_CHECK(cudaSetDevice(device_));
+    cublasHandle_t h;
+    HS_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) << "cublasCreate failed";
+    cublasSetStream(h, static_cast<cudaStream_t>(stream()));
+    cublas_ = h;
+  }
+#endif
+  return cublas_;
+}
+
+void* Context::stream() {
+#ifdef HOGSTREAM_CUDA
+  if (!stream_) {
+    HS_CUDA_CHECK(cudaSetDevice(device_));
+    cudaStream_t s;
+    HS_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_ = s;
+  }
+#endif
+  return stream_;
+}
+
+ContextScope::ContextScope(Context* ctx) : prev_(current) {
+  current = ctx;
+  omp_set_num_threads(ctx->threads());
+#ifdef HOGSTREAM_CUDA
+  if (ctx->mode() == Mode::GPU) HS_CUDA_CHECK(cudaSetDevice(ctx->device()));
+#endif
+}
+
+ContextScope::~ContextScope() {
+  current = prev_;
+  if (current) omp_set_num_threads(current->threads());
+}
+
+bool GpuAvailable() {
+#ifdef HOGSTREAM_CUDA
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return n > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace hogstream

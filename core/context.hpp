@@ -1,0 +1,68 @@
+// Context: everything a solver thread needs that Caffe kept in a process-wide singleton — the
+// compute mode, the GPU it drives, its random generator, its BLAS threading and (on CUDA
+// builds) its cuBLAS/cuDNN handles and stream. Each thread has its own current Context; a
+// thread that never installs one gets a default CPU context of its own. Nothing is shared
+// between threads, so N solvers in one process never contend here.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+
+namespace hogstream {
+
+enum class Mode { CPU, GPU };
+
+class Context {
+ public:
+  explicit Context(Mode mode = Mode::CPU, int device = 0, uint64_t seed = 0);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // The calling thread's current context.
+  static Context& Get();
+
+  Mode mode() const { return mode_; }
+  int device() const { return device_; }
+  std::mt19937& rng() { return rng_; }
+  uint64_t seed() const { return seed_; }
+  void set_seed(uint64_t seed);
+  // Threads the math library may use for this thread's calls (1 = the calling thread only).
+  void set_threads(int n);
+  int threads() const { return threads_; }
+
+  // CUDA handles, created lazily on first use; void* keeps CUDA out of this header.
+  void* cublas();
+  void* stream();
+
+ private:
+  friend class ContextScope;
+  Mode mode_;
+  int device_;
+  uint64_t seed_;
+  int threads_ = 1;
+  std::mt19937 rng_;
+  void* cublas_ = nullptr;
+  void* stream_ = nullptr;
+};
+
+// Installs a context as the current one for this thread for the scope's lifetime.
+class ContextScope {
+ public:
+  explicit ContextScope(Context* ctx);
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+
+ private:
+  Context* prev_;
+};
+
+// A seed from the clock and the thread, for random_seed = -1.
+uint64_t FreshSeed();
+
+// True on CUDA builds when at least one GPU is visible.
+bool GpuAvailable();
+
+}  // namespace hogstream

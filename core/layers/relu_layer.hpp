@@ -1,0 +1,22 @@
+// ReLU: y = max(x, 0) + negative_slope * min(x, 0). Works in place.
+#pragma once
+
+#include "core/layer.hpp"
+
+namespace hogstream {
+
+class ReLULayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "ReLU"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  void Reshape(const Blobs& bottom, const Blobs& top) override { top[0]->ReshapeLike(*bottom[0]); }
+
+ protected:
+  void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
+  void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
+                    const Blobs& bottom) override;
+};
+
+}  // namespace hogstream

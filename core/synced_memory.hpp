@@ -1,0 +1,55 @@
+// SyncedMemory: one array of bytes that may live on the host, on a GPU, or both, and knows
+// which copy is fresh. Reading a side that is stale copies the fresh one over first; asking for
+// a mutable pointer marks the other side stale.
+//
+// Host memory is 64-byte aligned, and pinned (cudaMallocHost) on CUDA builds so that copies to
+// the device can be asynchronous. Memory can also be borrowed (set_cpu_data): that is how a
+// Net points every parameter blob into its one flat weight buffer. Not thread-safe: one owner
+// thread at a time (the sync segments work on the flat buffers, not through this class).
+#pragma once
+
+#include <cstddef>
+
+namespace hogstream {
+
+class SyncedMemory {
+ public:
+  enum Head { UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED };
+
+  SyncedMemory() = default;
+  explicit SyncedMemory(size_t size) : size_(size) {}
+  ~SyncedMemory();
+  SyncedMemory(const SyncedMemory&) = delete;
+  SyncedMemory& operator=(const SyncedMemory&) = delete;
+
+  const void* cpu_data();
+  void* mutable_cpu_data();
+  // Borrow `data` (size() bytes, owned by the caller, which must outlive this object).
+  void set_cpu_data(void* data);
+  const void* gpu_data();
+  void* mutable_gpu_data();
+  void set_gpu_data(void* data);
+
+  Head head() const { return head_; }
+  size_t size() const { return size_; }
+
+ private:
+  void to_cpu();
+  void to_gpu();
+
+  void* cpu_ptr_ = nullptr;
+  void* gpu_ptr_ = nullptr;
+  size_t size_ = 0;
+  Head head_ = UNINITIALIZED;
+  bool own_cpu_ = false;
+  bool own_gpu_ = false;
+  bool cpu_pinned_ = false;
+  int gpu_device_ = -1;
+};
+
+// Host allocation used for every buffer that may be copied to a GPU: 64-byte aligned, pinned
+// on CUDA builds when a GPU is present. `pinned` reports which was done, for the free.
+void* HostAlloc(size_t size, bool* pinned);
+void HostFree(void* ptr, bool pinned);
+
+}  // namespace hogstream
