@@ -1,1 +1,111 @@
-int main() { return 0; }
+// hogstream: the command-line front end. Each command is a few lines over the libraries;
+// every Error ends here as one line on stderr and exit status 1.
+//
+//   hogstream describe --model=NET [--phase=TRAIN|TEST] [--stage=S] [--level=N] [--input=TOP:N,C,H,W]
+//   hogstream time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+
+#include "bin/flags.hpp"
+#include "core/context.hpp"
+#include "core/net.hpp"
+#include "core/net_report.hpp"
+
+namespace hogstream {
+namespace {
+
+const char kUsage[] =
+    "usage: hogstream COMMAND [flags]\n"
+    "commands:\n"
+    "  describe --model=NET [--phase=TRAIN|TEST] [--level=N] [--stage=S]... [--input=TOP:N,C,H,W]...\n"
+    "           one row per layer (name, type, top shapes, parameters), then 'params: N'\n"
+    "  time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]\n"
+    "           per-layer forward/backward ms and the total per batch\n"
+    "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
+    "defaults to the batch size).\n";
+
+const std::vector<std::string> kNetFlags = {"model", "phase", "level", "stage", "input"};
+
+std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// TOP:N,C,H,W
+std::pair<std::string, std::vector<int>> ParseInput(const std::string& spec) {
+  const auto colon = spec.find(':');
+  HS_REQUIRE(colon != std::string::npos && colon > 0)
+      << "--input wants TOP:N,C,H,W, got '" << spec << "'";
+  std::vector<int> dims;
+  std::string rest = spec.substr(colon + 1);
+  size_t pos = 0;
+  while (pos <= rest.size()) {
+    const size_t comma = std::min(rest.find(',', pos), rest.size());
+    const std::string d = rest.substr(pos, comma - pos);
+    HS_REQUIRE(!d.empty() && d.find_first_not_of("0123456789") == std::string::npos)
+        << "--input wants TOP:N,C,H,W with positive integers, got '" << spec << "'";
+    dims.push_back(std::stoi(d));
+    HS_REQUIRE(dims.back() > 0) << "--input dimensions must be > 0 in '" << spec << "'";
+    pos = comma + 1;
+  }
+  return {spec.substr(0, colon), dims};
+}
+
+std::unique_ptr<Net> LoadNet(const Flags& f) {
+  HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
+  NetOptions opt;
+  const std::string phase = f.get("phase", "TRAIN");
+  HS_REQUIRE(phase == "TRAIN" || phase == "TEST") << "--phase must be TRAIN or TEST, got '" << phase << "'";
+  opt.phase = phase == "TRAIN" ? pb::TRAIN : pb::TEST;
+  opt.level = static_cast<int>(f.get_int("level", 0));
+  opt.stages = f.all("stage");
+  for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
+  pb::NetParameter param = ReadNetText(f.get("model"), &opt.source);
+  return std::make_unique<Net>(param, opt);
+}
+
+int Describe(int argc, char** argv) {
+  Flags f(argc, argv, 2, kNetFlags);
+  auto net = LoadNet(f);
+  DescribeNet(*net, std::cout);
+  return 0;
+}
+
+int Time(int argc, char** argv) {
+  Flags f(argc, argv, 2, With(kNetFlags, {"iterations", "threads"}));
+  Context ctx(Mode::CPU, 0, 1);
+  ctx.set_threads(static_cast<int>(f.get_int("threads", 1)));
+  ContextScope scope(&ctx);
+  auto net = LoadNet(f);
+  const auto report = TimeNet(*net, static_cast<int>(f.get_int("iterations", 50)));
+  PrintTiming(*net, report, std::cout);
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
+    std::cout << kUsage;
+    return argc < 2 ? 1 : 0;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "describe") return Describe(argc, argv);
+  if (cmd == "time") return Time(argc, argv);
+  HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
+}
+
+}  // namespace
+}  // namespace hogstream
+
+int main(int argc, char** argv) {
+  try {
+    return hogstream::Main(argc, argv);
+  } catch (const hogstream::Error& e) {
+    std::cerr << "hogstream: " << e.what() << "\n";
+  } catch (const hogstream::Bug& e) {
+    std::cerr << "hogstream: internal error: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "hogstream: " << e.what() << "\n";
+  }
+  return 1;
+}

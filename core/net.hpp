@@ -1,0 +1,144 @@
+// Net: a directed acyclic graph of layers built from a NetParameter.
+//
+// Construction applies the phase/level/stage include-exclude rules, inserts Split layers where
+// one top feeds several bottoms, wires in-place layers, resolves shared parameters by name and
+// works out which layers need a backward pass (Caffe's rules, force_backward included).
+//
+// Every parameter blob of every layer lives in ONE contiguous buffer (`param_data()`), and
+// every gradient in another (`param_diff()`), each blob 64-byte aligned inside it, padding
+// zeroed. The sync segments stream these buffers; solvers update them in one sweep.
+// A Net is used by one thread at a time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/blob.hpp"
+#include "core/io.hpp"
+#include "core/layer.hpp"
+
+namespace hogstream {
+
+struct NetOptions {
+  // The state the include/exclude rules are matched against; overrides NetParameter.state.
+  pb::Phase phase = pb::TRAIN;
+  int level = 0;
+  std::vector<std::string> stages;
+  // Stand-ins for data layers whose source is absent: top name -> shape. A Data layer whose
+  // first top is listed becomes an Input layer (its other tops default to the batch size).
+  std::map<std::string, std::vector<int>> input_shapes;
+  // Where the layers were read from, to name file:line in errors.
+  NetSource source;
+};
+
+class Net {
+ public:
+  explicit Net(const pb::NetParameter& param, const NetOptions& options = {});
+  ~Net();
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  // Runs every layer forward; returns the total weighted loss.
+  float Forward();
+  float ForwardFromTo(int start, int end);
+  void Backward();
+  void BackwardFromTo(int start, int end);
+  float ForwardBackward() {
+    float loss = Forward();
+    Backward();
+    return loss;
+  }
+  // Zeroes every parameter gradient (one memset over the flat diff buffer).
+  void ClearParamDiffs();
+  // Reshapes every layer for new input shapes.
+  void Reshape();
+
+  // Copies weights from a trained net (.caffemodel contents), matching layers by name.
+  void CopyTrainedLayersFrom(const pb::NetParameter& trained);
+  void ToProto(pb::NetParameter* param, bool write_diff = false) const;
+
+  const std::string& name() const { return name_; }
+  pb::Phase phase() const { return phase_; }
+  const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  const std::vector<std::string>& layer_names() const { return layer_names_; }
+  const std::vector<std::shared_ptr<Blob>>& blobs() const { return blobs_; }
+  const std::vector<std::string>& blob_names() const { return blob_names_; }
+  const std::vector<Blobs>& bottom_vecs() const { return bottom_vecs_; }
+  const std::vector<Blobs>& top_vecs() const { return top_vecs_; }
+  const std::vector<std::vector<int>>& top_ids() const { return top_ids_; }
+  const std::vector<std::vector<int>>& bottom_ids() const { return bottom_ids_; }
+  bool layer_need_backward(int i) const { return layer_need_backward_[i]; }
+  std::shared_ptr<Blob> blob_by_name(const std::string& name) const;
+  Layer* layer_by_name(const std::string& name) const;
+  // Blobs produced and consumed by no layer: the net's outputs (losses, accuracies).
+  const Blobs& output_blobs() const { return output_blobs_; }
+  const std::vector<int>& output_blob_indices() const { return output_blob_ids_; }
+  const Blobs& input_blobs() const { return input_blobs_; }
+
+  // Parameters: every layer blob (`params`), of which the unshared ones are `learnable`.
+  const std::vector<std::shared_ptr<Blob>>& params() const { return params_; }
+  const std::vector<Blob*>& learnable_params() const { return learnable_params_; }
+  const std::vector<float>& params_lr() const { return params_lr_; }
+  const std::vector<float>& params_weight_decay() const { return params_decay_; }
+  // Index of each learnable param's slot in the flat buffers, in floats.
+  const std::vector<size_t>& learnable_offsets() const { return learnable_offsets_; }
+  // Owner index (into params()) of each param; == own index when not shared.
+  const std::vector<int>& param_owners() const { return param_owners_; }
+  // Layer index and blob index within the layer of each param.
+  const std::vector<std::pair<int, int>>& param_layer_indices() const { return param_layer_indices_; }
+
+  float* param_data() { return flat_data_; }
+  float* param_diff() { return flat_diff_; }
+  const float* param_data() const { return flat_data_; }
+  // Floats in each flat buffer, alignment padding included.
+  size_t param_buffer_size() const { return flat_size_; }
+  // Learnable values, padding excluded (LeNet: 431,080).
+  size_t num_learnable() const { return num_learnable_; }
+
+ private:
+  void Init(const pb::NetParameter& param, const NetOptions& options);
+  void AppendParams(int layer_id);
+  void FlattenParams();
+  void ComputeBackwardNeeds(const pb::NetParameter& param);
+
+  std::string name_;
+  pb::Phase phase_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<std::string> layer_names_;
+  std::map<std::string, int> layer_index_;
+  std::vector<std::shared_ptr<Blob>> blobs_;
+  std::vector<std::string> blob_names_;
+  std::map<std::string, int> blob_index_;
+  std::vector<Blobs> bottom_vecs_, top_vecs_;
+  std::vector<std::vector<int>> bottom_ids_, top_ids_;
+  std::vector<std::vector<bool>> bottom_need_backward_;
+  std::vector<bool> layer_need_backward_, blob_need_backward_;
+  std::vector<float> blob_loss_weights_;
+  Blobs output_blobs_, input_blobs_;
+  std::vector<int> output_blob_ids_;
+
+  std::vector<std::shared_ptr<Blob>> params_;
+  std::vector<Blob*> learnable_params_;
+  std::vector<int> param_owners_;
+  std::vector<std::pair<int, int>> param_layer_indices_;
+  std::map<std::string, int> param_names_;
+  std::vector<std::string> param_display_names_;
+  std::vector<float> params_lr_, params_decay_;
+  std::vector<size_t> learnable_offsets_;
+
+  float* flat_data_ = nullptr;
+  float* flat_diff_ = nullptr;
+  bool flat_pinned_[2] = {false, false};
+  size_t flat_size_ = 0, num_learnable_ = 0;
+};
+
+// True when `state` passes the layer's include/exclude rules.
+bool StateMeetsRules(const pb::NetState& state, const pb::LayerParameter& layer);
+// Applies the rules: the layers kept for `state`.
+pb::NetParameter FilterNet(const pb::NetParameter& param, const pb::NetState& state);
+// Inserts Split layers where a top feeds more than one bottom.
+pb::NetParameter InsertSplits(const pb::NetParameter& param);
+
+}  // namespace hogstream

@@ -1,0 +1,151 @@
+#include "core/layers/convolution_layer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "test/core/gradient_checker.hpp"
+
+namespace hogstream {
+namespace {
+
+struct ConvCase {
+  int n, c, h, w, out, kh, kw, pad_h, pad_w, stride, dil, group;
+  bool bias;
+};
+
+pb::LayerParameter ConvParam(const ConvCase& k) {
+  pb::LayerParameter p;
+  p.set_name("conv");
+  p.set_type("Convolution");
+  auto* cp = p.mutable_convolution_param();
+  cp->set_num_output(k.out);
+  if (k.kh == k.kw) {
+    cp->add_kernel_size(k.kh);
+  } else {
+    cp->set_kernel_h(k.kh);
+    cp->set_kernel_w(k.kw);
+  }
+  cp->set_pad_h(k.pad_h);
+  cp->set_pad_w(k.pad_w);
+  cp->add_stride(k.stride);
+  cp->add_dilation(k.dil);
+  cp->set_group(k.group);
+  cp->set_bias_term(k.bias);
+  cp->mutable_weight_filler()->set_type("gaussian");
+  cp->mutable_weight_filler()->set_std(0.5f);
+  cp->mutable_bias_filler()->set_type("gaussian");
+  return p;
+}
+
+// Direct convolution, straight from the definition.
+std::vector<float> Reference(const ConvCase& k, const Blob& x, const Blob& w, const Blob* b) {
+  const int oh = (k.h + 2 * k.pad_h - (k.dil * (k.kh - 1) + 1)) / k.stride + 1;
+  const int ow = (k.w + 2 * k.pad_w - (k.dil * (k.kw - 1) + 1)) / k.stride + 1;
+  const int cin_g = k.c / k.group, cout_g = k.out / k.group;
+  std::vector<float> y(static_cast<size_t>(k.n) * k.out * oh * ow);
+  for (int n = 0; n < k.n; ++n)
+    for (int o = 0; o < k.out; ++o)
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          double s = b ? b->cpu_data()[o] : 0.0;
+          const int g = o / cout_g;
+          for (int ci = 0; ci < cin_g; ++ci)
+            for (int p = 0; p < k.kh; ++p)
+              for (int q = 0; q < k.kw; ++q) {
+                const int r = i * k.stride - k.pad_h + p * k.dil;
+                const int c = j * k.stride - k.pad_w + q * k.dil;
+                if (r < 0 || r >= k.h || c < 0 || c >= k.w) continue;
+                s += static_cast<double>(x.cpu_data()[x.offset(n, g * cin_g + ci, r, c)]) *
+                     w.cpu_data()[w.offset(o, ci, p, q)];
+              }
+          y[((n * k.out + o) * oh + i) * ow + j] = static_cast<float>(s);
+        }
+  return y;
+}
+
+class ConvolutionLayerTest : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
+  const ConvCase k = GetParam();
+  std::mt19937 gen(std::random_device{}());
+  Context::Get().set_seed(gen());
+  Blob x(k.n, k.c, k.h, k.w), y;
+  testing::FillGaussian(&x, gen);
+  ConvolutionLayer layer(ConvParam(k));
+  layer.SetUp({&x}, {&y});
+  ASSERT_EQ(layer.blobs().size(), k.bias ? 2u : 1u);
+  layer.Forward({&x}, {&y});
+  auto ref = Reference(k, x, *layer.blobs()[0], k.bias ? layer.blobs()[1].get() : nullptr);
+  ASSERT_EQ(static_cast<size_t>(y.count()), ref.size());
+  for (int i = 0; i < y.count(); ++i)
+    ASSERT_NEAR(y.cpu_data()[i], ref[i], 1e-4 * std::max(1.f, std::fabs(ref[i]))) << i;
+}
+
+TEST_P(ConvolutionLayerTest, Gradient) {
+  const ConvCase k = GetParam();
+  std::mt19937 gen(std::random_device{}());
+  Context::Get().set_seed(gen());
+  Blob x(k.n, k.c, k.h, k.w), y;
+  testing::FillGaussian(&x, gen);
+  ConvolutionLayer layer(ConvParam(k));
+  layer.SetUp({&x}, {&y});
+  testing::CheckGradients(&layer, {&x}, {&y});
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvolutionLayerTest,
+    ::testing::Values(ConvCase{2, 3, 6, 5, 4, 3, 3, 0, 0, 1, 1, 1, true},     // plain
+                      ConvCase{2, 3, 7, 7, 4, 3, 3, 1, 1, 2, 1, 1, true},     // pad + stride
+                      ConvCase{1, 4, 7, 6, 4, 3, 2, 1, 0, 1, 1, 2, true},     // group, rect kernel
+                      ConvCase{2, 2, 7, 7, 3, 3, 3, 2, 2, 1, 2, 1, false},    // dilation, no bias
+                      ConvCase{2, 4, 4, 3, 6, 1, 1, 0, 0, 1, 1, 2, true}));  // 1x1, grouped
+
+TEST(ConvolutionLayer, OutputShapeFollowsCaffe) {
+  // cifar10_quick conv1: 32x32, kernel 5, pad 2, stride 1 -> 32x32.
+  Blob x(2, 3, 32, 32), y;
+  pb::LayerParameter p = ConvParam({2, 3, 32, 32, 32, 5, 5, 2, 2, 1, 1, 1, true});
+  ConvolutionLayer layer(p);
+  layer.SetUp({&x}, {&y});
+  EXPECT_EQ(y.shape(), (std::vector<int>{2, 32, 32, 32}));
+  EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{32, 3, 5, 5}));
+  // CaffeNet conv1: 227x227, kernel 11, stride 4 -> 55x55 (floor division).
+  Blob x2(1, 3, 227, 227), y2;
+  ConvolutionLayer l2(ConvParam({1, 3, 227, 227, 96, 11, 11, 0, 0, 4, 1, 1, true}));
+  l2.SetUp({&x2}, {&y2});
+  EXPECT_EQ(y2.shape(), (std::vector<int>{1, 96, 55, 55}));
+}
+
+TEST(ConvolutionLayer, BadParametersAreErrors) {
+  Blob x(1, 3, 8, 8), y;
+  auto bad = [&](ConvCase k) {
+    ConvolutionLayer layer(ConvParam(k));
+    EXPECT_THROW(layer.SetUp({&x}, {&y}), Error);
+  };
+  bad({1, 3, 8, 8, 4, 3, 3, 0, 0, 1, 1, 2, true});   // group does not divide 3 channels
+  bad({1, 3, 8, 8, 4, 9, 9, 0, 0, 1, 1, 1, true});   // kernel larger than input
+  bad({1, 3, 8, 8, 0, 3, 3, 0, 0, 1, 1, 1, true});   // num_output 0
+  Blob flat(std::vector<int>{2, 3});
+  ConvolutionLayer layer(ConvParam({1, 3, 8, 8, 4, 3, 3, 0, 0, 1, 1, 1, true}));
+  EXPECT_THROW(layer.SetUp({&flat}, {&y}), Error);
+}
+
+TEST(ConvolutionLayer, ParamGradientsAccumulate) {
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 3, 6, 6), y;
+  testing::FillGaussian(&x, gen);
+  ConvolutionLayer layer(ConvParam({2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, true}));
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  testing::FillGaussian(&y, gen);  // reuse data as a random top gradient source
+  std::copy_n(y.cpu_data(), y.count(), y.mutable_cpu_diff());
+  Blob& w = *layer.blobs()[0];
+  std::fill_n(w.mutable_cpu_diff(), w.count(), 0.f);
+  layer.Backward({&y}, {false}, {&x});
+  std::vector<float> once(w.cpu_diff(), w.cpu_diff() + w.count());
+  layer.Backward({&y}, {false}, {&x});
+  for (int i = 0; i < w.count(); ++i) EXPECT_NEAR(w.cpu_diff()[i], 2 * once[i], 1e-4 * (1 + std::fabs(once[i])));
+}
+
+}  // namespace
+}  // namespace hogstream

@@ -1,0 +1,236 @@
+// Pooling: Caffe's output sizes, forward values against a direct per-window reference, the
+// argmax top, numerical gradients for MAX and AVE (padded, strided, rectangular, global), and
+// parameter errors.
+#include "core/layers/pooling_layer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <numeric>
+
+#include "test/core/gradient_checker.hpp"
+
+namespace hogstream {
+namespace {
+
+using PP = pb::PoolingParameter;
+
+struct Config {
+  PP::PoolMethod pool;
+  int kh, kw, sh, sw, ph, pw;
+  PP::RoundMode round = PP::CEIL;
+  bool global = false;
+};
+
+pb::LayerParameter Param(const Config& c) {
+  pb::LayerParameter p;
+  p.set_type("Pooling");
+  PP* pp = p.mutable_pooling_param();
+  pp->set_pool(c.pool);
+  pp->set_round_mode(c.round);
+  if (c.global) {
+    pp->set_global_pooling(true);
+    return p;
+  }
+  pp->set_kernel_h(c.kh);
+  pp->set_kernel_w(c.kw);
+  pp->set_stride_h(c.sh);
+  pp->set_stride_w(c.sw);
+  pp->set_pad_h(c.ph);
+  pp->set_pad_w(c.pw);
+  return p;
+}
+
+pb::LayerParameter Square(PP::PoolMethod pool, int kernel, int stride, int pad = 0,
+                          PP::RoundMode round = PP::CEIL) {
+  pb::LayerParameter p;
+  p.set_type("Pooling");
+  p.mutable_pooling_param()->set_pool(pool);
+  p.mutable_pooling_param()->set_kernel_size(kernel);
+  p.mutable_pooling_param()->set_stride(stride);
+  if (pad) p.mutable_pooling_param()->set_pad(pad);
+  p.mutable_pooling_param()->set_round_mode(round);
+  return p;
+}
+
+std::vector<int> TopShape(const pb::LayerParameter& p, std::vector<int> in) {
+  Blob x(in), y;
+  auto layer = CreateLayer(p);
+  layer->SetUp({&x}, {&y});
+  return y.shape();
+}
+
+// Distinct values in random order, at least 0.05 apart, so no max ties near the check step.
+void FillDistinct(Blob* b, std::mt19937& gen) {
+  std::vector<int> order(b->count());
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), gen);
+  std::uniform_real_distribution<float> jitter(0.f, 0.01f);
+  float* d = b->mutable_cpu_data();
+  for (int i = 0; i < b->count(); ++i) d[i] = 0.05f * (order[i] - b->count() / 2) + jitter(gen);
+}
+
+TEST(PoolingLayerTest, OutputShapeRoundsLikeCaffe) {
+  using V = std::vector<int>;
+  EXPECT_EQ(TopShape(Square(PP::MAX, 3, 2), {1, 1, 6, 6}), (V{1, 1, 3, 3}));
+  EXPECT_EQ(TopShape(Square(PP::MAX, 3, 2, 0, PP::FLOOR), {1, 1, 6, 6}), (V{1, 1, 2, 2}));
+  EXPECT_EQ(TopShape(Square(PP::AVE, 3, 2, 1), {2, 3, 6, 6}), (V{2, 3, 4, 4}));
+  // ceil((5 + 2 - 2) / 2) + 1 = 4, but the 4th window would start in the padding.
+  EXPECT_EQ(TopShape(Square(PP::MAX, 2, 2, 1), {1, 1, 5, 5}), (V{1, 1, 3, 3}));
+  EXPECT_EQ(TopShape(Square(PP::MAX, 2, 2, 1, PP::FLOOR), {1, 1, 5, 5}), (V{1, 1, 3, 3}));
+  EXPECT_EQ(TopShape(Square(PP::MAX, 3, 2, 0, PP::FLOOR), {1, 1, 7, 7}), (V{1, 1, 3, 3}));
+  EXPECT_EQ(TopShape(Param({PP::AVE, 3, 2, 2, 1, 1, 0}), {1, 2, 7, 5}), (V{1, 2, 4, 4}));
+  Config global{PP::AVE, 0, 0, 0, 0, 0, 0};
+  global.global = true;
+  EXPECT_EQ(TopShape(Param(global), {2, 3, 5, 7}), (V{2, 3, 1, 1}));
+}
+
+TEST(PoolingLayerTest, AverageDividesByWindowClippedToPaddedInput) {
+  // 3x3 input 1..9, kernel 2, stride 2, pad 1: windows start at -1 and 1, and the divisor
+  // counts padding inside the padded extent (4 everywhere here, since H + pad = 4).
+  Blob x(1, 1, 3, 3), y;
+  for (int i = 0; i < 9; ++i) x.mutable_cpu_data()[i] = static_cast<float>(i + 1);
+  auto layer = CreateLayer(Square(PP::AVE, 2, 2, 1));
+  layer->SetUp({&x}, {&y});
+  layer->Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), (std::vector<int>{1, 1, 2, 2}));
+  const float want[] = {1 / 4.f, (2 + 3) / 4.f, (4 + 7) / 4.f, (5 + 6 + 8 + 9) / 4.f};
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(y.cpu_data()[i], want[i]) << i;
+}
+
+// Direct per-window pooling, written as Caffe defines it.
+void Reference(const Config& c, const Blob& x, std::vector<float>* out, std::vector<int>* arg,
+               int oh, int ow) {
+  const int H = x.height(), W = x.width();
+  const int kh = c.global ? H : c.kh, kw = c.global ? W : c.kw;
+  const int sh = c.global ? 1 : c.sh, sw = c.global ? 1 : c.sw;
+  const int ph = c.global ? 0 : c.ph, pw = c.global ? 0 : c.pw;
+  out->clear();
+  arg->clear();
+  for (int p = 0; p < x.num() * x.channels(); ++p) {
+    const float* in = x.cpu_data() + p * H * W;
+    for (int i = 0; i < oh; ++i) {
+      for (int j = 0; j < ow; ++j) {
+        int hs = i * sh - ph, ws = j * sw - pw;
+        int he = std::min(hs + kh, H + ph), we = std::min(ws + kw, W + pw);
+        const int size = (he - hs) * (we - ws);
+        hs = std::max(hs, 0);
+        ws = std::max(ws, 0);
+        he = std::min(he, H);
+        we = std::min(we, W);
+        float best = -FLT_MAX, sum = 0;
+        int at = -1;
+        for (int h = hs; h < he; ++h) {
+          for (int w = ws; w < we; ++w) {
+            sum += in[h * W + w];
+            if (in[h * W + w] > best) best = in[h * W + w], at = h * W + w;
+          }
+        }
+        out->push_back(c.pool == PP::MAX ? best : sum / size);
+        arg->push_back(at);
+      }
+    }
+  }
+}
+
+class PoolingConfigTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(PoolingConfigTest, ForwardMatchesReference) {
+  const Config c = GetParam();
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 3, 9, 8), y, mask;
+  testing::FillGaussian(&x, gen);
+  auto layer = CreateLayer(Param(c));
+  Blobs tops{&y};
+  if (c.pool == PP::MAX) tops.push_back(&mask);
+  layer->SetUp({&x}, tops);
+  layer->Forward({&x}, tops);
+  std::vector<float> want;
+  std::vector<int> arg;
+  Reference(c, x, &want, &arg, y.height(), y.width());
+  ASSERT_EQ(static_cast<int>(want.size()), y.count());
+  for (int i = 0; i < y.count(); ++i) {
+    EXPECT_FLOAT_EQ(y.cpu_data()[i], want[i]) << i;
+    if (c.pool == PP::MAX) {
+      EXPECT_EQ(mask.cpu_data()[i], static_cast<float>(arg[i])) << i;
+    }
+  }
+}
+
+TEST_P(PoolingConfigTest, Gradient) {
+  const Config c = GetParam();
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 2, 7, 6), y;
+  FillDistinct(&x, gen);
+  PoolingLayer layer(Param(c));
+  layer.SetUp({&x}, {&y});
+  testing::CheckGradients(&layer, {&x}, {&y});
+}
+
+Config Global(PP::PoolMethod m) {
+  Config c{m, 0, 0, 0, 0, 0, 0};
+  c.global = true;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, PoolingConfigTest,
+    ::testing::Values(Config{PP::MAX, 2, 2, 2, 2, 0, 0}, Config{PP::MAX, 3, 3, 2, 2, 0, 0},
+                      Config{PP::MAX, 3, 3, 2, 2, 1, 1}, Config{PP::MAX, 3, 2, 1, 2, 2, 1},
+                      Config{PP::MAX, 3, 3, 2, 2, 0, 0, PP::FLOOR},
+                      Config{PP::MAX, 2, 2, 2, 2, 1, 1, PP::FLOOR},
+                      Config{PP::AVE, 2, 2, 2, 2, 0, 0}, Config{PP::AVE, 3, 3, 2, 2, 0, 0},
+                      Config{PP::AVE, 3, 3, 2, 2, 1, 1}, Config{PP::AVE, 3, 2, 1, 2, 2, 1},
+                      Config{PP::AVE, 3, 3, 3, 3, 1, 0, PP::FLOOR}, Global(PP::MAX),
+                      Global(PP::AVE)));
+
+TEST(PoolingLayerTest, MaxGradientWithMaskTop) {
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 2, 6, 6), y, mask;
+  FillDistinct(&x, gen);
+  PoolingLayer layer(Square(PP::MAX, 3, 2, 1));
+  layer.SetUp({&x}, {&y, &mask});
+  testing::GradientCheck opt;
+  testing::CheckGradients(&layer, {&x}, {&y, &mask}, opt);
+}
+
+TEST(PoolingLayerTest, BadParametersAreErrors) {
+  Blob x(1, 2, 6, 6), y, z, w;
+  auto expect_error = [&](const pb::LayerParameter& p, Blobs tops = {}) {
+    if (tops.empty()) tops = {&y};
+    auto layer = CreateLayer(p);
+    EXPECT_THROW(layer->SetUp({&x}, tops), Error);
+  };
+  expect_error(Square(PP::STOCHASTIC, 2, 2));
+  expect_error(Square(PP::MAX, 2, 1, 2));  // pad >= kernel
+  expect_error(Square(PP::AVE, 3, 1, 3));
+  expect_error(Square(PP::AVE, 2, 2), {&y, &z});      // mask top only for MAX
+  expect_error(Square(PP::MAX, 2, 2), {&y, &z, &w});  // at most two tops
+  pb::LayerParameter p = Square(PP::MAX, 2, 2);
+  p.mutable_pooling_param()->set_kernel_h(2);
+  expect_error(p);  // kernel_size and kernel_h
+  p = Square(PP::MAX, 2, 2);
+  p.mutable_pooling_param()->clear_kernel_size();
+  p.mutable_pooling_param()->set_kernel_h(2);
+  expect_error(p);  // kernel_h without kernel_w
+  p.mutable_pooling_param()->clear_kernel_h();
+  expect_error(p);  // no kernel at all
+  Config g = Global(PP::AVE);
+  p = Param(g);
+  p.mutable_pooling_param()->set_pad(1);
+  expect_error(p);
+  p = Param(g);
+  p.mutable_pooling_param()->set_stride(2);
+  expect_error(p);
+  p = Param(g);
+  p.mutable_pooling_param()->set_kernel_size(2);
+  expect_error(p);
+  expect_error(Square(PP::MAX, 7, 1));  // kernel larger than the input
+  Blob x3({2, 3, 4});
+  auto layer = CreateLayer(Square(PP::MAX, 2, 2));
+  EXPECT_THROW(layer->SetUp({&x3}, {&y}), Error);
+}
+
+}  // namespace
+}  // namespace hogstream

@@ -1,0 +1,77 @@
+#include "core/layers/tanh_layer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "test/core/gradient_checker.hpp"
+
+namespace hogstream {
+namespace {
+
+pb::LayerParameter TanHParam() {
+  pb::LayerParameter p;
+  p.set_type("TanH");
+  return p;
+}
+
+TEST(TanHLayerTest, ForwardMatchesDefinition) {
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 3, 4, 5), y;
+  testing::FillGaussian(&x, gen, 0.f, 2.f);
+  auto layer = CreateLayer(TanHParam());
+  layer->SetUp({&x}, {&y});
+  layer->Forward({&x}, {&y});
+  ASSERT_EQ(y.shape(), x.shape());
+  for (int i = 0; i < x.count(); ++i)
+    EXPECT_NEAR(y.cpu_data()[i], std::tanh(double(x.cpu_data()[i])), 1e-6);
+}
+
+TEST(TanHLayerTest, SaturatesWithoutOverflow) {
+  Blob x(std::vector<int>{2}), y;
+  x.mutable_cpu_data()[0] = -200.f;
+  x.mutable_cpu_data()[1] = 200.f;
+  TanHLayer layer(TanHParam());
+  layer.SetUp({&x}, {&y});
+  layer.Forward({&x}, {&y});
+  EXPECT_EQ(y.cpu_data()[0], -1.f);
+  EXPECT_EQ(y.cpu_data()[1], 1.f);
+}
+
+TEST(TanHLayerTest, Gradient) {
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 3, 4, 5), y;
+  testing::FillGaussian(&x, gen, 0.f, 2.f);
+  TanHLayer layer(TanHParam());
+  layer.SetUp({&x}, {&y});
+  testing::CheckGradients(&layer, {&x}, {&y});
+}
+
+TEST(TanHLayerTest, InPlaceMatchesOutOfPlace) {
+  std::mt19937 gen(std::random_device{}());
+  Blob x(2, 3, 4, 5), y, z(2, 3, 4, 5);
+  testing::FillGaussian(&x, gen, 0.f, 2.f);
+  std::copy_n(x.cpu_data(), x.count(), z.mutable_cpu_data());
+  TanHLayer out(TanHParam()), in(TanHParam());
+  out.SetUp({&x}, {&y});
+  in.SetUp({&z}, {&z});
+  out.Forward({&x}, {&y});
+  in.Forward({&z}, {&z});
+  std::normal_distribution<float> nd;
+  for (int i = 0; i < y.count(); ++i) y.mutable_cpu_diff()[i] = z.mutable_cpu_diff()[i] = nd(gen);
+  out.Backward({&y}, {true}, {&x});
+  in.Backward({&z}, {true}, {&z});
+  for (int i = 0; i < x.count(); ++i) {
+    EXPECT_FLOAT_EQ(z.cpu_data()[i], y.cpu_data()[i]);
+    EXPECT_FLOAT_EQ(z.cpu_diff()[i], x.cpu_diff()[i]);
+  }
+}
+
+TEST(TanHLayerTest, RejectsTwoBottoms) {
+  Blob a(2, 3, 1, 1), b(2, 3, 1, 1), y;
+  TanHLayer layer(TanHParam());
+  EXPECT_THROW(layer.SetUp({&a, &b}, {&y}), Error);
+}
+
+}  // namespace
+}  // namespace hogstream

@@ -1,0 +1,292 @@
+#include "core/net.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/context.hpp"
+#include "core/io.hpp"
+#include "test/core/gradient_checker.hpp"
+
+namespace hogstream {
+namespace {
+
+// A small net with a shared top (needs a Split), an in-place ReLU and a loss.
+const char kTinyNet[] = R"(
+name: "tiny"
+layer { name: "in" type: "Input" top: "data" top: "label"
+        input_param { shape { dim: 4 dim: 2 dim: 6 dim: 6 } shape { dim: 4 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 3 kernel_size: 3 pad: 1
+          weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" relu_param { negative_slope: 0.2 } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+        pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
+layer { name: "ipa" type: "InnerProduct" bottom: "pool" top: "ipa"
+        inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "ipb" type: "InnerProduct" bottom: "pool" top: "ipb"
+        inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.3 } } }
+layer { name: "sum" type: "Eltwise" bottom: "ipa" bottom: "ipb" top: "sum" }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "sum" bottom: "label" top: "loss"
+        loss_weight: 0.7 }
+)";
+
+void RandomInputs(Net& net, std::mt19937& gen) {
+  testing::FillGaussian(net.input_blobs()[0], gen);
+  float* label = net.input_blobs()[1]->mutable_cpu_data();
+  for (int i = 0; i < net.input_blobs()[1]->count(); ++i) label[i] = static_cast<float>(gen() % 5);
+}
+
+TEST(Net, InsertsSplitForSharedTop) {
+  Net net(ParseNetText(kTinyNet, "tiny"));
+  std::vector<std::string> types;
+  for (auto& l : net.layers()) types.push_back(l->type());
+  // pool feeds ipa and ipb -> one Split after pool; the in-place ReLU needs none.
+  EXPECT_EQ(types, (std::vector<std::string>{"Input", "Convolution", "ReLU", "Pooling", "Split",
+                                             "InnerProduct", "InnerProduct", "Eltwise",
+                                             "SoftmaxWithLoss"}));
+  EXPECT_EQ(net.layer_names()[4], "pool_pool_0_split");
+  // In place: relu's top is conv's top blob.
+  EXPECT_EQ(net.top_vecs()[1][0], net.top_vecs()[2][0]);
+  ASSERT_EQ(net.output_blobs().size(), 1u);
+  EXPECT_EQ(net.output_blobs()[0], net.blob_by_name("loss").get());
+}
+
+TEST(Net, ParamsLiveInOneFlatBuffer) {
+  Net net(ParseNetText(kTinyNet, "tiny"));
+  ASSERT_EQ(net.learnable_params().size(), 5u);  // conv w,b; ipa w,b; ipb w
+  const float* begin = net.param_data();
+  size_t expect = 0;
+  for (size_t i = 0; i < net.learnable_params().size(); ++i) {
+    Blob* b = net.learnable_params()[i];
+    EXPECT_EQ(b->cpu_data(), begin + net.learnable_offsets()[i]);
+    EXPECT_EQ(b->cpu_diff(), net.param_diff() + net.learnable_offsets()[i]);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b->cpu_data()) % 64, 0u);
+    expect += b->count();
+  }
+  EXPECT_EQ(net.num_learnable(), expect);
+  EXPECT_EQ(net.num_learnable(), 3u * 2 * 9 + 3 + (27 * 5 + 5) + 27 * 5);
+  // Writing through the flat buffer is what the layers see.
+  net.param_data()[0] = 42.f;
+  EXPECT_EQ(net.learnable_params()[0]->cpu_data()[0], 42.f);
+  std::mt19937 gen(std::random_device{}());
+  RandomInputs(net, gen);
+  net.ForwardBackward();
+  EXPECT_GT(net.learnable_params()[0]->asum_diff(), 0.f);
+  net.ClearParamDiffs();
+  for (Blob* b : net.learnable_params()) EXPECT_EQ(b->asum_diff(), 0.f);
+}
+
+// The whole net's gradient, loss weight included, against central differences of Forward.
+TEST(Net, WholeNetGradientMatchesNumeric) {
+  std::mt19937 gen(std::random_device{}());
+  Context::Get().set_seed(gen());
+  Net net(ParseNetText(kTinyNet, "tiny"));
+  RandomInputs(net, gen);
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  std::vector<float> analytic(net.param_diff(), net.param_diff() + net.param_buffer_size());
+  const float h = 1e-2f;
+  int checked = 0;
+  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+    Blob* b = net.learnable_params()[p];
+    for (int i = 0; i < b->count(); i += 3) {
+      float* x = b->mutable_cpu_data() + i;
+      const float orig = *x;
+      *x = orig + h;
+      const double lp = net.Forward();
+      *x = orig - h;
+      const double lm = net.Forward();
+      *x = orig;
+      const double numeric = (lp - lm) / (2 * h);
+      const double a = analytic[net.learnable_offsets()[p] + i];
+      EXPECT_NEAR(a, numeric, 2e-2 * std::max({1.0, std::fabs(a), std::fabs(numeric)}))
+          << "param " << p << " element " << i;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
+TEST(Net, LossWeightScalesLoss) {
+  std::mt19937 gen(std::random_device{}());
+  Net net(ParseNetText(kTinyNet, "tiny"));
+  RandomInputs(net, gen);
+  const float loss = net.Forward();
+  const float raw = net.blob_by_name("loss")->cpu_data()[0];
+  EXPECT_NEAR(loss, 0.7f * raw, 1e-5f);
+  EXPECT_GT(raw, 0.f);
+}
+
+TEST(Net, SharedParamsAreOneBlob) {
+  const char text[] = R"(
+layer { name: "in" type: "Input" top: "a" top: "b"
+        input_param { shape { dim: 3 dim: 4 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "a" top: "ya"
+        param { name: "w" } param { name: "bias" }
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" } } }
+layer { name: "ip2" type: "InnerProduct" bottom: "b" top: "yb"
+        param { name: "w" } param { name: "bias" }
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "ya" bottom: "yb" top: "loss" }
+)";
+  Net net(ParseNetText(text, "shared"));
+  ASSERT_EQ(net.params().size(), 4u);
+  ASSERT_EQ(net.learnable_params().size(), 2u);
+  EXPECT_EQ(net.params()[0]->cpu_data(), net.params()[2]->cpu_data());
+  EXPECT_EQ(net.params()[0]->cpu_diff(), net.params()[2]->cpu_diff());
+  EXPECT_EQ(net.param_owners(), (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(net.num_learnable(), 10u);
+  // Different shapes under one name are refused.
+  std::string bad = text;
+  bad.replace(bad.rfind("num_output: 2"), 13, "num_output: 3");
+  EXPECT_THROW(Net(ParseNetText(bad, "shared")), Error);
+}
+
+TEST(Net, LrMultZeroFreezesAndSkipsBackward) {
+  const char text[] = R"(
+layer { name: "in" type: "Input" top: "a" top: "t" input_param { shape { dim: 3 dim: 4 } } }
+layer { name: "frozen" type: "InnerProduct" bottom: "a" top: "h"
+        param { lr_mult: 0 } param { lr_mult: 0 }
+        inner_product_param { num_output: 4 weight_filler { type: "gaussian" } } }
+layer { name: "ip" type: "InnerProduct" bottom: "h" top: "y"
+        inner_product_param { num_output: 4 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" top: "loss" }
+)";
+  Net net(ParseNetText(text, "frozen"));
+  EXPECT_FALSE(net.layer_need_backward(1));
+  EXPECT_TRUE(net.layer_need_backward(2));
+  EXPECT_EQ(net.params_lr()[0], 0.f);
+  EXPECT_EQ(net.params_lr()[2], 1.f);
+}
+
+TEST(Net, ForceBackwardReachesInputs) {
+  std::string text = R"(
+layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 3 dim: 4 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "a" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "y" top: "loss" }
+)";
+  {
+    Net net(ParseNetText(text, "fb"));
+    std::mt19937 gen(std::random_device{}());
+    testing::FillGaussian(net.input_blobs()[0], gen);
+    std::fill_n(net.input_blobs()[0]->mutable_cpu_diff(), 12, 7.f);
+    net.ForwardBackward();
+    EXPECT_EQ(net.input_blobs()[0]->cpu_diff()[0], 7.f);  // untouched
+  }
+  Net net(ParseNetText("force_backward: true\n" + text, "fb"));
+  std::mt19937 gen(std::random_device{}());
+  testing::FillGaussian(net.input_blobs()[0], gen);
+  std::fill_n(net.input_blobs()[0]->mutable_cpu_diff(), 12, 7.f);
+  net.ForwardBackward();
+  EXPECT_NE(net.input_blobs()[0]->cpu_diff()[0], 7.f);
+}
+
+TEST(Net, PhaseLevelAndStageRules) {
+  const char text[] = R"(
+layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "train" type: "ReLU" bottom: "a" top: "b" include { phase: TRAIN } }
+layer { name: "test" type: "Sigmoid" bottom: "a" top: "b" include { phase: TEST } }
+layer { name: "deep" type: "TanH" bottom: "b" top: "c" include { min_level: 2 } }
+layer { name: "staged" type: "TanH" bottom: "b" top: "d" include { stage: "x" stage: "y" } }
+layer { name: "notx" type: "TanH" bottom: "b" top: "e" exclude { stage: "x" } }
+)";
+  auto names = [&](NetOptions o) {
+    Net net(ParseNetText(text, "rules"), o);
+    return net.layer_names();
+  };
+  NetOptions o;
+  o.phase = pb::TRAIN;
+  auto n = names(o);
+  EXPECT_EQ(n, (std::vector<std::string>{"in", "train", "notx"}));
+  o.phase = pb::TEST;
+  o.level = 2;
+  o.stages = {"x", "y"};
+  n = names(o);
+  EXPECT_TRUE(std::find(n.begin(), n.end(), "test") != n.end());
+  EXPECT_TRUE(std::find(n.begin(), n.end(), "deep") != n.end());
+  EXPECT_TRUE(std::find(n.begin(), n.end(), "staged") != n.end());
+  EXPECT_TRUE(std::find(n.begin(), n.end(), "notx") == n.end());
+  o.stages = {"x"};
+  n = names(o);
+  EXPECT_TRUE(std::find(n.begin(), n.end(), "staged") == n.end());
+}
+
+TEST(Net, UserErrorsNameTheLayer) {
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      NetOptions o;
+      Net net(ParseNetText(text, "bad.prototxt", &o.source), o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string e = error_of(R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 } } }
+layer { name: "r" type: "ReLU" bottom: "nope" top: "b" })");
+  EXPECT_NE(e.find("nope"), std::string::npos) << e;
+  e = error_of(R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 } } }
+
+layer { name: "weird" type: "Frobnicate" bottom: "a" top: "b" })");
+  EXPECT_NE(e.find("bad.prototxt:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("weird"), std::string::npos) << e;
+  EXPECT_NE(e.find("Frobnicate"), std::string::npos) << e;
+  e = error_of(R"(layers { name: "old" type: CONVOLUTION })");
+  EXPECT_NE(e.find("bad.prototxt:1:"), std::string::npos) << e;
+  EXPECT_NE(e.find("V1"), std::string::npos) << e;
+  e = error_of("layer { name: \"x\" type: \"ReLU\"\n  bogus_field: 3 }");
+  EXPECT_NE(e.find("bad.prototxt:2:"), std::string::npos) << e;
+  e = error_of(R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 dim: 4 dim: 5 dim: 5 } } }
+layer { name: "p" type: "Pooling" bottom: "a" top: "b"
+        pooling_param { pool: STOCHASTIC kernel_size: 2 } })");
+  EXPECT_NE(e.find("bad.prototxt:2:"), std::string::npos) << e;
+  EXPECT_NE(e.find("'p'"), std::string::npos) << e;
+  e = error_of(R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "r1" type: "ReLU" bottom: "a" top: "b" }
+layer { name: "r2" type: "ReLU" bottom: "a" top: "b" })");
+  EXPECT_NE(e.find("more than one layer"), std::string::npos) << e;
+}
+
+TEST(Net, DataLayerNeedsSourceOrStandIn) {
+  const char text[] = R"(
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: "/nonexistent/lmdb" batch_size: 8 backend: LMDB } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "y"
+        inner_product_param { num_output: 3 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" })";
+  EXPECT_THROW(Net(ParseNetText(text, "d")), Error);
+  NetOptions o;
+  o.input_shapes["data"] = {8, 1, 5, 5};
+  Net net(ParseNetText(text, "d"), o);
+  EXPECT_EQ(net.blob_by_name("label")->shape(), (std::vector<int>{8}));
+  EXPECT_EQ(net.blob_by_name("y")->shape(), (std::vector<int>{8, 3}));
+}
+
+TEST(Net, LegacyNetInputsBecomeInputLayer) {
+  Net net(ParseNetText(R"(input: "data" input_dim: 2 input_dim: 3 input_dim: 4 input_dim: 4
+layer { name: "r" type: "ReLU" bottom: "data" top: "out" })", "legacy"));
+  EXPECT_EQ(net.blob_by_name("data")->shape(), (std::vector<int>{2, 3, 4, 4}));
+}
+
+TEST(Net, WeightsRoundTripThroughProto) {
+  Net a(ParseNetText(kTinyNet, "tiny"));
+  Context::Get().set_seed(999);
+  Net b(ParseNetText(kTinyNet, "tiny"));
+  pb::NetParameter saved;
+  a.ToProto(&saved);
+  b.CopyTrainedLayersFrom(saved);
+  ASSERT_EQ(a.param_buffer_size(), b.param_buffer_size());
+  for (size_t i = 0; i < a.param_buffer_size(); ++i) ASSERT_EQ(a.param_data()[i], b.param_data()[i]);
+  // A blob of the wrong shape is an Error naming the layer.
+  saved.mutable_layer(1)->mutable_blobs(0)->mutable_shape()->set_dim(0, 4);
+  try {
+    b.CopyTrainedLayersFrom(saved);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("conv"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hogstream
