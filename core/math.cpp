@@ -11,19 +11,24 @@
 
 namespace hogstream {
 
-void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, const float* B,
-          float beta, float* C) {
+void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {
-    if (beta == 0.f) set(M * N, 0.f, C);
-    else scal(M * N, beta, C);
+    for (int i = 0; i < M; ++i) {
+      if (beta == 0.f) set(N, 0.f, C + static_cast<size_t>(i) * ldc);
+      else scal(N, beta, C + static_cast<size_t>(i) * ldc);
+    }
     return;
   }
-  const int lda = ta == Trans::No ? K : M;
-  const int ldb = tb == Trans::No ? N : K;
   dnnl_status_t st = dnnl_sgemm(ta == Trans::No ? 'N' : 'T', tb == Trans::No ? 'N' : 'T', M, N, K,
-                                alpha, A, lda, B, ldb, beta, C, N);
+                                alpha, A, lda, B, ldb, beta, C, ldc);
   HS_CHECK(st == dnnl_success) << "dnnl_sgemm failed with status " << static_cast<int>(st);
+}
+
+void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, const float* B,
+          float beta, float* C) {
+  gemm(ta, tb, M, N, K, alpha, A, ta == Trans::No ? K : M, B, tb == Trans::No ? N : K, beta, C, N);
 }
 
 void gemv(Trans ta, int M, int N, float alpha, const float* A, const float* x, float beta,
@@ -165,6 +170,36 @@ void im2col(const float* im, int channels, int height, int width, int kh, int kw
           }
           for (int ow = 0; ow < out_w; ++ow, colx += stride_w)
             *col++ = in_range(colx, width) ? src[colx] : 0.f;
+        }
+      }
+    }
+  }
+}
+
+void im2row(const float* im, int channels, int height, int width, int kh, int kw, int pad_h,
+            int pad_w, int stride_h, int stride_w, int dil_h, int dil_w, float* row) {
+  const int out_h = (height + 2 * pad_h - (dil_h * (kh - 1) + 1)) / stride_h + 1;
+  const int out_w = (width + 2 * pad_w - (dil_w * (kw - 1) + 1)) / stride_w + 1;
+  const int plane = height * width;
+  for (int oh = 0; oh < out_h; ++oh) {
+    for (int ow = 0; ow < out_w; ++ow) {
+      const int c0 = ow * stride_w - pad_w;
+      const bool inside_w = c0 >= 0 && c0 + dil_w * (kw - 1) < width;
+      for (int c = 0; c < channels; ++c) {
+        const float* src = im + c * plane;
+        for (int ki = 0; ki < kh; ++ki) {
+          const int r = oh * stride_h - pad_h + ki * dil_h;
+          if (!in_range(r, height)) {
+            for (int kj = 0; kj < kw; ++kj) *row++ = 0.f;
+            continue;
+          }
+          const float* line = src + r * width + c0;
+          if (inside_w) {
+            for (int kj = 0; kj < kw; ++kj) *row++ = line[kj * dil_w];
+          } else {
+            for (int kj = 0; kj < kw; ++kj)
+              *row++ = in_range(c0 + kj * dil_w, width) ? line[kj * dil_w] : 0.f;
+          }
         }
       }
     }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <iomanip>
 #include <random>
+#include <sstream>
 
 #include "core/context.hpp"
 #include "core/math.hpp"
@@ -12,19 +13,24 @@ namespace hogstream {
 
 namespace {
 std::string Shapes(const Blobs& tops) {
-  std::string s;
-  for (const Blob* b : tops) {
-    if (!s.empty()) s += ", ";
-    for (int i = 0; i < b->num_axes(); ++i) s += (i ? "x" : "") + std::to_string(b->shape(i));
-    if (b->num_axes() == 0) s += "scalar";
+  std::ostringstream os;
+  for (size_t t = 0; t < tops.size(); ++t) {
+    if (t) os << ", ";
+    const Blob* b = tops[t];
+    for (int i = 0; i < b->num_axes(); ++i) os << (i ? "x" : "") << b->shape(i);
+    if (b->num_axes() == 0) os << "scalar";
   }
-  return s;
+  return os.str();
 }
 
 std::string WithCommas(size_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
-  return s;
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
 }
 }  // namespace
 

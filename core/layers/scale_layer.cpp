@@ -1,0 +1,124 @@
+#include "core/layers/scale_layer.hpp"
+
+#include "core/filler.hpp"
+#include "core/math.hpp"
+
+namespace hogstream {
+
+namespace {
+int CheckedAxis(int axis, const Blob& b) {
+  HS_REQUIRE(axis >= -b.num_axes() && axis < b.num_axes())
+      << "axis " << axis << " is out of range for input " << b.shape_string();
+  return b.CanonicalAxisIndex(axis);
+}
+}  // namespace
+
+void ScaleLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
+  const pb::ScaleParameter& p = param_.scale_param();
+  const Blob& x = *bottom[0];
+  std::vector<int> shape;  // of the learned blobs
+  if (bottom.size() == 1) {
+    const int axis = CheckedAxis(p.axis(), x);
+    HS_REQUIRE(p.num_axes() >= -1)
+        << "num_axes must be >= 0, or -1 for all axes from axis on; got " << p.num_axes();
+    const int end = p.num_axes() == -1 ? x.num_axes() : axis + p.num_axes();
+    HS_REQUIRE(end <= x.num_axes()) << "a scale of " << p.num_axes() << " axes from axis "
+                                    << axis << " extends past input " << x.shape_string();
+    shape.assign(x.shape().begin() + axis, x.shape().begin() + end);
+    blobs_.push_back(std::make_shared<Blob>(shape));
+    pb::FillerParameter filler = p.filler();
+    if (!p.has_filler()) filler.set_value(1.f);  // constant 1: the identity
+    Fill(filler, blobs_.back().get());
+  } else {
+    shape = bottom[1]->shape();
+  }
+  if (p.bias_term()) {
+    bias_index_ = static_cast<int>(blobs_.size());
+    blobs_.push_back(std::make_shared<Blob>(shape));
+    Fill(p.bias_filler(), blobs_.back().get());
+  }
+  for (size_t i = 0; i < blobs_.size(); ++i) set_param_propagate_down(static_cast<int>(i), true);
+}
+
+void ScaleLayer::Reshape(const Blobs& bottom, const Blobs& top) {
+  const Blob& x = *bottom[0];
+  const Blob& s = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
+  const int axis = s.num_axes() == 0 ? 0 : CheckedAxis(param_.scale_param().axis(), x);
+  bool fits = x.num_axes() >= axis + s.num_axes();
+  for (int i = 0; fits && i < s.num_axes(); ++i) fits = x.shape(axis + i) == s.shape(i);
+  HS_REQUIRE(fits) << "scale of shape " << s.shape_string() << " does not match input "
+                   << x.shape_string() << " from axis " << axis;
+  outer_ = x.count(0, axis);
+  scale_dim_ = s.count();
+  inner_ = x.count(axis + s.num_axes());
+  if (bottom[0] == top[0]) bottom_copy_.ReshapeLike(x);
+  top[0]->ReshapeLike(x);
+}
+
+void ScaleLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
+  if (bottom[0] == top[0]) copy(bottom[0]->count(), bottom[0]->cpu_data(),
+                                bottom_copy_.mutable_cpu_data());
+  const float* x = bottom[0]->cpu_data();
+  const float* s = (bottom.size() > 1 ? bottom[1] : blobs_[0].get())->cpu_data();
+  const float* b = bias_index_ >= 0 ? blobs_[bias_index_]->cpu_data() : nullptr;
+  float* y = top[0]->mutable_cpu_data();
+  for (int o = 0; o < outer_; ++o) {
+    for (int d = 0; d < scale_dim_; ++d) {
+      const int off = (o * scale_dim_ + d) * inner_;
+      const float sd = s[d];
+      if (b) {
+        const float bd = b[d];
+        for (int i = 0; i < inner_; ++i) y[off + i] = x[off + i] * sd + bd;
+      } else {
+        for (int i = 0; i < inner_; ++i) y[off + i] = x[off + i] * sd;
+      }
+    }
+  }
+}
+
+// Gradients of learned blobs accumulate into their diffs (the solver clears them); a scale
+// given as bottom[1] gets its gradient assigned, as Caffe does. In place, dy is dx, so the
+// blob gradients are taken before dx is written.
+void ScaleLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
+                              const Blobs& bottom) {
+  const float* dy = top[0]->cpu_diff();
+  if (bias_index_ >= 0 && param_propagate_down(bias_index_)) {
+    float* db = blobs_[bias_index_]->mutable_cpu_diff();
+    for (int o = 0; o < outer_; ++o) {
+      for (int d = 0; d < scale_dim_; ++d) {
+        const float* g = dy + (o * scale_dim_ + d) * inner_;
+        double sum = 0;
+        for (int i = 0; i < inner_; ++i) sum += g[i];
+        db[d] += static_cast<float>(sum);
+      }
+    }
+  }
+  const bool learned = bottom.size() == 1;
+  Blob* scale_blob = learned ? blobs_[0].get() : bottom[1];
+  if (learned ? param_propagate_down(0) : static_cast<bool>(propagate_down[1])) {
+    const float* x = bottom[0] == top[0] ? bottom_copy_.cpu_data() : bottom[0]->cpu_data();
+    float* ds = scale_blob->mutable_cpu_diff();
+    if (!learned) set(scale_dim_, 0.f, ds);
+    for (int o = 0; o < outer_; ++o) {
+      for (int d = 0; d < scale_dim_; ++d) {
+        const int off = (o * scale_dim_ + d) * inner_;
+        ds[d] += dot(inner_, dy + off, x + off);
+      }
+    }
+  }
+  if (propagate_down[0]) {
+    const float* s = scale_blob->cpu_data();
+    float* dx = bottom[0]->mutable_cpu_diff();
+    for (int o = 0; o < outer_; ++o) {
+      for (int d = 0; d < scale_dim_; ++d) {
+        const int off = (o * scale_dim_ + d) * inner_;
+        const float sd = s[d];
+        for (int i = 0; i < inner_; ++i) dx[off + i] = dy[off + i] * sd;
+      }
+    }
+  }
+}
+
+HS_REGISTER_LAYER(Scale, ScaleLayer);
+
+}  // namespace hogstream
