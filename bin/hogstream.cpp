@@ -3,14 +3,20 @@
 //
 //   hogstream describe --model=NET [--phase=TRAIN|TEST] [--stage=S] [--level=N] [--input=TOP:N,C,H,W]
 //   hogstream time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]
+//   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
+//   hogstream test     --model=NET --weights=MODEL [--iterations=50]
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <iostream>
 
 #include "bin/flags.hpp"
 #include "core/context.hpp"
 #include "core/net.hpp"
 #include "core/net_report.hpp"
+#include "core/solver.hpp"
 
 namespace hogstream {
 namespace {
@@ -22,6 +28,11 @@ const char kUsage[] =
     "           one row per layer (name, type, top shapes, parameters), then 'params: N'\n"
     "  time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]\n"
     "           per-layer forward/backward ms and the total per batch\n"
+    "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
+    "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
+    "           trains like `caffe train`; logs in Caffe's format on stderr\n"
+    "  test     --model=NET --weights=MODEL [--iterations=50]\n"
+    "           scores a trained model on the TEST phase of NET\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
     "defaults to the batch size).\n";
 
@@ -83,6 +94,73 @@ int Time(int argc, char** argv) {
   return 0;
 }
 
+// Loads weights from one or more comma-separated .caffemodel files (later ones win).
+void LoadWeights(Net& net, const std::string& list) {
+  std::stringstream ss(list);
+  std::string file;
+  while (std::getline(ss, file, ',')) {
+    if (file.empty()) continue;
+    pb::NetParameter weights;
+    ReadBinaryProto(file, &weights);
+    net.CopyTrainedLayersFrom(weights);
+  }
+}
+
+int Train(int argc, char** argv) {
+  Flags f(argc, argv, 2, {"solver", "snapshot", "weights", "iterations", "sigint_effect",
+                          "sighup_effect", "input"});
+  HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
+  HS_REQUIRE(!(f.has("snapshot") && f.has("weights")))
+      << "give --snapshot (resume) or --weights (fine-tune), not both";
+  pb::SolverParameter param = ReadSolverText(f.get("solver"));
+  if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0)));
+  SolverOptions opt;
+  for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
+  opt.action = InstallSignalActions(f.get("sigint_effect", "stop"), f.get("sighup_effect", "snapshot"));
+  Context ctx(Mode::CPU, 0, param.random_seed() >= 0 ? param.random_seed() : 0);
+  ContextScope scope(&ctx);
+  auto solver = CreateSolver(param, opt);
+  if (f.has("weights")) LoadWeights(solver->net(), f.get("weights"));
+  LOG(INFO) << "Starting Optimization";
+  solver->Solve(f.get("snapshot"));
+  return 0;
+}
+
+int Test(int argc, char** argv) {
+  Flags f(argc, argv, 2, With(kNetFlags, {"weights", "iterations"}));
+  HS_REQUIRE(f.has("weights")) << "--weights=MODEL.caffemodel is required";
+  Context ctx(Mode::CPU, 0, 1);
+  ContextScope scope(&ctx);
+  NetOptions opt;
+  opt.phase = pb::TEST;
+  for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
+  HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
+  Net net(ReadNetText(f.get("model"), &opt.source), opt);
+  LoadWeights(net, f.get("weights"));
+  const int iters = static_cast<int>(f.get_int("iterations", 50));
+  HS_REQUIRE(iters > 0) << "--iterations must be > 0";
+  std::vector<double> sums;
+  double loss = 0;
+  for (int i = 0; i < iters; ++i) {
+    loss += net.Forward();
+    size_t k = 0;
+    for (const Blob* b : net.output_blobs())
+      for (int j = 0; j < b->count(); ++j, ++k) {
+        if (sums.size() <= k) sums.push_back(0);
+        sums[k] += b->cpu_data()[j];
+      }
+    LOG(INFO) << "Batch " << i << ", running mean loss = " << loss / (i + 1);
+  }
+  LOG(INFO) << "Loss: " << loss / iters;
+  size_t k = 0;
+  for (size_t j = 0; j < net.output_blobs().size(); ++j) {
+    const std::string& name = net.blob_names()[net.output_blob_indices()[j]];
+    for (int e = 0; e < net.output_blobs()[j]->count(); ++e, ++k)
+      LOG(INFO) << name << " = " << sums[k] / iters;
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
     std::cout << kUsage;
@@ -91,6 +169,8 @@ int Main(int argc, char** argv) {
   const std::string cmd = argv[1];
   if (cmd == "describe") return Describe(argc, argv);
   if (cmd == "time") return Time(argc, argv);
+  if (cmd == "train") return Train(argc, argv);
+  if (cmd == "test") return Test(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 
@@ -98,6 +178,10 @@ int Main(int argc, char** argv) {
 }  // namespace hogstream
 
 int main(int argc, char** argv) {
+  // Caffe's log format on stderr, so Caffe's log parsers read our logs.
+  FLAGS_logtostderr = true;
+  FLAGS_colorlogtostderr = false;
+  google::InitGoogleLogging(argv[0]);
   try {
     return hogstream::Main(argc, argv);
   } catch (const hogstream::Error& e) {

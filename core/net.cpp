@@ -416,6 +416,24 @@ Layer* Net::layer_by_name(const std::string& name) const {
   return it == layer_index_.end() ? nullptr : layers_[it->second].get();
 }
 
+void Net::ShareWeightsFrom(const Net& other) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer* src = other.layer_by_name(layer_names_[i]);
+    if (!src) continue;
+    auto& dst = layers_[i]->blobs();
+    HS_REQUIRE(dst.size() == src->blobs().size())
+        << "layer '" << layer_names_[i] << "' has " << dst.size() << " blob(s) here and "
+        << src->blobs().size() << " in the net it shares with";
+    for (size_t b = 0; b < dst.size(); ++b) {
+      HS_REQUIRE(dst[b]->shape() == src->blobs()[b]->shape())
+          << "layer '" << layer_names_[i] << "' blob " << b << " has shape "
+          << dst[b]->shape_string() << " here and " << src->blobs()[b]->shape_string()
+          << " in the net it shares with";
+      dst[b]->ShareData(*src->blobs()[b]);
+    }
+  }
+}
+
 void Net::CopyTrainedLayersFrom(const pb::NetParameter& trained) {
   for (const auto& src : trained.layer()) {
     Layer* layer = layer_by_name(src.name());

@@ -55,6 +55,9 @@ class Net {
   // Reshapes every layer for new input shapes.
   void Reshape();
 
+  // Points this net's parameter blobs at `other`'s (matching layers by name; shapes must
+  // agree): a test net shares its train net's weights without copying.
+  void ShareWeightsFrom(const Net& other);
   // Copies weights from a trained net (.caffemodel contents), matching layers by name.
   void CopyTrainedLayersFrom(const pb::NetParameter& trained);
   void ToProto(pb::NetParameter* param, bool write_diff = false) const;
@@ -70,6 +73,7 @@ class Net {
   const std::vector<std::vector<int>>& top_ids() const { return top_ids_; }
   const std::vector<std::vector<int>>& bottom_ids() const { return bottom_ids_; }
   bool layer_need_backward(int i) const { return layer_need_backward_[i]; }
+  float blob_loss_weight(int blob_id) const { return blob_loss_weights_[blob_id]; }
   std::shared_ptr<Blob> blob_by_name(const std::string& name) const;
   Layer* layer_by_name(const std::string& name) const;
   // Blobs produced and consumed by no layer: the net's outputs (losses, accuracies).

@@ -19,6 +19,8 @@ PACKAGES=(
   cmake make g++ pkg-config ccache
   protobuf-compiler libprotobuf-dev   # schema
   libdnnl-dev                         # GEMM (oneDNN)
+  liblmdb-dev zlib1g-dev libboost-dev # data: LMDB, gzipped IDX, lock-free queues
+  libgoogle-glog-dev libgflags-dev    # Caffe-format logs
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS
 )

@@ -1,3 +1,4 @@
+// Accuracy layer: top-k and per-class accuracy on the CPU.
 #include "core/layers/accuracy_layer.hpp"
 
 namespace hogstream {

@@ -17,6 +17,8 @@ class AccuracyLayer : public Layer {
   int ExactNumBottomBlobs() const override { return 2; }
   int MinTopBlobs() const override { return 1; }
   int MaxTopBlobs() const override { return 2; }
+  // A metric, not a loss: force_backward never routes gradients through it.
+  bool AllowForceBackward(int) const override { return false; }
   void Reshape(const Blobs& bottom, const Blobs& top) override;
 
  protected:

@@ -1,3 +1,4 @@
+// DummyData layer: shapes and fills its tops.
 #include "core/layers/dummy_data_layer.hpp"
 
 #include "core/filler.hpp"

@@ -1,3 +1,4 @@
+// EuclideanLoss layer, CPU forward and backward.
 #include "core/layers/euclidean_loss_layer.hpp"
 
 #include "core/math.hpp"

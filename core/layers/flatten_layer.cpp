@@ -1,3 +1,4 @@
+// Flatten layer: the top shape for the flattened axis span.
 #include "core/layers/flatten_layer.hpp"
 
 namespace hogstream {

@@ -1,3 +1,4 @@
+// Input layer: shapes its tops from input_param.
 #include "core/layers/input_layer.hpp"
 
 namespace hogstream {

@@ -1,3 +1,4 @@
+// LossLayer shape checks and the loss normaliser shared by the loss layers.
 #include "core/layers/loss_layer.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Reshape layer: parses the new shape once, then resolves it against each bottom shape.
 #include "core/layers/reshape_layer.hpp"
 
 namespace hogstream {

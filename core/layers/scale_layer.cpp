@@ -56,8 +56,9 @@ void ScaleLayer::Reshape(const Blobs& bottom, const Blobs& top) {
 }
 
 void ScaleLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
-  if (bottom[0] == top[0]) copy(bottom[0]->count(), bottom[0]->cpu_data(),
-                                bottom_copy_.mutable_cpu_data());
+  if (bottom[0] == top[0]) {
+    copy(bottom[0]->count(), bottom[0]->cpu_data(), bottom_copy_.mutable_cpu_data());
+  }
   const float* x = bottom[0]->cpu_data();
   const float* s = (bottom.size() > 1 ? bottom[1] : blobs_[0].get())->cpu_data();
   const float* b = bias_index_ >= 0 ? blobs_[bias_index_]->cpu_data() : nullptr;

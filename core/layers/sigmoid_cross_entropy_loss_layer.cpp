@@ -1,3 +1,4 @@
+// SigmoidCrossEntropyLoss layer, CPU forward and backward.
 #include "core/layers/sigmoid_cross_entropy_loss_layer.hpp"
 
 #include <cmath>

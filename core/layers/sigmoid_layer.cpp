@@ -1,3 +1,4 @@
+// Sigmoid layer, CPU forward and backward.
 #include "core/layers/sigmoid_layer.hpp"
 
 #include <cmath>

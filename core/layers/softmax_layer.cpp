@@ -1,3 +1,4 @@
+// Softmax layer, CPU forward and backward over one axis.
 #include "core/layers/softmax_layer.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SoftmaxWithLoss layer: softmax, then the normalised negative log-likelihood.
 #include "core/layers/softmax_with_loss_layer.hpp"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Split layer: shared data forward, summed diffs backward.
 #include "core/layers/split_layer.hpp"
 
 #include "core/math.hpp"

@@ -1,3 +1,4 @@
+// TanH layer, CPU forward and backward.
 #include "core/layers/tanh_layer.hpp"
 
 #include <cmath>

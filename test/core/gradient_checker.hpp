@@ -60,15 +60,6 @@ inline void CheckGradients(Layer* layer, const Blobs& bottom, const Blobs& top,
     return l;
   };
 
-  // Analytic gradients.
-  Context::Get().set_seed(opt.seed + 7);
-  layer->Forward(bottom, top);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  for (size_t t = 0; t < top.size(); ++t) {
-    weights[t].resize(top[t]->count());
-    float* diff = top[t]->mutable_cpu_diff();
-    for (int i = 0; i < top[t]->count(); ++i) diff[i] = static_cast<float>(weights[t][i] = nd(gen));
-  }
   std::vector<Blob*> targets;
   std::vector<std::string> names;
   std::vector<bool> prop(bottom.size(), false);
@@ -87,7 +78,17 @@ inline void CheckGradients(Layer* layer, const Blobs& bottom, const Blobs& top,
       names.push_back("param " + std::to_string(p));
     }
   }
+  // Analytic gradients. Targets are cleared before the top gradients are written: a layer
+  // may share one diff buffer between top and bottom (Reshape).
   for (Blob* b : targets) std::fill_n(b->mutable_cpu_diff(), b->count(), 0.f);
+  Context::Get().set_seed(opt.seed + 7);
+  layer->Forward(bottom, top);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  for (size_t t = 0; t < top.size(); ++t) {
+    weights[t].resize(top[t]->count());
+    float* diff = top[t]->mutable_cpu_diff();
+    for (int i = 0; i < top[t]->count(); ++i) diff[i] = static_cast<float>(weights[t][i] = nd(gen));
+  }
   layer->Backward(top, prop, bottom);
   std::vector<std::vector<float>> analytic;
   for (Blob* b : targets) analytic.emplace_back(b->cpu_diff(), b->cpu_diff() + b->count());

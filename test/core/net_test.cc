@@ -54,7 +54,7 @@ TEST(Net, InsertsSplitForSharedTop) {
 
 TEST(Net, ParamsLiveInOneFlatBuffer) {
   Net net(ParseNetText(kTinyNet, "tiny"));
-  ASSERT_EQ(net.learnable_params().size(), 5u);  // conv w,b; ipa w,b; ipb w
+  ASSERT_EQ(net.learnable_params().size(), 6u);  // weights and biases of conv, ipa, ipb
   const float* begin = net.param_data();
   size_t expect = 0;
   for (size_t i = 0; i < net.learnable_params().size(); ++i) {
@@ -65,7 +65,7 @@ TEST(Net, ParamsLiveInOneFlatBuffer) {
     expect += b->count();
   }
   EXPECT_EQ(net.num_learnable(), expect);
-  EXPECT_EQ(net.num_learnable(), 3u * 2 * 9 + 3 + (27 * 5 + 5) + 27 * 5);
+  EXPECT_EQ(net.num_learnable(), 3u * 2 * 9 + 3 + 2 * (27 * 5 + 5));
   // Writing through the flat buffer is what the layers see.
   net.param_data()[0] = 42.f;
   EXPECT_EQ(net.learnable_params()[0]->cpu_data()[0], 42.f);

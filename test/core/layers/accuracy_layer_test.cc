@@ -1,3 +1,4 @@
+// Accuracy: top-1 / top-3, ignore_label and per-class accuracy against a reference count.
 #include "core/layers/accuracy_layer.hpp"
 
 #include <gtest/gtest.h>

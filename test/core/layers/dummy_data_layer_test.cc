@@ -1,3 +1,4 @@
+// DummyData: shapes, constant fill once at set-up, refills, legacy dims, bad parameters.
 #include "core/layers/dummy_data_layer.hpp"
 
 #include <gtest/gtest.h>

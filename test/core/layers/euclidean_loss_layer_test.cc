@@ -1,3 +1,4 @@
+// EuclideanLoss: value, gradients to both bottoms, loss weight, bad shapes.
 #include "core/layers/euclidean_loss_layer.hpp"
 
 #include <gtest/gtest.h>

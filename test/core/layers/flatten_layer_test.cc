@@ -1,3 +1,4 @@
+// Flatten: top shapes, shared data and diff, gradient, bad axes.
 #include "core/layers/flatten_layer.hpp"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// Input: top shapes from input_param, untouched caller data, bad parameters.
 #include "core/layers/input_layer.hpp"
 
 #include <gtest/gtest.h>

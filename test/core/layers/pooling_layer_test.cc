@@ -191,8 +191,7 @@ TEST(PoolingLayerTest, MaxGradientWithMaskTop) {
   FillDistinct(&x, gen);
   PoolingLayer layer(Square(PP::MAX, 3, 2, 1));
   layer.SetUp({&x}, {&y, &mask});
-  testing::GradientCheck opt;
-  testing::CheckGradients(&layer, {&x}, {&y, &mask}, opt);
+  testing::CheckGradients(&layer, {&x}, {&y, &mask});
 }
 
 TEST(PoolingLayerTest, BadParametersAreErrors) {

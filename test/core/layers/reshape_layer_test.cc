@@ -1,3 +1,4 @@
+// Reshape: 0 / -1 / axis / num_axes shapes, shared data and diff, bad shapes.
 #include "core/layers/reshape_layer.hpp"
 
 #include <gtest/gtest.h>

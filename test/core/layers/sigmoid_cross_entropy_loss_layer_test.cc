@@ -1,3 +1,5 @@
+// SigmoidCrossEntropyLoss: loss against a reference for every normalisation and
+// ignore_label, hard and soft targets, extreme scores, gradients and loss weights.
 #include "core/layers/sigmoid_cross_entropy_loss_layer.hpp"
 
 #include <gtest/gtest.h>

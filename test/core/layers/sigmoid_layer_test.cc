@@ -1,3 +1,4 @@
+// Sigmoid: values, saturation, gradient, in-place use.
 #include "core/layers/sigmoid_layer.hpp"
 
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// Softmax: values against a double reference on several axes, stability, gradient.
 #include "core/layers/softmax_layer.hpp"
 
 #include <gtest/gtest.h>

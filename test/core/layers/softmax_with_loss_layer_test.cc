@@ -1,3 +1,5 @@
+// SoftmaxWithLoss: loss against a reference for every normalisation and ignore_label,
+// gradients, loss weights, the probability top and bad inputs.
 #include "core/layers/softmax_with_loss_layer.hpp"
 
 #include <gtest/gtest.h>

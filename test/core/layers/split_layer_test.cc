@@ -1,3 +1,4 @@
+// Split: shared data, summed diffs and gradients for 1-3 tops.
 #include "core/layers/split_layer.hpp"
 
 #include <gtest/gtest.h>

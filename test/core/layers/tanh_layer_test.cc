@@ -1,3 +1,4 @@
+// TanH: values, saturation, gradient, in-place use.
 #include "core/layers/tanh_layer.hpp"
 
 #include <gtest/gtest.h>

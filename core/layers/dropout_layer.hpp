@@ -1,0 +1,31 @@
+// Dropout (Caffe's inverted form): in TRAIN each unit is kept with probability 1 - ratio and
+// scaled by 1 / (1 - ratio), the keep mask drawn from the thread's Context generator; in TEST
+// the layer is the identity. Works in place.
+#pragma once
+
+#include <vector>
+
+#include "core/layer.hpp"
+
+namespace hogstream {
+
+class DropoutLayer : public Layer {
+ public:
+  using Layer::Layer;
+  const char* type() const override { return "Dropout"; }
+  int ExactNumBottomBlobs() const override { return 1; }
+  int ExactNumTopBlobs() const override { return 1; }
+  void LayerSetUp(const Blobs& bottom, const Blobs& top) override;
+  void Reshape(const Blobs& bottom, const Blobs& top) override;
+
+ protected:
+  void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
+  void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
+                    const Blobs& bottom) override;
+
+ private:
+  float ratio_ = 0.5f, scale_ = 2.f;
+  std::vector<unsigned> mask_;  // TRAIN: 1 where the unit is kept
+};
+
+}  // namespace hogstream

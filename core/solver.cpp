@@ -1,0 +1,399 @@
+#include "core/solver.hpp"
+
+#include <glog/logging.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "core/context.hpp"
+#include "core/io.hpp"
+#include "core/math.hpp"
+
+namespace hogstream {
+
+#define SLOG if (options_.log) LOG(INFO)
+
+Solver::Solver(const pb::SolverParameter& param, const SolverOptions& options,
+               int history_per_param)
+    : param_(param), options_(options) {
+  if (param_.solver_mode() == pb::SolverParameter::GPU) {
+#ifndef HOGSTREAM_CUDA
+    HS_FAIL() << "solver_mode: GPU but this hogstream was built without CUDA; set "
+                 "solver_mode: CPU in the solver file";
+#else
+    HS_REQUIRE(GpuAvailable()) << "solver_mode: GPU but no CUDA device is visible; set "
+                                  "solver_mode: CPU in the solver file";
+#endif
+  }
+  HS_REQUIRE(param_.iter_size() >= 1) << "iter_size must be >= 1";
+  HS_REQUIRE(param_.average_loss() >= 1) << "average_loss must be >= 1";
+  HS_REQUIRE(param_.has_base_lr()) << "the solver needs base_lr";
+  HS_REQUIRE(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
+      << "regularization_type must be L2 or L1, got '" << param_.regularization_type() << "'";
+  if (param_.random_seed() >= 0) Context::Get().set_seed(static_cast<uint64_t>(param_.random_seed()));
+  InitNets();
+  const auto& params = net_->learnable_params();
+  const int P = static_cast<int>(params.size());
+  size_t largest = 0;
+  for (int k = 0; k < history_per_param; ++k)
+    for (int i = 0; i < P; ++i) history_.push_back(std::make_shared<Blob>(params[i]->shape()));
+  for (Blob* b : params) largest = std::max<size_t>(largest, b->count());
+  scratch_.resize(largest);
+  (void)GetLearningRate();  // an unknown lr_policy fails here, not at iteration 1
+}
+
+Solver::~Solver() = default;
+
+void Solver::InitNets() {
+  // Where the train net comes from: exactly one of net_param, net, train_net_param, train_net.
+  const int sources = param_.has_net_param() + param_.has_net() + param_.has_train_net_param() +
+                      param_.has_train_net();
+  HS_REQUIRE(sources == 1) << "the solver must name exactly one train net (net, net_param, "
+                              "train_net or train_net_param); it names "
+                           << sources;
+  auto load = [&](const pb::NetParameter* inline_param, const std::string& file, pb::Phase phase,
+                  const pb::NetState* state) {
+    NetOptions o;
+    o.phase = phase;
+    o.input_shapes = options_.input_shapes;
+    if (state) {
+      o.level = state->level();
+      o.stages.assign(state->stage().begin(), state->stage().end());
+    }
+    const pb::NetParameter p = inline_param ? *inline_param : ReadNetText(file, &o.source);
+    return std::make_unique<Net>(p, o);
+  };
+  const pb::NetState* train_state = param_.has_train_state() ? &param_.train_state() : nullptr;
+  if (param_.has_net_param()) net_ = load(&param_.net_param(), "", pb::TRAIN, train_state);
+  if (param_.has_net()) net_ = load(nullptr, param_.net(), pb::TRAIN, train_state);
+  if (param_.has_train_net_param()) net_ = load(&param_.train_net_param(), "", pb::TRAIN, train_state);
+  if (param_.has_train_net()) net_ = load(nullptr, param_.train_net(), pb::TRAIN, train_state);
+
+  // Test nets: explicit ones first, then the generic net once per remaining test_iter.
+  const bool generic = param_.has_net() || param_.has_net_param();
+  const int explicit_nets = param_.test_net_param_size() + param_.test_net_size();
+  const int total = generic ? param_.test_iter_size() : explicit_nets;
+  HS_REQUIRE(param_.test_iter_size() == total && total >= explicit_nets)
+      << "test_iter must be given once per test net (" << total << " test net(s), "
+      << param_.test_iter_size() << " test_iter value(s))";
+  HS_REQUIRE(param_.test_state_size() == 0 || param_.test_state_size() == total)
+      << "test_state must be given for every test net or for none";
+  if (total > 0) HS_REQUIRE(param_.test_interval() > 0) << "test_iter is set but test_interval is not";
+  for (int i = 0; i < total; ++i) {
+    const pb::NetState* st = param_.test_state_size() ? &param_.test_state(i) : nullptr;
+    if (i < param_.test_net_param_size()) {
+      test_nets_.push_back(load(&param_.test_net_param(i), "", pb::TEST, st));
+    } else if (i < explicit_nets) {
+      test_nets_.push_back(load(nullptr, param_.test_net(i - param_.test_net_param_size()), pb::TEST, st));
+    } else if (param_.has_net_param()) {
+      test_nets_.push_back(load(&param_.net_param(), "", pb::TEST, st));
+    } else {
+      test_nets_.push_back(load(nullptr, param_.net(), pb::TEST, st));
+    }
+    test_nets_.back()->ShareWeightsFrom(*net_);
+  }
+}
+
+float Solver::GetLearningRate() const {
+  const std::string& policy = param_.lr_policy();
+  const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
+  const double it = iter_;
+  if (policy == "fixed") return static_cast<float>(base);
+  if (policy == "step") {
+    HS_REQUIRE(param_.stepsize() > 0) << "lr_policy step needs stepsize > 0";
+    return static_cast<float>(base * std::pow(gamma, std::floor(it / param_.stepsize())));
+  }
+  if (policy == "exp") return static_cast<float>(base * std::pow(gamma, it));
+  if (policy == "inv") return static_cast<float>(base * std::pow(1 + gamma * it, -power));
+  if (policy == "multistep") return static_cast<float>(base * std::pow(gamma, current_step_));
+  if (policy == "poly") {
+    HS_REQUIRE(param_.max_iter() > 0) << "lr_policy poly needs max_iter > 0";
+    return static_cast<float>(base * std::pow(1.0 - it / param_.max_iter(), power));
+  }
+  if (policy == "sigmoid")
+    return static_cast<float>(base / (1 + std::exp(-gamma * (it - param_.stepsize()))));
+  HS_FAIL() << "unknown lr_policy '" << policy
+            << "' (fixed, step, exp, inv, multistep, poly, sigmoid)";
+}
+
+void Solver::Regularize(int id) {
+  Blob* p = net_->learnable_params()[id];
+  const float decay = param_.weight_decay() * net_->params_weight_decay()[id];
+  if (decay == 0.f) return;
+  const int n = p->count();
+  const float* w = p->cpu_data();
+  float* g = p->mutable_cpu_diff();
+  if (param_.regularization_type() == "L2") {
+    axpy(n, decay, w, g);
+  } else {
+    for (int i = 0; i < n; ++i) g[i] += decay * static_cast<float>((w[i] > 0) - (w[i] < 0));
+  }
+}
+
+void Solver::ClipGradients() {
+  const float clip = param_.clip_gradients();
+  if (clip < 0) return;
+  double sumsq = 0;
+  for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  const double norm = std::sqrt(sumsq);
+  if (norm > clip) {
+    const float s = static_cast<float>(clip / norm);
+    SLOG << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << clip
+         << ") by scale factor " << s;
+    for (Blob* p : net_->learnable_params()) p->scale_diff(s);
+  }
+}
+
+void Solver::ApplyUpdate() {
+  if (param_.lr_policy() == "multistep") {
+    while (current_step_ < param_.stepvalue_size() && iter_ >= param_.stepvalue(current_step_)) {
+      ++current_step_;
+      SLOG << "MultiStep Status: Iteration " << iter_ << ", step = " << current_step_;
+    }
+  }
+  const float rate = GetLearningRate();
+  if (param_.display() && iter_ % param_.display() == 0)
+    SLOG << "Iteration " << iter_ << ", lr = " << rate;
+  ClipGradients();
+  const auto& params = net_->learnable_params();
+  for (int id = 0; id < static_cast<int>(params.size()); ++id) {
+    if (net_->params_lr()[id] == 0.f) {
+      // Frozen: no decay, no history, no step.
+      set(params[id]->count(), 0.f, params[id]->mutable_cpu_diff());
+      continue;
+    }
+    if (param_.iter_size() > 1) params[id]->scale_diff(1.f / param_.iter_size());
+    Regularize(id);
+    ComputeUpdateValue(id, rate);
+  }
+  // data -= diff over the whole flat buffer (padding is zero in both).
+  axpy(static_cast<int>(net_->param_buffer_size()), -1.f, net_->param_diff(), net_->param_data());
+}
+
+void Solver::UpdateSmoothedLoss(float loss, int start_iter) {
+  const int window = param_.average_loss();
+  if (static_cast<int>(losses_.size()) < window) {
+    losses_.push_back(loss);
+    smoothed_loss_ = (smoothed_loss_ * (losses_.size() - 1) + loss) / losses_.size();
+  } else {
+    const int idx = (iter_ - start_iter) % window;
+    smoothed_loss_ += (loss - losses_[idx]) / window;
+    losses_[idx] = loss;
+  }
+}
+
+int Solver::BatchSize() const {
+  for (size_t i = 0; i < net_->layers().size(); ++i)
+    if (net_->bottom_vecs()[i].empty() && !net_->top_vecs()[i].empty() &&
+        net_->top_vecs()[i][0]->num_axes() > 0)
+      return net_->top_vecs()[i][0]->shape(0);
+  return 0;
+}
+
+void Solver::Display(float loss, std::chrono::steady_clock::time_point& last, int& last_iter) {
+  const auto now = std::chrono::steady_clock::now();
+  const double lapse = std::chrono::duration<double>(now - last).count();
+  const double per_s = lapse > 0 ? (iter_ - last_iter) / lapse : 0;
+  SLOG << "Iteration " << iter_ << " (" << per_s << " iter/s, " << lapse << "s/"
+       << param_.display() << " iters), loss = " << smoothed_loss_;
+  int index = 0;
+  for (size_t j = 0; j < net_->output_blobs().size(); ++j) {
+    const Blob* b = net_->output_blobs()[j];
+    const std::string& name = net_->blob_names()[net_->output_blob_indices()[j]];
+    const float w = net_->blob_loss_weight(net_->output_blob_indices()[j]);
+    for (int k = 0; k < b->count(); ++k) {
+      std::ostringstream extra;
+      if (w != 0.f) extra << " (* " << w << " = " << w * b->cpu_data()[k] << " loss)";
+      SLOG << "    Train net output #" << index++ << ": " << name << " = " << b->cpu_data()[k]
+           << extra.str();
+    }
+  }
+  // Progress: throughput since the start of this run and the time left to max_iter.
+  const double total = std::chrono::duration<double>(now - start_time_).count();
+  const int done = iter_ - start_iter_;
+  if (done > 0 && total > 0 && param_.max_iter() > iter_) {
+    const double ips = done / total;
+    const long eta = static_cast<long>((param_.max_iter() - iter_) / ips);
+    std::ostringstream os;
+    os << "Progress: " << iter_ << "/" << param_.max_iter() << " iterations, "
+       << std::fixed << std::setprecision(0) << ips * BatchSize() << " img/s, ETA "
+       << eta / 3600 << "h" << std::setw(2) << std::setfill('0') << eta / 60 % 60 << "m"
+       << std::setw(2) << eta % 60 << "s";
+    SLOG << os.str();
+  }
+  (void)loss;
+  last = now;
+  last_iter = iter_;
+}
+
+void Solver::Step(int iters) {
+  const int start_iter = iter_, stop_iter = iter_ + iters;
+  losses_.clear();
+  smoothed_loss_ = 0;
+  start_time_ = std::chrono::steady_clock::now();
+  start_iter_ = iter_;
+  auto last = start_time_;
+  int last_iter = iter_;
+  while (iter_ < stop_iter) {
+    net_->ClearParamDiffs();
+    if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
+        (iter_ > 0 || param_.test_initialization()))
+      TestAll();
+    float loss = 0;
+    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+    loss /= param_.iter_size();
+    HS_REQUIRE(std::isfinite(loss)) << "loss is " << loss << " at iteration " << iter_
+                                    << " (diverged: lower base_lr?)";
+    UpdateSmoothedLoss(loss, start_iter);
+    if (param_.display() && iter_ % param_.display() == 0) Display(loss, last, last_iter);
+    ApplyUpdate();
+    ++iter_;
+    const SolverAction action = options_.action ? options_.action() : SolverAction::NONE;
+    if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT ||
+        action == SolverAction::STOP)
+      Snapshot();
+    if (action == SolverAction::STOP) {
+      stopped_early_ = true;
+      break;
+    }
+  }
+}
+
+void Solver::Solve(const std::string& resume_file) {
+  SLOG << "Solving " << net_->name();
+  SLOG << "Learning Rate Policy: " << param_.lr_policy();
+  stopped_early_ = false;
+  if (!resume_file.empty()) {
+    SLOG << "Restoring previous solver status from " << resume_file;
+    Restore(resume_file);
+  }
+  Step(param_.max_iter() - iter_);
+  if (stopped_early_) {
+    SLOG << "Optimization stopped early.";
+    return;
+  }
+  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0))
+    Snapshot();
+  if (param_.display() && iter_ % param_.display() == 0) {
+    const float loss = net_->Forward();
+    UpdateSmoothedLoss(loss, 0);
+    SLOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+  }
+  if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  SLOG << "Optimization Done.";
+}
+
+std::vector<std::vector<float>> Solver::TestAll() {
+  std::vector<std::vector<float>> all;
+  for (size_t t = 0; t < test_nets_.size(); ++t) {
+    SLOG << "Iteration " << iter_ << ", Testing net (#" << t << ")";
+    Net& tn = *test_nets_[t];
+    std::vector<double> sums;
+    double loss = 0;
+    const int n = param_.test_iter(static_cast<int>(t));
+    for (int i = 0; i < n; ++i) {
+      loss += tn.Forward();
+      size_t k = 0;
+      for (const Blob* b : tn.output_blobs())
+        for (int j = 0; j < b->count(); ++j, ++k) {
+          if (sums.size() <= k) sums.push_back(0);
+          sums[k] += b->cpu_data()[j];
+        }
+    }
+    if (param_.test_compute_loss()) SLOG << "Test loss: " << loss / n;
+    std::vector<float> means;
+    size_t k = 0;
+    for (size_t j = 0; j < tn.output_blobs().size(); ++j) {
+      const std::string& name = tn.blob_names()[tn.output_blob_indices()[j]];
+      const float w = tn.blob_loss_weight(tn.output_blob_indices()[j]);
+      for (int e = 0; e < tn.output_blobs()[j]->count(); ++e, ++k) {
+        const float mean = static_cast<float>(sums[k] / n);
+        means.push_back(mean);
+        std::ostringstream extra;
+        if (w != 0.f) extra << " (* " << w << " = " << w * mean << " loss)";
+        SLOG << "    Test net output #" << k << ": " << name << " = " << mean << extra.str();
+      }
+    }
+    all.push_back(means);
+  }
+  return all;
+}
+
+std::string Solver::Snapshot() {
+  HS_REQUIRE(param_.snapshot_format() == pb::SolverParameter::BINARYPROTO)
+      << "snapshot_format HDF5 is not supported; use BINARYPROTO";
+  const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
+  const std::string base = prefix + "_iter_" + std::to_string(iter_);
+  const std::string model = base + ".caffemodel", state_file = base + ".solverstate";
+  pb::NetParameter weights;
+  net_->ToProto(&weights, param_.snapshot_diff());
+  SLOG << "Snapshotting to binary proto file " << model;
+  WriteBinaryProtoAtomic(model, weights);
+  pb::SolverState state;
+  state.set_iter(iter_);
+  state.set_learned_net(model);
+  state.set_current_step(current_step_);
+  for (const auto& h : history_) h->ToProto(state.add_history());
+  SLOG << "Snapshotting solver state to binary proto file " << state_file;
+  WriteBinaryProtoAtomic(state_file, state);
+  return model;
+}
+
+void Solver::Restore(const std::string& state_file) {
+  pb::SolverState state;
+  ReadBinaryProto(state_file, &state);
+  HS_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
+      << state_file << ": holds " << state.history_size() << " history blobs, this " << type()
+      << " solver keeps " << history_.size() << " (another solver type or net?)";
+  if (state.has_learned_net()) {
+    pb::NetParameter weights;
+    ReadBinaryProto(state.learned_net(), &weights);
+    net_->CopyTrainedLayersFrom(weights);
+  }
+  for (size_t i = 0; i < history_.size(); ++i) {
+    try {
+      history_[i]->FromProto(state.history(static_cast<int>(i)), /*reshape=*/false);
+    } catch (const Error& e) {
+      throw Error(state_file + ": history blob " + std::to_string(i) + ": " + e.what());
+    }
+  }
+  iter_ = state.iter();
+  current_step_ = state.current_step();
+}
+
+// ---------------------------------------------------------------- signals
+
+namespace {
+std::atomic<int> g_sigint{0}, g_sighup{0};
+void OnSigint(int) { g_sigint.store(1, std::memory_order_relaxed); }
+void OnSighup(int) { g_sighup.store(1, std::memory_order_relaxed); }
+
+SolverAction Effect(const std::string& name, const char* flag) {
+  if (name == "stop") return SolverAction::STOP;
+  if (name == "snapshot") return SolverAction::SNAPSHOT;
+  if (name == "none") return SolverAction::NONE;
+  HS_FAIL() << "--" << flag << " must be stop, snapshot or none, got '" << name << "'";
+}
+}  // namespace
+
+std::function<SolverAction()> InstallSignalActions(const std::string& sigint_effect,
+                                                   const std::string& sighup_effect) {
+  const SolverAction on_int = Effect(sigint_effect, "sigint_effect");
+  const SolverAction on_hup = Effect(sighup_effect, "sighup_effect");
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnSigint;
+  sigaction(SIGINT, &sa, nullptr);
+  sa.sa_handler = OnSighup;
+  sigaction(SIGHUP, &sa, nullptr);
+  return [on_int, on_hup]() {
+    if (g_sigint.exchange(0, std::memory_order_relaxed)) return on_int;
+    if (g_sighup.exchange(0, std::memory_order_relaxed)) return on_hup;
+    return SolverAction::NONE;
+  };
+}
+
+}  // namespace hogstream

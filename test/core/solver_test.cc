@@ -1,0 +1,363 @@
+#include "core/solver.hpp"
+
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/context.hpp"
+#include "core/io.hpp"
+
+namespace hogstream {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Least squares: y_hat = W x + b over a fixed batch of 4, EuclideanLoss. Bias has lr_mult 2
+// and decay_mult 0, so the multipliers are exercised.
+const char kLinearNet[] = R"(
+  layer { name: "in" type: "Input" top: "x" top: "y"
+          input_param { shape { dim: 4 dim: 3 } shape { dim: 4 dim: 2 } } }
+  layer { name: "ip" type: "InnerProduct" bottom: "x" top: "yhat"
+          param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+          inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 0.5 }
+                                bias_filler { type: "gaussian" std: 0.5 } } }
+  layer { name: "loss" type: "EuclideanLoss" bottom: "yhat" bottom: "y" top: "loss" })";
+
+// The linear net with defaults; `extra` (solver fields) overrides them.
+pb::SolverParameter LinearSolver(const std::string& extra) {
+  pb::SolverParameter p, over;
+  const std::string text = std::string("net_param {") + kLinearNet + "}\n" +
+                           "base_lr: 0.1 lr_policy: 'fixed' max_iter: 100 solver_mode: CPU\n" +
+                           "random_seed: 7 weight_decay: 0.01\n";
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p));
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(extra, &over)) << extra;
+  p.MergeFrom(over);
+  return p;
+}
+
+SolverOptions Quiet() {
+  SolverOptions o;
+  o.log = false;
+  return o;
+}
+
+void SetInputs(Solver& s, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d;
+  for (Blob* b : s.net().input_blobs())
+    for (int i = 0; i < b->count(); ++i) b->mutable_cpu_data()[i] = d(gen);
+}
+
+// The reference: plain loops, straight from the published rules.
+struct Reference {
+  std::string type;
+  float lr = 0.1f, momentum = 0, momentum2 = 0.999f, delta = 1e-8f, rms = 0.99f, decay = 0.01f;
+  std::vector<double> w, h, h2;  // params: W (6) then b (2)
+
+  void Step(int iter, const std::vector<float>& x, const std::vector<float>& y) {
+    // Gradient of 1/(2N) sum ||W x + b - y||^2.
+    std::vector<double> g(8, 0.0);
+    for (int n = 0; n < 4; ++n)
+      for (int o = 0; o < 2; ++o) {
+        double r = w[6 + o] - y[n * 2 + o];
+        for (int k = 0; k < 3; ++k) r += w[o * 3 + k] * x[n * 3 + k];
+        for (int k = 0; k < 3; ++k) g[o * 3 + k] += r * x[n * 3 + k] / 4;
+        g[6 + o] += r / 4;
+      }
+    for (int i = 0; i < 6; ++i) g[i] += decay * w[i];
+    for (int i = 0; i < 8; ++i) {
+      const double l = lr * (i < 6 ? 1 : 2);
+      double step = 0;
+      if (type == "SGD") {
+        step = h[i] = momentum * h[i] + l * g[i];
+      } else if (type == "Nesterov") {
+        const double prev = h[i];
+        h[i] = momentum * h[i] + l * g[i];
+        step = (1 + momentum) * h[i] - momentum * prev;
+      } else if (type == "AdaGrad") {
+        h[i] += g[i] * g[i];
+        step = l * g[i] / (std::sqrt(h[i]) + delta);
+      } else if (type == "RMSProp") {
+        h[i] = rms * h[i] + (1 - rms) * g[i] * g[i];
+        step = l * g[i] / (std::sqrt(h[i]) + delta);
+      } else if (type == "AdaDelta") {
+        h[i] = momentum * h[i] + (1 - momentum) * g[i] * g[i];
+        const double u = g[i] * std::sqrt((h2[i] + delta) / (h[i] + delta));
+        h2[i] = momentum * h2[i] + (1 - momentum) * u * u;
+        step = l * u;
+      } else if (type == "Adam") {
+        h[i] = momentum * h[i] + (1 - momentum) * g[i];
+        h2[i] = momentum2 * h2[i] + (1 - momentum2) * g[i] * g[i];
+        const double t = iter + 1;
+        const double c = std::sqrt(1 - std::pow(momentum2, t)) / (1 - std::pow(momentum, t));
+        step = l * c * h[i] / (std::sqrt(h2[i]) + delta);
+      }
+      w[i] -= step;
+    }
+  }
+};
+
+struct RuleCase {
+  const char* type;
+  float momentum;
+  const char* extra;
+};
+
+class SolverRule : public ::testing::TestWithParam<RuleCase> {};
+
+TEST_P(SolverRule, MatchesHandComputedUpdates) {
+  const RuleCase c = GetParam();
+  auto solver = CreateSolver(LinearSolver(std::string("type: '") + c.type + "' momentum: " +
+                                          std::to_string(c.momentum) + " " + c.extra),
+                             Quiet());
+  SetInputs(*solver, std::random_device{}());
+  Reference ref;
+  ref.type = c.type;
+  ref.momentum = c.momentum;
+  if (ref.type == "AdaDelta") ref.delta = 1e-6f, ref.lr = 1.0f;
+  if (ref.type == "RMSProp") ref.rms = 0.95f;
+  const auto& params = solver->net().learnable_params();
+  for (int i = 0; i < 6; ++i) ref.w.push_back(params[0]->cpu_data()[i]);
+  for (int i = 0; i < 2; ++i) ref.w.push_back(params[1]->cpu_data()[i]);
+  ref.h.assign(8, 0);
+  ref.h2.assign(8, 0);
+  const Blob* x = solver->net().input_blobs()[0];
+  const Blob* y = solver->net().input_blobs()[1];
+  const std::vector<float> xs(x->cpu_data(), x->cpu_data() + 12), ys(y->cpu_data(), y->cpu_data() + 8);
+  for (int it = 0; it < 5; ++it) {
+    solver->Step(1);
+    ref.Step(it, xs, ys);
+    for (int i = 0; i < 8; ++i) {
+      const float got = i < 6 ? params[0]->cpu_data()[i] : params[1]->cpu_data()[i - 6];
+      ASSERT_NEAR(got, ref.w[i], 1e-5 * (1 + std::fabs(ref.w[i]))) << c.type << " iter " << it << " param " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllRules, SolverRule,
+    ::testing::Values(RuleCase{"SGD", 0.9f, ""}, RuleCase{"SGD", 0.f, ""},
+                      RuleCase{"Nesterov", 0.9f, ""}, RuleCase{"AdaGrad", 0.f, ""},
+                      RuleCase{"RMSProp", 0.f, "rms_decay: 0.95"},
+                      RuleCase{"AdaDelta", 0.95f, "delta: 1e-6 base_lr: 1.0"},
+                      RuleCase{"Adam", 0.9f, "momentum2: 0.999"}),
+    [](const auto& info) { return std::string(info.param.type) + std::to_string(info.index); });
+
+TEST(Solver, LegacySolverTypeEnum) {
+  auto s = CreateSolver(LinearSolver("solver_type: NESTEROV momentum: 0.9"), Quiet());
+  EXPECT_STREQ(s->type(), "Nesterov");
+}
+
+TEST(Solver, LearningRatePolicies) {
+  struct P {
+    const char* text;
+    std::function<double(int)> f;
+  };
+  const double b = 0.1;
+  const std::vector<P> policies = {
+      {"lr_policy: 'fixed'", [&](int) { return b; }},
+      {"lr_policy: 'step' gamma: 0.5 stepsize: 3", [&](int i) { return b * std::pow(0.5, i / 3); }},
+      {"lr_policy: 'exp' gamma: 0.9", [&](int i) { return b * std::pow(0.9, i); }},
+      {"lr_policy: 'inv' gamma: 0.0001 power: 0.75",
+       [&](int i) { return b * std::pow(1 + 0.0001 * i, -0.75); }},
+      {"lr_policy: 'poly' power: 2 max_iter: 10", [&](int i) { return b * std::pow(1 - i / 10.0, 2); }},
+      {"lr_policy: 'sigmoid' gamma: -0.5 stepsize: 4",
+       [&](int i) { return b / (1 + std::exp(0.5 * (i - 4))); }},
+      {"lr_policy: 'multistep' gamma: 0.1 stepvalue: 2 stepvalue: 5",
+       [&](int i) { return b * std::pow(0.1, (i >= 2) + (i >= 5)); }},
+  };
+  for (const auto& p : policies) {
+    auto s = CreateSolver(LinearSolver(std::string(p.text) + " momentum: 0"), Quiet());
+    SetInputs(*s, 1);
+    for (int i = 0; i < 8; ++i) {
+      // multistep advances its step inside the update; compare the rate the update used.
+      if (std::string(p.text).find("multistep") == std::string::npos)
+        EXPECT_NEAR(s->GetLearningRate(), p.f(i), 1e-7) << p.text << " iter " << i;
+      s->Step(1);
+      if (std::string(p.text).find("multistep") != std::string::npos)
+        EXPECT_NEAR(s->GetLearningRate(), p.f(i), 1e-7) << p.text << " iter " << i;
+    }
+  }
+}
+
+TEST(Solver, IterSizeAveragesGradients) {
+  // The same batch twice with iter_size 2 is the same step as once with iter_size 1.
+  auto a = CreateSolver(LinearSolver("momentum: 0.9"), Quiet());
+  auto b = CreateSolver(LinearSolver("momentum: 0.9 iter_size: 2"), Quiet());
+  SetInputs(*a, 3);
+  SetInputs(*b, 3);
+  a->Step(4);
+  b->Step(4);
+  for (size_t i = 0; i < a->net().param_buffer_size(); ++i)
+    ASSERT_NEAR(a->net().param_data()[i], b->net().param_data()[i], 1e-6);
+}
+
+TEST(Solver, ClipGradientsBoundsTheStep) {
+  auto s = CreateSolver(LinearSolver("momentum: 0 weight_decay: 0 clip_gradients: 0.01"), Quiet());
+  SetInputs(*s, 5);
+  std::vector<float> before(s->net().param_data(), s->net().param_data() + s->net().param_buffer_size());
+  s->Step(1);
+  // lr 0.1; bias has lr_mult 2, so the step norm is between 0.1 * 0.01 and 0.2 * 0.01.
+  double norm = 0;
+  for (size_t i = 0; i < before.size(); ++i) norm += std::pow(s->net().param_data()[i] - before[i], 2);
+  norm = std::sqrt(norm);
+  EXPECT_GE(norm, 0.001 * 0.999);
+  EXPECT_LE(norm, 0.002 * 1.001);
+}
+
+TEST(Solver, SameSeedSameLossesDifferentSeedDifferent) {
+  // DummyData with a gaussian filler draws new data every pass from the solver's RNG.
+  const std::string net = R"(net_param {
+    layer { name: "d" type: "DummyData" top: "x" top: "y"
+            dummy_data_param { shape { dim: 8 dim: 5 } shape { dim: 8 dim: 2 }
+                               data_filler { type: "gaussian" } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "x" top: "p"
+            inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+    layer { name: "loss" type: "EuclideanLoss" bottom: "p" bottom: "y" top: "loss" } }
+    base_lr: 0.05 lr_policy: 'fixed' momentum: 0.9 max_iter: 30 solver_mode: CPU )";
+  auto run = [&](int seed) {
+    pb::SolverParameter p;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(net + " random_seed: " + std::to_string(seed), &p));
+    auto s = CreateSolver(p, Quiet());
+    std::vector<float> losses;
+    for (int i = 0; i < 20; ++i) {
+      s->Step(1);
+      losses.push_back(s->smoothed_loss());
+    }
+    return losses;
+  };
+  EXPECT_EQ(run(11), run(11));
+  EXPECT_NE(run(11), run(12));
+}
+
+// A two-layer classifier on a fixed synthetic task: loss falls and accuracy rises.
+TEST(Solver, ShortTrainingLearns) {
+  const std::string text = R"(
+    net_param {
+      layer { name: "in" type: "Input" top: "x" top: "label"
+              input_param { shape { dim: 64 dim: 10 } shape { dim: 64 } } }
+      layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "h"
+              inner_product_param { num_output: 32 weight_filler { type: "xavier" } } }
+      layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
+      layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "score"
+              inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+      layer { name: "acc" type: "Accuracy" bottom: "score" bottom: "label" top: "accuracy"
+              include { phase: TEST } }
+      layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" } }
+    base_lr: 0.1 lr_policy: 'fixed' momentum: 0.9 weight_decay: 0.0005 max_iter: 300
+    test_iter: 1 test_interval: 1000 test_initialization: false solver_mode: CPU random_seed: 3)";
+  pb::SolverParameter p;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p));
+  auto s = CreateSolver(p, Quiet());
+  // Labels from a random linear teacher; the test net sees the same inputs (Input blobs are
+  // per net, so fill both).
+  std::mt19937 gen(std::random_device{}());
+  std::normal_distribution<float> d;
+  std::vector<float> teacher(30);
+  for (auto& t : teacher) t = d(gen);
+  auto fill = [&](Net& net, std::mt19937 g) {
+    Blob* x = net.input_blobs()[0];
+    Blob* l = net.input_blobs()[1];
+    for (int n = 0; n < 64; ++n) {
+      float best = -1e9f;
+      int arg = 0;
+      for (int k = 0; k < 10; ++k) x->mutable_cpu_data()[n * 10 + k] = d(g);
+      for (int c = 0; c < 3; ++c) {
+        float v = 0;
+        for (int k = 0; k < 10; ++k) v += teacher[c * 10 + k] * x->cpu_data()[n * 10 + k];
+        if (v > best) best = v, arg = c;
+      }
+      l->mutable_cpu_data()[n] = static_cast<float>(arg);
+    }
+  };
+  const uint32_t data_seed = gen();
+  fill(s->net(), std::mt19937(data_seed));
+  fill(*s->test_nets()[0], std::mt19937(data_seed));
+  const float acc0 = s->TestAll()[0][0];
+  s->Step(1);
+  const float loss0 = s->smoothed_loss();
+  s->Step(299);
+  EXPECT_LT(s->smoothed_loss(), 0.3f * loss0);
+  const float acc = s->TestAll()[0][0];
+  EXPECT_GT(acc, 0.9f);
+  EXPECT_GT(acc, acc0);
+}
+
+class SolverSnapshot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hs_snap_" + std::to_string(::getpid()) + "_" +
+                                        std::to_string(std::random_device{}()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(SolverSnapshot, SnapshotAt100ResumeTo200EqualsUninterrupted) {
+  for (const char* type : {"SGD", "Adam"}) {
+    const std::string extra = std::string("type: '") + type + "' momentum: 0.9 max_iter: 200 " +
+                              "lr_policy: 'step' gamma: 0.5 stepsize: 60 snapshot: 100 " +
+                              "snapshot_after_train: false snapshot_prefix: '" +
+                              (dir_ / type).string() + "'";
+    auto straight = CreateSolver(LinearSolver(extra), Quiet());
+    SetInputs(*straight, 9);
+    straight->Solve();
+    ASSERT_TRUE(fs::exists(dir_ / (std::string(type) + "_iter_100.caffemodel")));
+    ASSERT_TRUE(fs::exists(dir_ / (std::string(type) + "_iter_200.solverstate")));
+
+    auto resumed = CreateSolver(LinearSolver(extra + " random_seed: 12345"), Quiet());
+    SetInputs(*resumed, 9);
+    resumed->Solve((dir_ / (std::string(type) + "_iter_100.solverstate")).string());
+    EXPECT_EQ(resumed->iter(), 200);
+    for (size_t i = 0; i < straight->net().param_buffer_size(); ++i)
+      ASSERT_EQ(straight->net().param_data()[i], resumed->net().param_data()[i]) << type << " " << i;
+  }
+}
+
+TEST_F(SolverSnapshot, TruncatedFilesAreClearErrors) {
+  auto s = CreateSolver(LinearSolver("momentum: 0.9 snapshot_prefix: '" + (dir_ / "t").string() + "'"), Quiet());
+  SetInputs(*s, 1);
+  s->Step(3);
+  const std::string model = s->Snapshot();
+  const std::string state = (dir_ / "t_iter_3.solverstate").string();
+  fs::resize_file(model, fs::file_size(model) / 2);
+  EXPECT_THROW(s->Restore(state), Error);
+  fs::resize_file(state, fs::file_size(state) / 2);
+  EXPECT_THROW(s->Restore(state), Error);
+  EXPECT_THROW(s->Restore((dir_ / "missing.solverstate").string()), Error);
+}
+
+TEST(Solver, BadSettingsAreErrors) {
+  EXPECT_THROW(CreateSolver(LinearSolver("lr_policy: 'cosine'"), Quiet()), Error);
+  EXPECT_THROW(CreateSolver(LinearSolver("type: 'LBFGS'"), Quiet()), Error);
+  EXPECT_THROW(CreateSolver(LinearSolver("type: 'AdaGrad' momentum: 0.9"), Quiet()), Error);
+  EXPECT_THROW(CreateSolver(LinearSolver("regularization_type: 'L3'"), Quiet()), Error);
+  EXPECT_THROW(CreateSolver(LinearSolver("test_iter: 5"), Quiet()), Error);  // no test_interval
+  if (!GpuAvailable()) {
+    try {
+      CreateSolver(LinearSolver("solver_mode: GPU"), Quiet());
+      FAIL() << "GPU mode without a GPU must be refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("solver_mode: CPU"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Solver, L1RegularizationUsesTheSign) {
+  auto s = CreateSolver(LinearSolver("momentum: 0 regularization_type: 'L1' weight_decay: 0.5"), Quiet());
+  SetInputs(*s, 2);
+  // Zero inputs and targets: the data gradient vanishes and only the L1 term moves W.
+  for (Blob* b : s->net().input_blobs()) std::fill_n(b->mutable_cpu_data(), b->count(), 0.f);
+  Blob* w = s->net().learnable_params()[0];
+  std::vector<float> before(w->cpu_data(), w->cpu_data() + w->count());
+  s->Step(1);
+  for (int i = 0; i < w->count(); ++i)
+    EXPECT_NEAR(w->cpu_data()[i], before[i] - 0.1f * 0.5f * ((before[i] > 0) - (before[i] < 0)), 1e-6);
+}
+
+}  // namespace
+}  // namespace hogstream
