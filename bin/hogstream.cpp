@@ -5,6 +5,7 @@
 //   hogstream time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]
 //   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
 //   hogstream test     --model=NET --weights=MODEL [--iterations=50]
+//   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "core/net.hpp"
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
+#include "data/convert.hpp"
 
 namespace hogstream {
 namespace {
@@ -33,6 +35,9 @@ const char kUsage[] =
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
     "           scores a trained model on the TEST phase of NET\n"
+    "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
+    "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
+    "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
     "defaults to the batch size).\n";
 
@@ -161,6 +166,27 @@ int Test(int argc, char** argv) {
   return 0;
 }
 
+int Convert(int argc, char** argv) {
+  Flags f(argc, argv, 2, {});
+  const auto& a = f.positional();
+  HS_REQUIRE(!a.empty()) << "convert needs a kind: mnist, cifar10 or mean (see hogstream help)";
+  size_t n = 0;
+  if (a[0] == "mnist") {
+    HS_REQUIRE(a.size() == 4) << "usage: hogstream convert mnist IMAGES LABELS OUT_LMDB";
+    n = ConvertMnist(a[1], a[2], a[3]);
+  } else if (a[0] == "cifar10") {
+    HS_REQUIRE(a.size() >= 3) << "usage: hogstream convert cifar10 BATCH.bin... OUT_LMDB";
+    n = ConvertCifar10(std::vector<std::string>(a.begin() + 1, a.end() - 1), a.back());
+  } else if (a[0] == "mean") {
+    HS_REQUIRE(a.size() == 3) << "usage: hogstream convert mean LMDB OUT.binaryproto";
+    n = ComputeMean(a[1], a[2]);
+  } else {
+    HS_FAIL() << "unknown conversion '" << a[0] << "' (mnist, cifar10, mean)";
+  }
+  std::cout << "converted " << n << " records to " << a.back() << "\n";
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
     std::cout << kUsage;
@@ -171,6 +197,7 @@ int Main(int argc, char** argv) {
   if (cmd == "time") return Time(argc, argv);
   if (cmd == "train") return Train(argc, argv);
   if (cmd == "test") return Test(argc, argv);
+  if (cmd == "convert") return Convert(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 

@@ -12,13 +12,22 @@ namespace {
 struct ConvCase {
   int n, c, h, w, out, kh, kw, pad_h, pad_w, stride, dil, group;
   bool bias;
+  pb::EngineChoice engine = pb::DEFAULT;
 };
+
+std::ostream& operator<<(std::ostream& os, const ConvCase& k) {
+  return os << k.n << "x" << k.c << "x" << k.h << "x" << k.w << " out " << k.out << " k "
+            << k.kh << "x" << k.kw << " pad " << k.pad_h << "," << k.pad_w << " s " << k.stride
+            << " d " << k.dil << " g " << k.group << (k.bias ? " bias" : "")
+            << (k.engine == pb::CAFFE ? " CAFFE" : " DEFAULT");
+}
 
 pb::LayerParameter ConvParam(const ConvCase& k) {
   pb::LayerParameter p;
   p.set_name("conv");
   p.set_type("Convolution");
   auto* cp = p.mutable_convolution_param();
+  cp->set_engine(k.engine);
   cp->set_num_output(k.out);
   if (k.kh == k.kw) {
     cp->add_kernel_size(k.kh);
@@ -64,10 +73,18 @@ std::vector<float> Reference(const ConvCase& k, const Blob& x, const Blob& w, co
   return y;
 }
 
-class ConvolutionLayerTest : public ::testing::TestWithParam<ConvCase> {};
+class ConvolutionLayerTest
+    : public ::testing::TestWithParam<std::tuple<ConvCase, pb::EngineChoice>> {
+ protected:
+  ConvCase Case() const {
+    ConvCase k = std::get<0>(GetParam());
+    k.engine = std::get<1>(GetParam());
+    return k;
+  }
+};
 
 TEST_P(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
-  const ConvCase k = GetParam();
+  const ConvCase k = Case();
   std::mt19937 gen(std::random_device{}());
   Context::Get().set_seed(gen());
   Blob x(k.n, k.c, k.h, k.w), y;
@@ -83,7 +100,7 @@ TEST_P(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
 }
 
 TEST_P(ConvolutionLayerTest, Gradient) {
-  const ConvCase k = GetParam();
+  const ConvCase k = Case();
   std::mt19937 gen(std::random_device{}());
   Context::Get().set_seed(gen());
   Blob x(k.n, k.c, k.h, k.w), y;
@@ -93,13 +110,20 @@ TEST_P(ConvolutionLayerTest, Gradient) {
   testing::CheckGradients(&layer, {&x}, {&y});
 }
 
+// Both engines on every shape: DEFAULT takes oneDNN where the channels fit its blocks (<= 4
+// or a multiple of 16 per group) and the lowering elsewhere (the 20-channel case).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ConvolutionLayerTest,
-    ::testing::Values(ConvCase{2, 3, 6, 5, 4, 3, 3, 0, 0, 1, 1, 1, true},     // plain
-                      ConvCase{2, 3, 7, 7, 4, 3, 3, 1, 1, 2, 1, 1, true},     // pad + stride
-                      ConvCase{1, 4, 7, 6, 4, 3, 2, 1, 0, 1, 1, 2, true},     // group, rect kernel
-                      ConvCase{2, 2, 7, 7, 3, 3, 3, 2, 2, 1, 2, 1, false},    // dilation, no bias
-                      ConvCase{2, 4, 4, 3, 6, 1, 1, 0, 0, 1, 1, 2, true}));  // 1x1, grouped
+    ::testing::Combine(
+        ::testing::Values(ConvCase{2, 3, 6, 5, 4, 3, 3, 0, 0, 1, 1, 1, true},     // plain
+                          ConvCase{2, 3, 7, 7, 4, 3, 3, 1, 1, 2, 1, 1, true},     // pad + stride
+                          ConvCase{1, 4, 7, 6, 4, 3, 2, 1, 0, 1, 1, 2, true},     // group, rect
+                          ConvCase{2, 2, 7, 7, 3, 3, 3, 2, 2, 1, 2, 1, false},    // dilation
+                          ConvCase{2, 4, 4, 3, 6, 1, 1, 0, 0, 1, 1, 2, true},     // 1x1 grouped
+                          ConvCase{2, 16, 5, 5, 16, 3, 3, 1, 1, 1, 1, 1, true},   // 16-ch blocks
+                          ConvCase{1, 32, 4, 4, 32, 3, 3, 1, 1, 2, 1, 2, true},   // 16/group
+                          ConvCase{1, 20, 5, 5, 5, 3, 3, 0, 0, 1, 1, 1, true}),  // 20: lowering
+        ::testing::Values(pb::DEFAULT, pb::CAFFE)));
 
 TEST(ConvolutionLayer, OutputShapeFollowsCaffe) {
   // cifar10_quick conv1: 32x32, kernel 5, pad 2, stride 1 -> 32x32.
@@ -131,20 +155,27 @@ TEST(ConvolutionLayer, BadParametersAreErrors) {
 }
 
 TEST(ConvolutionLayer, ParamGradientsAccumulate) {
-  std::mt19937 gen(std::random_device{}());
-  Blob x(2, 3, 6, 6), y;
-  testing::FillGaussian(&x, gen);
-  ConvolutionLayer layer(ConvParam({2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, true}));
-  layer.SetUp({&x}, {&y});
-  layer.Forward({&x}, {&y});
-  testing::FillGaussian(&y, gen);  // reuse data as a random top gradient source
-  std::copy_n(y.cpu_data(), y.count(), y.mutable_cpu_diff());
-  Blob& w = *layer.blobs()[0];
-  std::fill_n(w.mutable_cpu_diff(), w.count(), 0.f);
-  layer.Backward({&y}, {false}, {&x});
-  std::vector<float> once(w.cpu_diff(), w.cpu_diff() + w.count());
-  layer.Backward({&y}, {false}, {&x});
-  for (int i = 0; i < w.count(); ++i) EXPECT_NEAR(w.cpu_diff()[i], 2 * once[i], 1e-4 * (1 + std::fabs(once[i])));
+  for (pb::EngineChoice engine : {pb::DEFAULT, pb::CAFFE}) {
+    std::mt19937 gen(std::random_device{}());
+    Blob x(2, 3, 6, 6), y;
+    testing::FillGaussian(&x, gen);
+    ConvCase k{2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, true};
+    k.engine = engine;
+    ConvolutionLayer layer(ConvParam(k));
+    layer.SetUp({&x}, {&y});
+    layer.Forward({&x}, {&y});
+    testing::FillGaussian(&y, gen);  // reuse data as a random top gradient source
+    std::copy_n(y.cpu_data(), y.count(), y.mutable_cpu_diff());
+    for (auto& blob : layer.blobs()) std::fill_n(blob->mutable_cpu_diff(), blob->count(), 0.f);
+    layer.Backward({&y}, {false}, {&x});
+    std::vector<std::vector<float>> once;
+    for (auto& blob : layer.blobs()) once.emplace_back(blob->cpu_diff(), blob->cpu_diff() + blob->count());
+    layer.Backward({&y}, {false}, {&x});
+    for (size_t b = 0; b < once.size(); ++b)
+      for (size_t i = 0; i < once[b].size(); ++i)
+        ASSERT_NEAR(layer.blobs()[b]->cpu_diff()[i], 2 * once[b][i], 1e-4 * (1 + std::fabs(once[b][i])))
+            << "blob " << b << (engine == pb::CAFFE ? " CAFFE" : " DEFAULT");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// The DEFAULT engine of ConvolutionLayer: oneDNN's convolution primitives (forward, backward
+// data, backward weights) built once per input shape. Tensors stay NCHW in our blobs; each
+// pass reorders them into the layouts the JIT kernels want and back, which costs far less
+// than the kernels save. Weight and bias gradients come out of oneDNN overwritten, so they
+// land in scratch buffers and are added to the blobs' diffs (gradients accumulate).
+#include <dnnl.hpp>
+
+#include <unordered_map>
+
+#include "core/layers/convolution_layer.hpp"
+#include "core/math.hpp"
+
+namespace hogstream {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+struct ConvolutionLayer::Dnnl {
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+  std::vector<int> shape;  // the input shape the primitives were built for
+  memory::desc user_src, user_dst, user_wei, user_bias;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights bwd_wei;
+  memory::desc fwd_src, fwd_wei, fwd_dst, bd_wei, bd_diff_dst, bd_diff_src, bw_src, bw_diff_dst,
+      bw_diff_wei;
+  std::vector<float> wgrad, bgrad;
+
+  // A memory in `want` layout holding the user's data: the user's memory itself when the
+  // layouts agree, else a scratch buffer filled by a reorder.
+  memory In(const memory::desc& user, const memory::desc& want, const float* data) {
+    memory u(user, eng, const_cast<float*>(data));
+    if (user == want) return u;
+    memory m(want, eng);
+    dnnl::reorder(u, m).execute(strm, u, m);
+    return m;
+  }
+  // A memory in `have` layout whose contents must end up in `data` (call Out after execute).
+  memory Target(const memory::desc& user, const memory::desc& have, float* data) {
+    if (user == have) return memory(user, eng, data);
+    return memory(have, eng);
+  }
+  void Out(const memory& m, const memory::desc& user, float* data) {
+    if (m.get_desc() == user) return;
+    memory u(user, eng, data);
+    dnnl::reorder(m, u).execute(strm, const_cast<memory&>(m), u);
+  }
+};
+
+ConvolutionLayer::ConvolutionLayer(const pb::LayerParameter& param) : Layer(param) {}
+ConvolutionLayer::~ConvolutionLayer() = default;
+
+void ConvolutionLayer::PrepareDnnl(const Blob& bottom) {
+  if (dnnl_ && dnnl_->shape == bottom.shape()) return;
+  auto d = std::make_unique<Dnnl>();
+  d->shape = bottom.shape();
+  const memory::dim N = bottom.shape(0), G = group_;
+  const memory::dims src{N, channels_, height_, width_}, dst{N, num_output_, out_h_, out_w_};
+  const memory::dims wei = G == 1 ? memory::dims{num_output_, channels_, kernel_h_, kernel_w_}
+                                  : memory::dims{G, num_output_ / G, channels_ / G, kernel_h_, kernel_w_};
+  const memory::dims strides{stride_h_, stride_w_}, dil{dil_h_ - 1, dil_w_ - 1},
+      pad{pad_h_, pad_w_};
+  using dt = memory::data_type;
+  d->user_src = memory::desc(src, dt::f32, Tag::nchw);
+  d->user_dst = memory::desc(dst, dt::f32, Tag::nchw);
+  d->user_wei = memory::desc(wei, dt::f32, G == 1 ? Tag::oihw : Tag::goihw);
+  d->user_bias = memory::desc({num_output_}, dt::f32, Tag::x);
+  const memory::desc any_src(src, dt::f32, Tag::any), any_dst(dst, dt::f32, Tag::any),
+      any_wei(wei, dt::f32, Tag::any);
+  const memory::desc bias = bias_term_ ? d->user_bias : memory::desc();
+  const auto algo = dnnl::algorithm::convolution_direct;
+  auto fpd = dnnl::convolution_forward::primitive_desc(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, any_src, any_wei,
+                                      bias, any_dst, strides, dil, pad, pad),
+      d->eng);
+  auto bdpd = dnnl::convolution_backward_data::primitive_desc(
+      dnnl::convolution_backward_data::desc(algo, any_src, any_wei, any_dst, strides, dil, pad, pad),
+      d->eng, fpd);
+  auto bwpd = dnnl::convolution_backward_weights::primitive_desc(
+      dnnl::convolution_backward_weights::desc(algo, any_src, any_wei, bias, any_dst, strides, dil,
+                                               pad, pad),
+      d->eng, fpd);
+  d->fwd = dnnl::convolution_forward(fpd);
+  d->bwd_data = dnnl::convolution_backward_data(bdpd);
+  d->bwd_wei = dnnl::convolution_backward_weights(bwpd);
+  d->fwd_src = fpd.src_desc();
+  d->fwd_wei = fpd.weights_desc();
+  d->fwd_dst = fpd.dst_desc();
+  d->bd_wei = bdpd.weights_desc();
+  d->bd_diff_dst = bdpd.diff_dst_desc();
+  d->bd_diff_src = bdpd.diff_src_desc();
+  d->bw_src = bwpd.src_desc();
+  d->bw_diff_dst = bwpd.diff_dst_desc();
+  d->bw_diff_wei = bwpd.diff_weights_desc();
+  d->wgrad.resize(blobs_[0]->count());
+  d->bgrad.resize(num_output_);
+  dnnl_ = std::move(d);
+}
+
+void ConvolutionLayer::ForwardDnnl(const Blobs& bottom, const Blobs& top) {
+  Dnnl& d = *dnnl_;
+  memory wei = d.In(d.user_wei, d.fwd_wei, blobs_[0]->cpu_data());
+  for (size_t b = 0; b < bottom.size(); ++b) {
+    memory src = d.In(d.user_src, d.fwd_src, bottom[b]->cpu_data());
+    float* y = top[b]->mutable_cpu_data();
+    memory dst = d.Target(d.user_dst, d.fwd_dst, y);
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
+    if (bias_term_)
+      args.emplace(DNNL_ARG_BIAS, memory(d.user_bias, d.eng, const_cast<float*>(blobs_[1]->cpu_data())));
+    d.fwd.execute(d.strm, args);
+    d.Out(dst, d.user_dst, y);
+  }
+  d.strm.wait();
+}
+
+void ConvolutionLayer::BackwardDnnl(const Blobs& top, const std::vector<bool>& propagate_down,
+                                    const Blobs& bottom) {
+  Dnnl& d = *dnnl_;
+  const bool want_w = param_propagate_down(0);
+  const bool want_b = bias_term_ && param_propagate_down(1);
+  for (size_t b = 0; b < top.size(); ++b) {
+    const float* dy = top[b]->cpu_diff();
+    if (want_w || want_b) {
+      memory src = d.In(d.user_src, d.bw_src, bottom[b]->cpu_data());
+      memory ddst = d.In(d.user_dst, d.bw_diff_dst, dy);
+      memory dwei = d.Target(d.user_wei, d.bw_diff_wei, d.wgrad.data());
+      std::unordered_map<int, memory> args{
+          {DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}};
+      if (bias_term_) args.emplace(DNNL_ARG_DIFF_BIAS, memory(d.user_bias, d.eng, d.bgrad.data()));
+      d.bwd_wei.execute(d.strm, args);
+      d.Out(dwei, d.user_wei, d.wgrad.data());
+      d.strm.wait();
+      if (want_w) axpy(blobs_[0]->count(), 1.f, d.wgrad.data(), blobs_[0]->mutable_cpu_diff());
+      if (want_b) axpy(num_output_, 1.f, d.bgrad.data(), blobs_[1]->mutable_cpu_diff());
+    }
+    if (propagate_down[b]) {
+      memory wei = d.In(d.user_wei, d.bd_wei, blobs_[0]->cpu_data());
+      memory ddst = d.In(d.user_dst, d.bd_diff_dst, dy);
+      float* dx = bottom[b]->mutable_cpu_diff();
+      memory dsrc = d.Target(d.user_src, d.bd_diff_src, dx);
+      d.bwd_data.execute(d.strm, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei},
+                                  {DNNL_ARG_DIFF_SRC, dsrc}});
+      d.Out(dsrc, d.user_src, dx);
+      d.strm.wait();
+    }
+  }
+}
+
+}  // namespace hogstream

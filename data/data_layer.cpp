@@ -1,0 +1,236 @@
+// The Data layer (see data_layer.hpp): LMDB sources read ahead by one thread each.
+//
+// Design: every source owns `prefetch * batch_size` preallocated item slots (one transformed
+// example and its label each) and two Boost.Lockfree spsc_queues of slot pointers: `free`
+// (empty slots) and `full` (transformed, in the source's read order). Its reader thread pops a
+// free slot, reads, decodes and transforms the next record into it, and pushes it to `full`.
+// Forward builds the batch item by item: draw a source, pop its next full slot, copy it into
+// the tops, push the slot back to `free`.
+//
+// Threading contract:
+//  * LayerSetUp (the layer's thread) opens the cursors, fills `free` with every slot and only
+//    then starts the reader; starting a std::thread makes all of that visible to it.
+//  * The reader thread alone consumes `free`, produces `full`, and uses the cursor and the
+//    source's RNG. On an error it writes `error`, then sets `failed` (release) and ends.
+//  * Forward (the layer's thread: calls never overlap, though successive calls may come from
+//    different threads if each happens-after the last) alone consumes `full` and produces
+//    `free`; it reads `error` only after loading `failed` (acquire) as true.
+//  * spsc_queue::push publishes with release and pop observes with acquire, so a slot's
+//    contents written before push are seen by whoever pops it; a slot belongs to exactly one
+//    side between a pop and the next push.
+//  * `stop` only asks the reader to end (relaxed); join() in ~Source orders everything else.
+// Neither side ever blocks: an empty queue is waited out by yielding, then short sleeps,
+// checking `stop` (reader) or `failed` (Forward), so shutdown and error reporting never hang.
+#include "data/data_layer.hpp"
+
+#include <atomic>
+#include <boost/lockfree/spsc_queue.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "core/context.hpp"
+#include "data/lmdb.hpp"
+
+namespace hogstream {
+
+namespace {
+
+// Waits politely for the other side of a queue: a few yields, then 100 us sleeps.
+class Backoff {
+ public:
+  void Wait() {
+    if (++spins_ < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+ private:
+  int spins_ = 0;
+};
+
+std::string Where(const LmdbCursor& cursor) {
+  return "source '" + cursor.path() + "', key '" + std::string(cursor.key()) + "'";
+}
+
+void ParseDatum(const LmdbCursor& cursor, pb::Datum* datum) {
+  HS_REQUIRE(datum->ParseFromArray(cursor.value().data(), static_cast<int>(cursor.value().size())))
+      << "not a Datum";
+}
+
+std::mt19937 SeededRng(uint64_t seed, uint32_t stream) {
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), stream};
+  return std::mt19937(seq);
+}
+
+}  // namespace
+
+struct DataLayer::Source {
+  struct Slot {
+    float* data;
+    float label;
+  };
+
+  Source(std::unique_ptr<LmdbCursor> c, size_t slots, int item_count, std::mt19937 r)
+      : cursor(std::move(c)),
+        rng(r),
+        buffer(slots * item_count),
+        slot(slots),
+        free(slots),
+        full(slots) {
+    for (size_t i = 0; i < slots; ++i) {
+      slot[i].data = buffer.data() + i * item_count;
+      free.push(&slot[i]);
+    }
+  }
+  ~Source() {
+    stop.store(true, std::memory_order_relaxed);
+    if (thread.joinable()) thread.join();
+  }
+
+  // Reader thread body: skip, then fill slots until stopped or failed.
+  void Read(const DataTransformer& transformer, std::vector<int> datum_shape, uint32_t skip) {
+    std::string key;  // of the record being read, for messages
+    try {
+      if (skip > 0) {
+        for (uint32_t n = std::uniform_int_distribution<uint32_t>(0, skip - 1)(rng); n > 0; --n)
+          cursor->Next();
+      }
+      pb::Datum datum;
+      while (!stop.load(std::memory_order_relaxed)) {
+        Slot* s;
+        for (Backoff b; !free.pop(s); b.Wait())
+          if (stop.load(std::memory_order_relaxed)) return;
+        key = cursor->key();
+        ParseDatum(*cursor, &datum);
+        const std::vector<int> shape = {datum.channels(), datum.height(), datum.width()};
+        HS_REQUIRE(shape == datum_shape) << "datum is " << ShapeString(shape)
+                                         << " but the first record is " << ShapeString(datum_shape);
+        transformer.Transform(datum, s->data, rng);
+        s->label = static_cast<float>(datum.label());
+        full.push(s);  // never full: it has room for every slot
+        cursor->Next();
+      }
+    } catch (const std::exception& e) {
+      error = "source '" + cursor->path() + "'" + (key.empty() ? "" : ", key '" + key + "'") +
+              ": " + e.what();
+      failed.store(true, std::memory_order_release);
+    }
+  }
+
+  // Forward's side: the next transformed item, waiting for it if need be.
+  Slot* Take() {
+    Slot* s;
+    for (Backoff b; !full.pop(s); b.Wait()) {
+      if (failed.load(std::memory_order_acquire)) {
+        if (full.pop(s)) break;  // items made before the failure are still good
+        HS_FAIL() << error;
+      }
+    }
+    return s;
+  }
+
+  std::unique_ptr<LmdbCursor> cursor;
+  std::mt19937 rng;
+  std::vector<float> buffer;  // slot.size() items of item_count floats
+  std::vector<Slot> slot;
+  boost::lockfree::spsc_queue<Slot*> free, full;
+  std::atomic<bool> stop{false}, failed{false};
+  std::string error;
+  std::thread thread;  // last: started once everything above exists
+};
+
+DataLayer::DataLayer(const pb::LayerParameter& param) : Layer(param) {}
+
+DataLayer::~DataLayer() = default;
+
+void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
+  const pb::DataParameter& dp = param_.data_param();
+  HS_REQUIRE(dp.backend() == pb::DataParameter::LMDB) << "LEVELDB is not supported; use LMDB";
+  const int n = dp.source_size();
+  HS_REQUIRE(n > 0) << "data_param needs a source";
+  HS_REQUIRE(dp.batch_size() > 0) << "data_param.batch_size must be positive";
+  HS_REQUIRE(dp.prefetch() > 0) << "data_param.prefetch must be positive";
+
+  std::vector<double> weights(dp.probability().begin(), dp.probability().end());
+  if (weights.empty()) weights.assign(n, 1.0);
+  HS_REQUIRE(static_cast<int>(weights.size()) == n)
+      << dp.probability_size() << " probability value(s) for " << n
+      << " source(s); give one per source";
+  double total = 0;
+  for (double w : weights) {
+    HS_REQUIRE(std::isfinite(w) && w >= 0) << "probability " << w << " is not a weight >= 0";
+    total += w;
+  }
+  HS_REQUIRE(total > 0) << "the source probabilities sum to 0";
+  pick_ = std::discrete_distribution<int>(weights.begin(), weights.end());
+
+  // Caffe's deprecated transform fields in data_param still count, over transform_param.
+  pb::TransformationParameter tp = param_.transform_param();
+  if (dp.has_scale()) tp.set_scale(dp.scale());
+  if (dp.has_mean_file()) tp.set_mean_file(dp.mean_file());
+  if (dp.has_crop_size()) tp.set_crop_size(dp.crop_size());
+  if (dp.has_mirror()) tp.set_mirror(dp.mirror());
+  transformer_ = std::make_unique<DataTransformer>(tp, phase_);
+
+  // Open every source now, so that a missing or mismatched one fails SetUp, not Forward.
+  std::vector<std::unique_ptr<LmdbCursor>> cursors;
+  std::vector<int> datum_shape;
+  pb::Datum datum;
+  for (int s = 0; s < n; ++s) {
+    cursors.push_back(std::make_unique<LmdbCursor>(dp.source(s)));
+    const LmdbCursor& c = *cursors.back();
+    std::vector<int> out;
+    try {
+      ParseDatum(c, &datum);
+      out = transformer_->OutputShape(datum);
+    } catch (const Error& e) {
+      HS_FAIL() << Where(c) << ": " << e.what();
+    }
+    const std::vector<int> shape = {datum.channels(), datum.height(), datum.width()};
+    if (s == 0) {
+      datum_shape = shape;
+      item_shape_ = out;
+    }
+    HS_REQUIRE(shape == datum_shape) << "all sources must hold records of one shape: " << Where(c)
+                                     << " is " << ShapeString(shape) << " but source '"
+                                     << dp.source(0) << "' holds " << ShapeString(datum_shape);
+  }
+
+  batch_size_ = static_cast<int>(dp.batch_size());
+  item_count_ = item_shape_[0] * item_shape_[1] * item_shape_[2];
+  const uint64_t seed = Context::Get().seed();
+  rng_ = SeededRng(seed, 0);
+  const size_t slots = static_cast<size_t>(dp.prefetch()) * batch_size_;
+  for (int s = 0; s < n; ++s) {
+    sources_.push_back(std::make_unique<Source>(std::move(cursors[s]), slots, item_count_,
+                                                SeededRng(seed, s + 1)));
+    Source* src = sources_.back().get();
+    src->thread =
+        std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape, dp.rand_skip());
+  }
+}
+
+void DataLayer::Reshape(const Blobs&, const Blobs& top) {
+  top[0]->Reshape({batch_size_, item_shape_[0], item_shape_[1], item_shape_[2]});
+  if (top.size() > 1) top[1]->Reshape({batch_size_});
+}
+
+void DataLayer::Forward_cpu(const Blobs&, const Blobs& top) {
+  float* data = top[0]->mutable_cpu_data();
+  float* label = top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
+  for (int i = 0; i < batch_size_; ++i) {
+    Source& src = *sources_[pick_(rng_)];
+    Source::Slot* s = src.Take();
+    std::memcpy(data + static_cast<size_t>(i) * item_count_, s->data, item_count_ * sizeof(float));
+    if (label) label[i] = s->label;
+    src.free.push(s);
+  }
+}
+
+HS_REGISTER_LAYER(Data, DataLayer);
+
+}  // namespace hogstream

@@ -1,0 +1,53 @@
+// "Data": Caffe's LMDB input layer, with hogstream's extension of several sources mixed by
+// probability. Tops: data (N x C x H' x W', from the first record after the crop) and an
+// optional label (N). Records are read, decoded and transformed ahead of time by one
+// background thread per source; Forward only assembles a batch from what they prepared.
+// Not for encoded images or LEVELDB (both are Errors).
+//
+// Mixing: each batch item comes from a source drawn at random by the normalised
+// `probability` weights (equal when absent), with an RNG seeded from Context::Get().seed() at
+// SetUp; each source's thread has its own RNG for rand_skip and the random crop/mirror. A
+// source's items come out in its read order whatever the thread timing, so a fixed seed gives
+// identical batches.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/layer.hpp"
+#include "data/transform.hpp"
+
+namespace hogstream {
+
+class DataLayer : public Layer {
+ public:
+  explicit DataLayer(const pb::LayerParameter& param);
+  // Stops and joins the reader threads; they poll a stop flag, so this never waits on I/O.
+  ~DataLayer() override;
+
+  const char* type() const override { return "Data"; }
+  int ExactNumBottomBlobs() const override { return 0; }
+  int MinTopBlobs() const override { return 1; }
+  int MaxTopBlobs() const override { return 2; }
+  void LayerSetUp(const Blobs& bottom, const Blobs& top) override;
+  void Reshape(const Blobs& bottom, const Blobs& top) override;
+
+ protected:
+  // Errors raised in a reader thread (a corrupt record, say) surface here as an Error.
+  void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
+  void Backward_cpu(const Blobs&, const std::vector<bool>&, const Blobs&) override {}
+
+ private:
+  struct Source;  // one LMDB, its reader thread and its queues (data_layer.cpp)
+
+  std::unique_ptr<DataTransformer> transformer_;
+  std::vector<std::unique_ptr<Source>> sources_;
+  std::discrete_distribution<int> pick_;  // which source each batch item comes from
+  std::mt19937 rng_;
+  int batch_size_ = 0;
+  std::vector<int> item_shape_;  // {C, H', W'}
+  int item_count_ = 0;
+};
+
+}  // namespace hogstream

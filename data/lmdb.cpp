@@ -1,0 +1,110 @@
+// LMDB cursor and writer (see lmdb.hpp): every LMDB failure becomes an Error naming the path.
+// Nothing here knows about Datums.
+#include "data/lmdb.hpp"
+
+#include <lmdb.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "core/common.hpp"
+
+namespace hogstream {
+
+namespace {
+constexpr size_t kMapSize = size_t{1} << 40;  // 1 TiB of address space; the file stays sparse
+constexpr int kCommitEvery = 1000;
+
+std::string_view View(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
+}  // namespace
+
+// ---------------------------------------------------------------- cursor
+
+LmdbCursor::LmdbCursor(const std::string& path) : path_(path) {
+  // The destructor does not run when a constructor throws, so close what was opened first.
+  try {
+    int rc = mdb_env_create(&env_);
+    if (!rc) rc = mdb_env_open(env_, path.c_str(), MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0664);
+    if (!rc) rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
+    MDB_dbi dbi = 0;
+    if (!rc) rc = mdb_dbi_open(txn_, nullptr, 0, &dbi);
+    if (!rc) rc = mdb_cursor_open(txn_, dbi, &cursor_);
+    HS_REQUIRE(rc == 0) << "cannot open LMDB '" << path << "': " << mdb_strerror(rc);
+    MDB_stat stat;
+    mdb_stat(txn_, dbi, &stat);
+    size_ = stat.ms_entries;
+    HS_REQUIRE(size_ > 0) << "LMDB '" << path << "' is empty";
+    Get(MDB_FIRST);
+  } catch (...) {
+    Close();
+    throw;
+  }
+}
+
+LmdbCursor::~LmdbCursor() { Close(); }
+
+void LmdbCursor::Close() {
+  if (cursor_) mdb_cursor_close(cursor_);
+  if (txn_) mdb_txn_abort(txn_);
+  if (env_) mdb_env_close(env_);
+}
+
+void LmdbCursor::Next() { Get(MDB_NEXT); }
+
+void LmdbCursor::Get(int op) {
+  MDB_val k, v;
+  int rc = mdb_cursor_get(cursor_, &k, &v, static_cast<MDB_cursor_op>(op));
+  if (rc == MDB_NOTFOUND && op == MDB_NEXT) rc = mdb_cursor_get(cursor_, &k, &v, MDB_FIRST);
+  HS_REQUIRE(rc == 0) << "reading LMDB '" << path_ << "': " << mdb_strerror(rc);
+  key_ = View(k);
+  value_ = View(v);
+}
+
+// ---------------------------------------------------------------- writer
+
+LmdbWriter::LmdbWriter(const std::string& path) : path_(path) {
+  std::error_code ec;
+  HS_REQUIRE(!std::filesystem::exists(path, ec)) << path << " exists; refusing to overwrite it";
+  HS_REQUIRE(std::filesystem::create_directory(path, ec))
+      << "cannot create LMDB '" << path << "': " << ec.message();
+  int rc = mdb_env_create(&env_);
+  if (!rc) rc = mdb_env_set_mapsize(env_, kMapSize);
+  if (!rc) rc = mdb_env_open(env_, path.c_str(), 0, 0664);
+  if (rc) {
+    if (env_) mdb_env_close(env_);
+    HS_FAIL() << "cannot open LMDB '" << path << "': " << mdb_strerror(rc);
+  }
+}
+
+LmdbWriter::~LmdbWriter() {
+  if (txn_) mdb_txn_abort(txn_);
+  mdb_env_close(env_);
+}
+
+void LmdbWriter::Put(std::string_view key, std::string_view value) {
+  int rc = 0;
+  if (!txn_) {
+    rc = mdb_txn_begin(env_, nullptr, 0, &txn_);
+    if (!rc) rc = mdb_dbi_open(txn_, nullptr, 0, &dbi_);
+    if (rc) {
+      if (txn_) mdb_txn_abort(txn_);
+      txn_ = nullptr;
+      HS_FAIL() << "writing LMDB '" << path_ << "': " << mdb_strerror(rc);
+    }
+  }
+  MDB_val k{key.size(), const_cast<char*>(key.data())};
+  MDB_val v{value.size(), const_cast<char*>(value.data())};
+  rc = mdb_put(txn_, dbi_, &k, &v, 0);
+  HS_REQUIRE(rc == 0) << "writing LMDB '" << path_ << "': " << mdb_strerror(rc);
+  if (++pending_ == kCommitEvery) Commit();
+}
+
+void LmdbWriter::Commit() {
+  if (!txn_) return;
+  const int rc = mdb_txn_commit(txn_);  // frees the transaction even when it fails
+  txn_ = nullptr;
+  pending_ = 0;
+  HS_REQUIRE(rc == 0) << "committing LMDB '" << path_ << "': " << mdb_strerror(rc);
+}
+
+}  // namespace hogstream

@@ -1,0 +1,71 @@
+// Minimal RAII access to LMDB databases of serialized records (Caffe's Datum LMDBs): a
+// read-only cursor that walks the keys in order and wraps around, and a writer that refuses
+// to touch an existing database and commits in batches. Not a general LMDB binding: one
+// unnamed database per environment, no concurrent writers, no random access by key.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+struct MDB_env;
+struct MDB_txn;
+struct MDB_cursor;
+
+namespace hogstream {
+
+// Reads an LMDB directory from start to end, again and again. Opens without a lock file
+// (MDB_NOLOCK), so nothing may write the database while it is read. One cursor belongs to one
+// thread at a time; it may be handed to another thread (MDB_NOTLS) but not shared.
+class LmdbCursor {
+ public:
+  // Positions on the first record. Error "cannot open LMDB 'PATH': reason" when the database
+  // cannot be opened, and an Error when it holds no records.
+  explicit LmdbCursor(const std::string& path);
+  ~LmdbCursor();
+  LmdbCursor(const LmdbCursor&) = delete;
+  LmdbCursor& operator=(const LmdbCursor&) = delete;
+
+  // The current record; the views stay valid until the next call to Next().
+  std::string_view key() const { return key_; }
+  std::string_view value() const { return value_; }
+  // Moves to the next record in key order, or back to the first after the last.
+  void Next();
+  // Number of records.
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  void Get(int op);
+  void Close();
+
+  std::string path_;
+  MDB_env* env_ = nullptr;
+  MDB_txn* txn_ = nullptr;
+  MDB_cursor* cursor_ = nullptr;
+  std::string_view key_, value_;
+  size_t size_ = 0;
+};
+
+// Creates a new LMDB directory and fills it. Records are committed every 1000 Puts and by
+// Commit(); whatever was put after the last commit is dropped by the destructor.
+class LmdbWriter {
+ public:
+  // Error "PATH exists" if anything is already at `path`.
+  explicit LmdbWriter(const std::string& path);
+  ~LmdbWriter();
+  LmdbWriter(const LmdbWriter&) = delete;
+  LmdbWriter& operator=(const LmdbWriter&) = delete;
+
+  void Put(std::string_view key, std::string_view value);
+  void Commit();
+
+ private:
+  std::string path_;
+  MDB_env* env_ = nullptr;
+  MDB_txn* txn_ = nullptr;
+  unsigned dbi_ = 0;
+  int pending_ = 0;
+};
+
+}  // namespace hogstream

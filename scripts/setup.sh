@@ -1,0 +1,49 @@
+# Sourced by scripts/test.sh and scripts/demo.sh: installs the Debian packages hogstream needs
+# (only the missing ones) and configures + builds. Not meant to be run on its own.
+#
+#   hs_ensure_packages [EXTRA_PACKAGE...]
+#   hs_build [TARGET...]          (BUILD_DIR, JOBS, HOGSTREAM_CUDA, HOGSTREAM_VERBS from the env)
+
+HS_PACKAGES=(
+  cmake make g++ pkg-config ccache
+  protobuf-compiler libprotobuf-dev   # schema
+  libdnnl-dev                         # GEMM (oneDNN)
+  liblmdb-dev zlib1g-dev libboost-dev # data: LMDB, gzipped IDX, lock-free queues
+  libgoogle-glog-dev libgflags-dev    # Caffe-format logs
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS
+)
+
+hs_ensure_packages() {
+  local missing=() p
+  for p in "${HS_PACKAGES[@]}" "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  local cmd="apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ${missing[*]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "hogstream needs these Debian packages; as root run:" >&2
+    echo "  $cmd" >&2
+    exit 1
+  fi
+  echo "== installing: ${missing[*]}"
+  bash -c "$cmd" >/dev/null
+}
+
+hs_build() {
+  BUILD_DIR=${BUILD_DIR:-build}
+  JOBS=${JOBS:-$(nproc)}
+  echo "== configure ($BUILD_DIR)"
+  mkdir -p "$BUILD_DIR"
+  if ! cmake -S "$HS_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+      -DHOGSTREAM_CUDA="${HOGSTREAM_CUDA:-AUTO}" -DHOGSTREAM_VERBS="${HOGSTREAM_VERBS:-AUTO}" \
+      >"$BUILD_DIR/configure.log" 2>&1; then
+    cat "$BUILD_DIR/configure.log"
+    exit 1
+  fi
+  grep -E "^-- hogstream" "$BUILD_DIR/configure.log"
+  echo "== build (-j$JOBS)"
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
+}

@@ -1,0 +1,233 @@
+// The Data layer: shapes, transforms applied, rand_skip, several sources mixed by probability,
+// determinism under a fixed seed, errors at SetUp and from the reader threads, shutdown with
+// live prefetch threads, and use inside a Net.
+#include "data/data_layer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+
+#include "core/context.hpp"
+#include "core/net.hpp"
+#include "test/data/data_test_util.hpp"
+
+namespace hogstream {
+namespace {
+
+using testing::DataParam;
+using testing::ErrorOf;
+using testing::MakeDatum;
+using testing::TempDir;
+
+// n Datums 1 x 4 x 4 whose every pixel is the record index and whose label is `label` (or
+// the index when label < 0).
+std::vector<pb::Datum> Numbered(int n, int label = -1) {
+  std::vector<pb::Datum> data;
+  for (int i = 0; i < n; ++i)
+    data.push_back(MakeDatum(1, 4, 4, std::string(16, char(i)), label < 0 ? i : label));
+  return data;
+}
+
+struct Tops {
+  Blob data, label;
+  Blobs all() { return {&data, &label}; }
+};
+
+TEST(DataLayerTest, ShapesAndTransformParam) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "db", Numbered(3));
+  pb::LayerParameter p = DataParam({dir / "db"}, 5);
+  p.mutable_transform_param()->set_crop_size(2);
+  p.mutable_transform_param()->set_scale(0.5f);
+  p.mutable_transform_param()->add_mean_value(1.f);
+  Tops t;
+  auto layer = CreateLayer(p);
+  layer->SetUp({}, t.all());
+  EXPECT_EQ(t.data.shape(), (std::vector<int>{5, 1, 2, 2}));
+  EXPECT_EQ(t.label.shape(), std::vector<int>{5});
+  layer->Forward({}, t.all());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(t.label.cpu_data()[i], i % 3);
+    for (int j = 0; j < 4; ++j) EXPECT_EQ(t.data.cpu_data()[i * 4 + j], (i % 3 - 1.f) * 0.5f);
+  }
+  // The label top is optional.
+  p.clear_top();
+  p.add_top("data");
+  auto only = CreateLayer(p);
+  only->SetUp({}, {&t.data});
+  only->Forward({}, {&t.data});
+}
+
+// rand_skip starts somewhere in [0, rand_skip) and reads on in order from there.
+TEST(DataLayerTest, RandSkip) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "db", Numbered(10));
+  pb::LayerParameter p = DataParam({dir / "db"}, 4);
+  p.mutable_data_param()->set_rand_skip(6);
+  std::set<int> starts;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    Context::Get().set_seed(seed);
+    Tops t;
+    auto layer = CreateLayer(p);
+    layer->SetUp({}, t.all());
+    layer->Forward({}, t.all());
+    const int first = static_cast<int>(t.label.cpu_data()[0]);
+    ASSERT_LT(first, 6);
+    for (int i = 1; i < 4; ++i) ASSERT_EQ(t.label.cpu_data()[i], (first + i) % 10);
+    starts.insert(first);
+  }
+  EXPECT_GT(starts.size(), 2u);
+}
+
+// Two sources of constant labels 0 and 1 mixed 0.8 / 0.2.
+TEST(DataLayerTest, SourcesMixByProbability) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "zeros", Numbered(7, 0));
+  testing::WriteLmdb(dir / "ones", Numbered(5, 1));
+  pb::LayerParameter p = DataParam({dir / "zeros", dir / "ones"}, 100);
+  p.mutable_data_param()->add_probability(0.8f);
+  p.mutable_data_param()->add_probability(0.2f);
+  Tops t;
+  auto layer = CreateLayer(p);
+  layer->SetUp({}, t.all());
+  double ones = 0;
+  const int batches = 50;
+  for (int b = 0; b < batches; ++b) {
+    layer->Forward({}, t.all());
+    for (int i = 0; i < 100; ++i) ones += t.label.cpu_data()[i];
+  }
+  EXPECT_NEAR(ones / (batches * 100), 0.2, 0.05);
+
+  p.mutable_data_param()->add_probability(0.5f);
+  const std::string e = ErrorOf([&] { CreateLayer(p)->SetUp({}, t.all()); });
+  EXPECT_NE(e.find("3 probability value(s) for 2 source(s)"), std::string::npos) << e;
+}
+
+// A fixed seed gives identical batches whatever the threads' timing: two sources, random
+// crops and mirrors.
+TEST(DataLayerTest, SameSeedSameBatches) {
+  TempDir dir;
+  std::mt19937 gen(1);
+  for (const char* name : {"a", "b"}) {
+    std::vector<pb::Datum> data;
+    for (int i = 0; i < 9; ++i)
+      data.push_back(MakeDatum(3, 6, 6, testing::RandomBytes(108, gen), i));
+    testing::WriteLmdb(dir / name, data);
+  }
+  pb::LayerParameter p = DataParam({dir / "a", dir / "b"}, 8, pb::TRAIN);
+  p.mutable_transform_param()->set_crop_size(4);
+  p.mutable_transform_param()->set_mirror(true);
+  p.mutable_data_param()->set_prefetch(1);
+  auto batches = [&](uint64_t seed) {
+    Context::Get().set_seed(seed);
+    Tops t;
+    auto layer = CreateLayer(p);
+    layer->SetUp({}, t.all());
+    std::vector<float> all;
+    for (int b = 0; b < 6; ++b) {
+      layer->Forward({}, t.all());
+      all.insert(all.end(), t.data.cpu_data(), t.data.cpu_data() + t.data.count());
+      all.insert(all.end(), t.label.cpu_data(), t.label.cpu_data() + t.label.count());
+    }
+    return all;
+  };
+  const std::vector<float> first = batches(42);
+  EXPECT_EQ(first, batches(42));
+  EXPECT_NE(first, batches(43));
+}
+
+TEST(DataLayerTest, SetUpErrorsNameTheSource) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "small", Numbered(2));
+  testing::WriteLmdb(dir / "big", {MakeDatum(1, 5, 5, std::string(25, 'x'), 0)});
+  testing::WriteLmdb(dir / "corrupt", {MakeDatum(1, 4, 4, "short", 0)});
+  pb::Datum encoded = MakeDatum(1, 4, 4, std::string(16, 'x'), 0);
+  encoded.set_encoded(true);
+  testing::WriteLmdb(dir / "encoded", {encoded});
+  Tops t;
+  auto error_of = [&](const pb::LayerParameter& p) {
+    return ErrorOf([&] { CreateLayer(p)->SetUp({}, t.all()); });
+  };
+
+  std::string e = error_of(DataParam({dir / "missing"}, 2));
+  EXPECT_NE(e.find("cannot open LMDB '" + dir / "missing" + "'"), std::string::npos) << e;
+  e = error_of(DataParam({dir / "small", dir / "big"}, 2));
+  EXPECT_NE(e.find(dir / "big"), std::string::npos) << e;
+  EXPECT_NE(e.find(dir / "small"), std::string::npos) << e;
+  e = error_of(DataParam({dir / "corrupt"}, 2));
+  EXPECT_NE(e.find("source '" + dir / "corrupt" + "', key '00000000'"), std::string::npos) << e;
+  EXPECT_NE(e.find("corrupt datum"), std::string::npos) << e;
+  e = error_of(DataParam({dir / "encoded"}, 2));
+  EXPECT_NE(e.find(dir / "encoded"), std::string::npos) << e;
+  EXPECT_NE(e.find("encoded images are not supported yet"), std::string::npos) << e;
+
+  pb::LayerParameter p = DataParam({dir / "small"}, 2);
+  p.mutable_data_param()->clear_backend();  // LEVELDB, Caffe's default
+  e = error_of(p);
+  EXPECT_NE(e.find("LEVELDB is not supported; use LMDB"), std::string::npos) << e;
+  e = error_of(DataParam({dir / "small"}, 0));
+  EXPECT_NE(e.find("batch_size"), std::string::npos) << e;
+}
+
+// A bad record past the first is met by the reader thread; the next Forward that needs it
+// raises an Error naming the source and key, and the process lives on.
+TEST(DataLayerTest, ReaderErrorsSurfaceInForward) {
+  TempDir dir;
+  std::vector<pb::Datum> data = Numbered(6);
+  data[5].set_data("short");
+  testing::WriteLmdb(dir / "db", data);
+  Tops t;
+  auto layer = CreateLayer(DataParam({dir / "db"}, 2));
+  layer->SetUp({}, t.all());
+  layer->Forward({}, t.all());
+  layer->Forward({}, t.all());
+  EXPECT_EQ(t.label.cpu_data()[1], 3);
+  for (int i = 0; i < 2; ++i) {
+    const std::string e = ErrorOf([&] { layer->Forward({}, t.all()); });
+    EXPECT_NE(e.find("source '" + dir / "db" + "', key '00000005'"), std::string::npos) << e;
+  }
+}
+
+TEST(DataLayerTest, DestructorWithLivePrefetchDoesNotHang) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "a", Numbered(50));
+  testing::WriteLmdb(dir / "b", Numbered(50));
+  const auto start = std::chrono::steady_clock::now();
+  for (int forwards : {0, 1, 3}) {
+    Tops t;
+    pb::LayerParameter p = DataParam({dir / "a", dir / "b"}, 16);
+    p.mutable_data_param()->set_prefetch(2);
+    auto layer = CreateLayer(p);
+    layer->SetUp({}, t.all());
+    for (int i = 0; i < forwards; ++i) layer->Forward({}, t.all());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+}
+
+TEST(DataLayerTest, FeedsANet) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "db", Numbered(4));
+  pb::NetParameter np = ParseNetText(R"(
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: ")" + dir / "db" +
+                                         R"(" batch_size: 3 backend: LMDB }
+        transform_param { scale: 0.25 } }
+layer { name: "ip" type: "InnerProduct" bottom: "data" top: "y"
+        inner_product_param { num_output: 4 } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" })",
+                                     "net");
+  Net net(np);
+  net.Forward();
+  net.Forward();
+  const Blob& data = *net.blob_by_name("data");
+  EXPECT_EQ(data.shape(), (std::vector<int>{3, 1, 4, 4}));
+  const float* label = net.blob_by_name("label")->cpu_data();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(label[i], (3 + i) % 4);
+    EXPECT_EQ(data.cpu_data()[i * 16], (3 + i) % 4 * 0.25f);
+  }
+}
+
+}  // namespace
+}  // namespace hogstream
