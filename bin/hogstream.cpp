@@ -208,6 +208,7 @@ int main(int argc, char** argv) {
   // Caffe's log format on stderr, so Caffe's log parsers read our logs.
   FLAGS_logtostderr = true;
   FLAGS_colorlogtostderr = false;
+  FLAGS_log_year_in_prefix = false;  // "I1121 ..." as Caffe's logs, which its parsers expect
   google::InitGoogleLogging(argv[0]);
   try {
     return hogstream::Main(argc, argv);
