@@ -8,7 +8,7 @@
 # LeNet: Fashion-MNIST LMDBs (made by scripts/demo.sh or here), batch 64, Caffe's LeNet solver,
 # 2000 iterations, no testing; img/s from the log between iterations 200 and 1900.
 # cifar10_quick: an LMDB of random 32x32x3 images (the peer also trains on random data),
-# batch 100, 400 iterations; img/s between iterations 100 and 400.
+# batch 100, 400 iterations; img/s between iterations 100 and 300.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -87,7 +87,7 @@ for ((r = 1; r <= ROUNDS; ++r)); do
     echo "round $r cifar torch $ips img/s"; echo "cifar torch $ips" >>"$results"
   fi
   OMP_NUM_THREADS=1 "$BIN" train --solver="$WORK/cifar_solver.prototxt" 2>"$WORK/cifar.log"
-  ips=$(rate_from_log "$WORK/cifar.log" 100 400 100)
+  ips=$(rate_from_log "$WORK/cifar.log" 100 300 100)
   echo "round $r cifar hogstream $ips img/s"; echo "cifar hogstream $ips" >>"$results"
 done
 

@@ -3,6 +3,7 @@
 // kept in order. A flag the command does not know is an Error naming it.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>

@@ -19,6 +19,7 @@
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
 #include "data/convert.hpp"
+#include "sync/hogwild.hpp"
 
 namespace hogstream {
 namespace {
@@ -32,6 +33,7 @@ const char kUsage[] =
     "           per-layer forward/backward ms and the total per batch\n"
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
+    "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
     "           scores a trained model on the TEST phase of NET\n"
@@ -113,7 +115,8 @@ void LoadWeights(Net& net, const std::string& list) {
 
 int Train(int argc, char** argv) {
   Flags f(argc, argv, 2, {"solver", "snapshot", "weights", "iterations", "sigint_effect",
-                          "sighup_effect", "input"});
+                          "sighup_effect", "input", "solvers", "shm", "private", "chunk"},
+          {"private"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   HS_REQUIRE(!(f.has("snapshot") && f.has("weights")))
       << "give --snapshot (resume) or --weights (fine-tune), not both";
@@ -122,6 +125,20 @@ int Train(int argc, char** argv) {
   SolverOptions opt;
   for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
   opt.action = InstallSignalActions(f.get("sigint_effect", "stop"), f.get("sighup_effect", "snapshot"));
+  if (f.has("solvers") || f.has("shm") || f.has("private")) {
+    // Hogwild: several solvers on one copy of the weights (see hogwild.bin).
+    HogwildOptions h;
+    h.solvers = ParseSolverSpec(f.get("solvers", "1"));
+    h.shm = f.get("shm");
+    h.private_copies = f.has("private");
+    h.chunk_floats = static_cast<size_t>(f.get_int("chunk", 16384));
+    h.resume = f.get("snapshot");
+    h.weights = f.get("weights");
+    h.input_shapes = opt.input_shapes;
+    h.action = opt.action;
+    RunHogwild(param, h);
+    return 0;
+  }
   Context ctx(Mode::CPU, 0, param.random_seed() >= 0 ? param.random_seed() : 0);
   ContextScope scope(&ctx);
   auto solver = CreateSolver(param, opt);

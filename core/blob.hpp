@@ -56,9 +56,12 @@ class Blob {
   const float* gpu_diff() const;
   float* mutable_gpu_data();
   float* mutable_gpu_diff();
-  // Point data/diff at memory owned elsewhere (count() floats).
+  // Point data/diff at memory owned elsewhere (count() floats), in a fresh SyncedMemory: blobs
+  // that shared the old one keep it.
   void set_cpu_data(float* data);
   void set_cpu_diff(float* diff);
+  // Point the current data memory at `data`: every blob sharing it follows.
+  void redirect_cpu_data(float* data) { data_->set_cpu_data(data); }
 
   const std::shared_ptr<SyncedMemory>& data() const { return data_; }
   const std::shared_ptr<SyncedMemory>& diff() const { return diff_; }

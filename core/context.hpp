@@ -32,6 +32,11 @@ class Context {
   void set_threads(int n);
   int threads() const { return threads_; }
 
+  // Where this solver starts reading its data, as a fraction of each source ([0, 1)): solver
+  // k of K in one process starts at k/K, so parallel solvers read their own shards.
+  double data_shard() const { return data_shard_; }
+  void set_data_shard(double fraction) { data_shard_ = fraction; }
+
   // CUDA handles, created lazily on first use; void* keeps CUDA out of this header.
   void* cublas();
   void* stream();
@@ -42,6 +47,7 @@ class Context {
   int device_;
   uint64_t seed_;
   int threads_ = 1;
+  double data_shard_ = 0;
   std::mt19937 rng_;
   void* cublas_ = nullptr;
   void* stream_ = nullptr;

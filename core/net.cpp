@@ -127,7 +127,7 @@ pb::NetParameter InsertSplits(const pb::NetParameter& param) {
 Net::Net(const pb::NetParameter& param, const NetOptions& options) { Init(param, options); }
 
 Net::~Net() {
-  if (flat_data_) HostFree(flat_data_, flat_pinned_[0]);
+  if (flat_data_ && own_data_) HostFree(flat_data_, flat_pinned_[0]);
   if (flat_diff_) HostFree(flat_diff_, flat_pinned_[1]);
 }
 
@@ -414,6 +414,18 @@ std::shared_ptr<Blob> Net::blob_by_name(const std::string& name) const {
 Layer* Net::layer_by_name(const std::string& name) const {
   auto it = layer_index_.find(name);
   return it == layer_index_.end() ? nullptr : layers_[it->second].get();
+}
+
+void Net::UseParamBuffer(float* external, bool copy_in) {
+  HS_CHECK(external != nullptr);
+  if (copy_in) std::memcpy(external, flat_data_, flat_size_ * sizeof(float));
+  // Redirect, not replace, the params' memory: sharers (this net's shared params, test nets
+  // built with ShareWeightsFrom) follow.
+  for (size_t i = 0; i < learnable_params_.size(); ++i)
+    learnable_params_[i]->redirect_cpu_data(external + learnable_offsets_[i]);
+  if (own_data_) HostFree(flat_data_, flat_pinned_[0]);
+  flat_data_ = external;
+  own_data_ = false;
 }
 
 void Net::ShareWeightsFrom(const Net& other) {

@@ -93,6 +93,12 @@ class Net {
   // Layer index and blob index within the layer of each param.
   const std::vector<std::pair<int, int>>& param_layer_indices() const { return param_layer_indices_; }
 
+  // Points every learnable param at `external`, a buffer with this net's layout
+  // (param_buffer_size() floats): Hogwild solvers train one shared copy of the weights this
+  // way. With `copy_in` the current values are written there first. The net's own buffer is
+  // freed; `external` must outlive the net.
+  void UseParamBuffer(float* external, bool copy_in);
+
   float* param_data() { return flat_data_; }
   float* param_diff() { return flat_diff_; }
   const float* param_data() const { return flat_data_; }
@@ -135,6 +141,7 @@ class Net {
   float* flat_data_ = nullptr;
   float* flat_diff_ = nullptr;
   bool flat_pinned_[2] = {false, false};
+  bool own_data_ = true;  // false once UseParamBuffer points the params elsewhere
   size_t flat_size_ = 0, num_learnable_ = 0;
 };
 

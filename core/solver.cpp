@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iomanip>
 #include <sstream>
+#include <thread>
 
 #include "core/context.hpp"
 #include "core/io.hpp"
@@ -155,7 +156,7 @@ void Solver::ApplyUpdate() {
     }
   }
   const float rate = GetLearningRate();
-  if (param_.display() && iter_ % param_.display() == 0)
+  if (leader() && param_.display() && iter_ % param_.display() == 0)
     SLOG << "Iteration " << iter_ << ", lr = " << rate;
   ClipGradients();
   const auto& params = net_->learnable_params();
@@ -193,7 +194,36 @@ int Solver::BatchSize() const {
   return 0;
 }
 
-void Solver::Display(float loss, std::chrono::steady_clock::time_point& last, int& last_iter) {
+int64_t HeartbeatNowMs() {
+  // steady_clock is CLOCK_MONOTONIC on Linux: one clock for every process of a host.
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+bool Live(const SolverGroup& g, int r) {
+  const int64_t hb = g.heartbeat_ms[r].load(std::memory_order_relaxed);
+  return hb > 0 && HeartbeatNowMs() - hb < kHeartbeatStaleMs;
+}
+}  // namespace
+
+bool Solver::leader() const {
+  return !options_.group || options_.group->leader.load(std::memory_order_relaxed) == options_.rank;
+}
+
+int64_t Solver::Claim() {
+  if (!options_.group) return iter_;
+  return options_.group->iter.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Solver::Due(int64_t it, int interval, int64_t* next) {
+  if (interval <= 0 || it < *next) return false;
+  *next = (it / interval + 1) * static_cast<int64_t>(interval);
+  return true;
+}
+
+void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter) {
   const auto now = std::chrono::steady_clock::now();
   const double lapse = std::chrono::duration<double>(now - last).count();
   const double per_s = lapse > 0 ? (iter_ - last_iter) / lapse : 0;
@@ -211,7 +241,8 @@ void Solver::Display(float loss, std::chrono::steady_clock::time_point& last, in
            << extra.str();
     }
   }
-  // Progress: throughput since the start of this run and the time left to max_iter.
+  // Progress: throughput since the start of this run (all solvers of a group together), per
+  // solver in a group, and the time left to max_iter.
   const double total = std::chrono::duration<double>(now - start_time_).count();
   const int done = iter_ - start_iter_;
   if (done > 0 && total > 0 && param_.max_iter() > iter_) {
@@ -222,43 +253,101 @@ void Solver::Display(float loss, std::chrono::steady_clock::time_point& last, in
        << std::fixed << std::setprecision(0) << ips * BatchSize() << " img/s, ETA "
        << eta / 3600 << "h" << std::setw(2) << std::setfill('0') << eta / 60 % 60 << "m"
        << std::setw(2) << eta % 60 << "s";
+    SolverGroup* g = options_.group;
+    if (g) {
+      os << "; per solver img/s:";
+      const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
+      if (solver_done_.size() < static_cast<size_t>(n)) solver_done_.resize(n, 0);
+      for (int r = 0; r < n; ++r) {
+        const int64_t d = g->done[r].load(std::memory_order_relaxed);
+        os << " " << std::setprecision(0) << (d - solver_done_[r]) * BatchSize() / std::max(lapse, 1e-9);
+        solver_done_[r] = d;
+      }
+    }
     SLOG << os.str();
   }
-  (void)loss;
+  if (options_.extra_stats) {
+    const std::string extra = options_.extra_stats();
+    if (!extra.empty()) SLOG << extra;
+  }
   last = now;
   last_iter = iter_;
 }
 
 void Solver::Step(int iters) {
-  const int start_iter = iter_, stop_iter = iter_ + iters;
+  SolverGroup* g = options_.group;
+  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
+  const int start_iter = iter_;
+  const int64_t stop_iter = static_cast<int64_t>(iter_) + iters;
   losses_.clear();
   smoothed_loss_ = 0;
   start_time_ = std::chrono::steady_clock::now();
   start_iter_ = iter_;
   auto last = start_time_;
   int last_iter = iter_;
-  while (iter_ < stop_iter) {
+  // Caffe's intervals, as "the global iteration reached the next multiple": identical to
+  // `iter % interval == 0` for one solver, and robust to a counter that others advance too.
+  auto first_multiple = [&](int interval, bool include_now) -> int64_t {
+    if (interval <= 0) return 0;
+    const int64_t up = (static_cast<int64_t>(iter_) + interval - 1) / interval * interval;
+    return up == iter_ && !include_now ? up + interval : up;
+  };
+  next_test_ = first_multiple(param_.test_interval(), iter_ > 0 || param_.test_initialization());
+  next_display_ = first_multiple(param_.display(), true);
+  next_snapshot_ = first_multiple(param_.snapshot(), false);
+  int64_t last_takeover_check = 0;
+  while (!(g && g->stop.load(std::memory_order_relaxed))) {
+    const int64_t it = Claim();
+    if (it >= stop_iter) break;
+    iter_ = static_cast<int>(it);
+    if (g) {
+      const int64_t now = HeartbeatNowMs();
+      if (now - last_takeover_check > 500) {
+        last_takeover_check = now;
+        TakeOverIfLeaderGone();
+      }
+    }
+    const bool lead = leader();
     net_->ClearParamDiffs();
-    if (param_.test_interval() && iter_ % param_.test_interval() == 0 &&
-        (iter_ > 0 || param_.test_initialization()))
-      TestAll();
+    if (lead && Due(it, param_.test_interval(), &next_test_)) TestAll();
     float loss = 0;
     for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
     loss /= param_.iter_size();
     HS_REQUIRE(std::isfinite(loss)) << "loss is " << loss << " at iteration " << iter_
                                     << " (diverged: lower base_lr?)";
     UpdateSmoothedLoss(loss, start_iter);
-    if (param_.display() && iter_ % param_.display() == 0) Display(loss, last, last_iter);
+    if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
     ApplyUpdate();
-    ++iter_;
+    iter_ = static_cast<int>(it + 1);
+    if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
     const SolverAction action = options_.action ? options_.action() : SolverAction::NONE;
-    if ((param_.snapshot() && iter_ % param_.snapshot() == 0) || action == SolverAction::SNAPSHOT ||
-        action == SolverAction::STOP)
+    if (lead && (Due(it + 1, param_.snapshot(), &next_snapshot_) ||
+                 action == SolverAction::SNAPSHOT || action == SolverAction::STOP))
       Snapshot();
     if (action == SolverAction::STOP) {
       stopped_early_ = true;
+      if (g && lead) g->stop.store(1, std::memory_order_relaxed);  // the leader stops the job
       break;
     }
+  }
+  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), stop_iter));
+}
+
+void Solver::TakeOverIfLeaderGone() {
+  // A leader whose process stopped beating is gone (killed): the lowest live rank takes over
+  // testing, display, snapshots and the end of the job.
+  SolverGroup* g = options_.group;
+  const int32_t current = g->leader.load();
+  if (current == options_.rank || Live(*g, current)) return;
+  const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
+  for (int r = 0; r < n; ++r) {
+    if (!Live(*g, r)) continue;
+    if (r != options_.rank) return;  // a lower live rank takes over
+    int32_t expected = current;
+    if (g->leader.compare_exchange_strong(expected, r))
+      SLOG << "Solver " << r << " takes over testing and snapshots from solver " << current
+           << ", which stopped responding";
+    return;
   }
 }
 
@@ -271,6 +360,29 @@ void Solver::Solve(const std::string& resume_file) {
     Restore(resume_file);
   }
   Step(param_.max_iter() - iter_);
+  SolverGroup* g = options_.group;
+  if (g) {
+    // In a group the leader ends the job once every other solver's training is over (or its
+    // process died); the others wait for that, and one of them takes over if the leader dies.
+    g->finished[options_.rank].store(1);
+    while (!leader()) {
+      if (g->job_done.load()) return;
+      TakeOverIfLeaderGone();
+      if (!leader()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
+    for (int r = 0; r < n; ++r)
+      while (!g->finished[r].load() && Live(*g, r))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
+    if (g->stop.load()) stopped_early_ = true;
+  }
+  struct MarkDone {  // whatever happens below, followers stop waiting
+    SolverGroup* g;
+    ~MarkDone() {
+      if (g) g->job_done.store(1);
+    }
+  } mark_done{g};
   if (stopped_early_) {
     SLOG << "Optimization stopped early.";
     return;

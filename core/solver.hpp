@@ -21,6 +21,30 @@ namespace hogstream {
 // What a caller (signal handler, supervisor) asks the solver to do between iterations.
 enum class SolverAction { NONE, STOP, SNAPSHOT };
 
+// The state Hogwild solvers share: the global iteration counter (the sum of every solver's
+// iterations, on which the lr schedule, display, test and snapshot intervals run), a stop
+// flag, the leader's rank (the one solver that tests, displays and snapshots) and per-solver
+// progress. Lives in ordinary memory for threads or in a /dev/shm mapping for processes, so
+// only lock-free atomics, no pointers. Any solver thread may touch any field.
+struct SolverGroup {
+  static constexpr int kMaxSolvers = 256;
+  std::atomic<int64_t> iter{0};    // next global iteration to claim
+  std::atomic<int32_t> stop{0};    // 1: everyone finishes the current iteration and returns
+  std::atomic<int32_t> leader{0};  // rank that tests, displays and snapshots
+  std::atomic<int32_t> solvers{0}; // ranks handed out so far
+  std::atomic<int32_t> job_done{0};  // 1: the leader finished the job (final test, snapshot)
+  std::atomic<int64_t> done[kMaxSolvers] = {};       // iterations each rank completed
+  // CLOCK_MONOTONIC ms, ticked every 100 ms by each process for its ranks while they run
+  // (alive, not necessarily progressing); 0 = not started. Stale for 2 s = dead.
+  std::atomic<int64_t> heartbeat_ms[kMaxSolvers] = {};
+  std::atomic<int32_t> finished[kMaxSolvers] = {};   // 1: the rank's training is over
+};
+
+// Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).
+int64_t HeartbeatNowMs();
+constexpr int64_t kHeartbeatStaleMs = 2000;
+static_assert(std::atomic<int64_t>::is_always_lock_free, "shared counters must be lock-free");
+
 struct SolverOptions {
   // Stand-in shapes for Data layers without a source (see NetOptions::input_shapes).
   std::map<std::string, std::vector<int>> input_shapes;
@@ -28,6 +52,11 @@ struct SolverOptions {
   std::function<SolverAction()> action;
   // Log lines (Caffe's format through glog); off for tests that only want numbers.
   bool log = true;
+  // Hogwild: the group this solver trains in and its rank there (null: a solver alone).
+  SolverGroup* group = nullptr;
+  int rank = 0;
+  // Extra lines for the leader's display (per-segment statistics, say).
+  std::function<std::string()> extra_stats;
 };
 
 class Solver {
@@ -40,6 +69,13 @@ class Solver {
   Solver& operator=(const Solver&) = delete;
 
   virtual const char* type() const = 0;
+
+  // Makes this solver one of a Hogwild group (after construction: its nets exist by then).
+  void JoinGroup(SolverGroup* group, int rank, std::function<std::string()> extra_stats = {}) {
+    options_.group = group;
+    options_.rank = rank;
+    options_.extra_stats = std::move(extra_stats);
+  }
 
   // Trains to max_iter (resuming from a .solverstate when given), then snapshots and tests
   // as Caffe does.
@@ -72,6 +108,7 @@ class Solver {
   SolverOptions options_;
   int iter_ = 0;
   int current_step_ = 0;
+  int64_t next_test_ = 0, next_display_ = 0, next_snapshot_ = 0;
   std::unique_ptr<Net> net_;
   std::vector<std::unique_ptr<Net>> test_nets_;
   // history_[k * P + id] for k < history_per_param, P = learnable params.
@@ -83,10 +120,18 @@ class Solver {
   void Regularize(int id);
   void ClipGradients();
   void UpdateSmoothedLoss(float loss, int start_iter);
-  void Display(float loss, std::chrono::steady_clock::time_point& last, int& last_iter);
+  void Display(std::chrono::steady_clock::time_point& last, int& last_iter);
   int BatchSize() const;
+  // Whether this solver tests, displays and snapshots (always, alone; the leader, in a group).
+  bool leader() const;
+  // Claims the next iteration: the solver's own counter alone, the group's counter in a group.
+  int64_t Claim();
+  // True once when `it` has reached `*next`, a multiple of `interval`; moves `*next` on.
+  static bool Due(int64_t it, int interval, int64_t* next);
+  void TakeOverIfLeaderGone();
 
   std::vector<float> losses_;
+  std::vector<int64_t> solver_done_;  // per-rank iterations at the last display
   float smoothed_loss_ = 0;
   bool stopped_early_ = false;
   std::chrono::steady_clock::time_point start_time_;

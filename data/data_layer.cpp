@@ -91,10 +91,13 @@ struct DataLayer::Source {
     if (thread.joinable()) thread.join();
   }
 
-  // Reader thread body: skip, then fill slots until stopped or failed.
-  void Read(const DataTransformer& transformer, std::vector<int> datum_shape, uint32_t skip) {
+  // Reader thread body: skip to this solver's shard and past rand_skip, then fill slots until
+  // stopped or failed.
+  void Read(const DataTransformer& transformer, std::vector<int> datum_shape, uint32_t skip,
+            double shard) {
     std::string key;  // of the record being read, for messages
     try {
+      for (size_t n = static_cast<size_t>(shard * cursor->size()); n > 0; --n) cursor->Next();
       if (skip > 0) {
         for (uint32_t n = std::uniform_int_distribution<uint32_t>(0, skip - 1)(rng); n > 0; --n)
           cursor->Next();
@@ -209,8 +212,8 @@ void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
     sources_.push_back(std::make_unique<Source>(std::move(cursors[s]), slots, item_count_,
                                                 SeededRng(seed, s + 1)));
     Source* src = sources_.back().get();
-    src->thread =
-        std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape, dp.rand_skip());
+    src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape,
+                              dp.rand_skip(), Context::Get().data_shard());
   }
 }
 

@@ -2,8 +2,12 @@
 // Nothing here knows about Datums.
 #include "data/lmdb.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <lmdb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -49,7 +53,25 @@ void LmdbCursor::Close() {
   if (env_) mdb_env_close(env_);
 }
 
-void LmdbCursor::Next() { Get(MDB_NEXT); }
+void LmdbCursor::Next() {
+  Get(MDB_NEXT);
+  const auto k = reinterpret_cast<uintptr_t>(key_.data());
+  const auto v = reinterpret_cast<uintptr_t>(value_.data());
+  lowest_ = std::min({lowest_, k, v});
+  highest_ = std::max({highest_, k + key_.size(), v + value_.size()});
+  if (++since_release_ < 4096) return;
+  // Drop the pages read since the last release, except those of the current record, whose
+  // views are still in use.
+  since_release_ = 0;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t keep_lo = std::min(k, v) & ~(page - 1);
+  const uintptr_t keep_hi = (std::max(k + key_.size(), v + value_.size()) + page - 1) & ~(page - 1);
+  const uintptr_t lo = lowest_ & ~(page - 1), hi = (highest_ + page - 1) & ~(page - 1);
+  if (keep_lo > lo) madvise(reinterpret_cast<void*>(lo), keep_lo - lo, MADV_DONTNEED);
+  if (hi > keep_hi) madvise(reinterpret_cast<void*>(keep_hi), hi - keep_hi, MADV_DONTNEED);
+  lowest_ = UINTPTR_MAX;
+  highest_ = 0;
+}
 
 void LmdbCursor::Get(int op) {
   MDB_val k, v;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -29,7 +30,10 @@ class LmdbCursor {
   // The current record; the views stay valid until the next call to Next().
   std::string_view key() const { return key_; }
   std::string_view value() const { return value_; }
-  // Moves to the next record in key order, or back to the first after the last.
+  // Moves to the next record in key order, or back to the first after the last. Every few
+  // thousand records the pages already read are dropped from this process's mapping
+  // (MADV_DONTNEED on the read-only map): a streaming reader need not keep the whole dataset
+  // resident; the kernel's page cache still holds it for the next epoch.
   void Next();
   // Number of records.
   size_t size() const { return size_; }
@@ -45,6 +49,8 @@ class LmdbCursor {
   MDB_cursor* cursor_ = nullptr;
   std::string_view key_, value_;
   size_t size_ = 0;
+  size_t since_release_ = 0;  // records read since the map's pages were last dropped
+  uintptr_t lowest_ = UINTPTR_MAX, highest_ = 0;  // mapped addresses read since then
 };
 
 // Creates a new LMDB directory and fills it. Records are committed every 1000 Puts and by

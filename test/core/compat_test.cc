@@ -21,6 +21,8 @@ struct NetCase {
   long expected_params;        // -1: not pinned
 };
 
+std::ostream& operator<<(std::ostream& os, const NetCase& c) { return os << c.path; }
+
 size_t Build(const fs::path& file, const std::vector<int>& input, pb::Phase phase,
              std::vector<std::string> stages = {}) {
   NetOptions o;

@@ -58,6 +58,11 @@ struct LowerCase {
   int c, h, w, kh, kw, ph, pw, sh, sw, dh, dw;
 };
 
+std::ostream& operator<<(std::ostream& os, const LowerCase& k) {
+  return os << k.c << "x" << k.h << "x" << k.w << " k " << k.kh << "x" << k.kw << " pad " << k.ph
+            << "," << k.pw << " s " << k.sh << "," << k.sw << " d " << k.dh << "," << k.dw;
+}
+
 class Lowering : public ::testing::TestWithParam<LowerCase> {};
 
 // col2im is the adjoint of im2col: <im2col(x), y> == <x, col2im(y)>; and im2row is the

@@ -106,6 +106,10 @@ struct RuleCase {
   const char* extra;
 };
 
+std::ostream& operator<<(std::ostream& os, const RuleCase& c) {
+  return os << c.type << " momentum " << c.momentum << " " << c.extra;
+}
+
 class SolverRule : public ::testing::TestWithParam<RuleCase> {};
 
 TEST_P(SolverRule, MatchesHandComputedUpdates) {

@@ -1,0 +1,209 @@
+#include "sync/hogwild.hpp"
+
+#include <glog/logging.h>
+
+#include <atomic>
+#include <barrier>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include "core/context.hpp"
+#include "core/io.hpp"
+#include "sync/segment.hpp"
+#include "sync/shm_region.hpp"
+
+namespace hogstream {
+
+SolverSpec ParseSolverSpec(const std::string& text) {
+  SolverSpec spec;
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
+  HS_REQUIRE(!text.empty() && !parts.empty()) << "SOLVERS must be [gpu_id:]*cpu_count, got '" << text << "'";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    HS_REQUIRE(!p.empty() && p.find_first_not_of("0123456789") == std::string::npos && p.size() < 6)
+        << "SOLVERS must be [gpu_id:]*cpu_count (non-negative integers), got '" << text << "'";
+    const int v = std::stoi(p);
+    if (i + 1 < parts.size()) spec.gpus.push_back(v);
+    else spec.cpus = v;
+  }
+  HS_REQUIRE(spec.cpus + static_cast<int>(spec.gpus.size()) > 0) << "SOLVERS '" << text << "' asks for no solver";
+  return spec;
+}
+
+namespace {
+
+void LoadWeightsInto(Net& net, const std::string& list) {
+  std::stringstream ss(list);
+  for (std::string file; std::getline(ss, file, ',');) {
+    if (file.empty()) continue;
+    pb::NetParameter weights;
+    ReadBinaryProto(file, &weights);
+    net.CopyTrainedLayersFrom(weights);
+  }
+}
+
+// Solvers of one process: contexts, solvers, and (private mode) their segments.
+struct Local {
+  int index;  // within this process
+  int rank;   // within the job
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Solver> solver;
+  std::unique_ptr<Segment> segment;
+};
+
+}  // namespace
+
+void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
+  HS_REQUIRE(opt.solvers.gpus.empty())
+      << "GPU solvers are not available in this build yet; give a CPU count (e.g. SOLVERS=2)";
+  const int n = opt.solvers.cpus;
+  HS_REQUIRE(n >= 1 && n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
+                                                       << " CPU solvers, got " << n;
+  HS_REQUIRE(param.solver_mode() == pb::SolverParameter::CPU || !opt.solvers.gpus.empty())
+      << "solver_mode: GPU with CPU solvers only; set solver_mode: CPU in the solver file";
+
+  std::unique_ptr<SolverGroup> own_group;
+  std::unique_ptr<ShmRegion> shm;
+  std::vector<float> own_weights;
+  SolverGroup* group = nullptr;
+  float* master = nullptr;
+  bool creator = true;
+  int base_rank = 0;
+
+  std::vector<Local> locals(n);
+  std::barrier sync(n);
+  std::thread heartbeat;
+  std::atomic<bool> heartbeat_stop{false};
+  std::vector<std::exception_ptr> errors(n);
+
+  auto segment_stats = [&locals]() {
+    std::ostringstream os;
+    os << "Segments:";
+    for (const Local& l : locals) {
+      if (!l.segment) continue;
+      const SegmentStats s = l.segment->stats();
+      os << " [solver " << l.rank << ": " << s.sweeps << " sweeps, " << std::fixed
+         << std::setprecision(1) << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20)
+         << " MiB, " << s.chunks_sent << " chunks, " << s.dropped << " lost]";
+    }
+    return os.str();
+  };
+
+  auto body = [&](int i) {
+    Local& me = locals[i];
+    try {
+      ContextScope scope(me.ctx.get());
+      // A. Every solver builds its nets: fillers draw from its own seed, data readers start
+      //    at its own shard.
+      SolverOptions so;
+      so.input_shapes = opt.input_shapes;
+      so.action = opt.action;
+      me.solver = CreateSolver(param, so);
+      Net& net = me.solver->net();
+      sync.arrive_and_wait();
+      // B. The first solver of the process finds the shared weights: creates them (the job's
+      //    first process: from its own fillers, --weights or --snapshot) or attaches.
+      if (i == 0) {
+        const size_t floats = net.param_buffer_size();
+        if (!opt.shm.empty()) {
+          shm = ShmRegion::CreateOrAttach(opt.shm, floats, ParamShapeHash(net), &creator);
+          group = shm->group();
+          master = shm->weights();
+          LOG(INFO) << (creator ? "Created " : "Attached to ") << shm->path();
+        } else {
+          own_group = std::make_unique<SolverGroup>();
+          group = own_group.get();
+          own_weights.resize(floats);
+          master = own_weights.data();
+        }
+        base_rank = group->solvers.fetch_add(n);
+        HS_REQUIRE(base_rank + n <= SolverGroup::kMaxSolvers)
+            << "the job already has " << base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
+        if (creator) {
+          if (!opt.weights.empty()) LoadWeightsInto(net, opt.weights);
+          if (!opt.resume.empty()) {
+            me.solver->Restore(opt.resume);
+            group->iter.store(me.solver->iter());
+          }
+          std::memcpy(master, net.param_data(), floats * sizeof(float));
+        }
+      }
+      sync.arrive_and_wait();
+      HS_REQUIRE(master != nullptr) << "the first solver failed to set up the shared weights";
+      // C. Join the group on the shared weights, or on a private copy plus a segment.
+      me.rank = base_rank + i;
+      me.solver->JoinGroup(group, me.rank,
+                           me.rank == 0 && opt.private_copies ? segment_stats
+                                                              : std::function<std::string()>());
+      if (opt.private_copies) {
+        std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
+        SegmentOptions seg;
+        seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
+        seg.pause_us = 2000;  // a sweep every ~2 ms leaves the cores to the solvers
+        me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
+      } else {
+        net.UseParamBuffer(master, /*copy_in=*/false);
+      }
+      sync.arrive_and_wait();
+      if (i == 0) {
+        if (shm && creator) shm->MarkReady();
+        // This process's pulse for its ranks: alive (not necessarily progressing), so a long
+        // test pass never looks like death.
+        heartbeat = std::thread([&] {
+          while (!heartbeat_stop.load()) {
+            const int64_t now = HeartbeatNowMs();
+            for (int r = base_rank; r < base_rank + n; ++r) group->heartbeat_ms[r].store(now);
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          }
+        });
+      }
+      if (me.segment) me.segment->Start();
+      // D. Train until the global iteration reaches max_iter (or the leader stops the job).
+      me.solver->Solve();
+      if (me.segment) {
+        me.segment->Stop();
+        me.segment->Sweep();  // hand the last deltas to the master
+      }
+    } catch (...) {
+      errors[i] = std::current_exception();
+      if (group) {
+        group->finished[base_rank + i].store(1);
+        group->stop.store(1);  // one solver's error (a corrupt record, say) ends the job
+      }
+      sync.arrive_and_drop();
+    }
+  };
+
+  const uint64_t base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
+  for (int i = 0; i < n; ++i) {
+    locals[i].index = i;
+    // Distinct seeds; data shards k/n within the process, golden-ratio offsets across
+    // processes (which do not know how many others will join).
+    locals[i].ctx = std::make_unique<Context>(Mode::CPU, 0, base_seed + 1000003ULL * i + 1);
+    locals[i].ctx->set_data_shard(static_cast<double>(i) / n);
+  }
+  if (!opt.shm.empty()) {
+    // Processes of one job do not know each other's number before their nets exist: each
+    // starts its solvers' shards at a golden-ratio offset of its pid, which spreads them well.
+    const double offset = std::fmod(0.6180339887 * (getpid() % 1000), 1.0);
+    for (int i = 0; i < n; ++i) locals[i].ctx->set_data_shard(std::fmod(offset + static_cast<double>(i) / n, 1.0));
+  }
+  std::vector<std::thread> threads;
+  for (int i = 1; i < n; ++i) threads.emplace_back(body, i);
+  body(0);
+  for (auto& t : threads) t.join();
+  heartbeat_stop.store(true);
+  if (heartbeat.joinable()) heartbeat.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace hogstream

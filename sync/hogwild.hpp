@@ -1,0 +1,46 @@
+// Hogwild training: several solvers, one copy of the weights, no locks.
+//
+// CPU solvers are threads of this process, each with its own Context (seed, data shard), its
+// own nets, gradient buffers and solver history, all reading and writing one shared flat
+// weight buffer. With `shm`, that buffer and the SolverGroup live in /dev/shm and solver
+// processes started in other shells join the same job. With `private_copies`, each solver
+// trains its own copy instead and a sync segment streams its deltas to the shared master —
+// the path GPU and network solvers take.
+//
+// The global iteration (the sum over all solvers) drives the lr schedule, display, test and
+// snapshot intervals and max_iter; the leader (rank 0, or the lowest live rank if it dies)
+// tests, displays and snapshots.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/solver.hpp"
+
+namespace hogstream {
+
+// The SOLVERS argument, `[gpu_id:]*cpu_count`: "4" = four CPU solvers, "0:1:2" = GPUs 0 and 1
+// plus two CPU solvers.
+struct SolverSpec {
+  std::vector<int> gpus;
+  int cpus = 0;
+};
+SolverSpec ParseSolverSpec(const std::string& text);
+
+struct HogwildOptions {
+  SolverSpec solvers;
+  std::string shm;              // join/create /dev/shm job NAME; empty: this process only
+  bool private_copies = false;  // each solver its own weights, synced through a segment
+  size_t chunk_floats = 16384;  // segment chunk size (64 KiB)
+  std::string resume;           // .solverstate to resume from (leader)
+  std::string weights;          // comma-separated .caffemodel files to start from
+  std::map<std::string, std::vector<int>> input_shapes;
+  std::function<SolverAction()> action;
+};
+
+// Trains to max_iter (global); returns when every local solver has finished.
+void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& options);
+
+}  // namespace hogstream

@@ -1,0 +1,306 @@
+// The delta rule's kernels, the two endpoints and the in-process Segment daemon (see
+// segment.hpp for the rule, its invariant and the Hogwild race). The kernels are the hot path:
+// contiguous, branch-free per element, vectorised in the plain variant (__restrict: the user
+// buffer, `last` and transport slots never overlap).
+#include "sync/segment.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/common.hpp"
+
+namespace hogstream {
+
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+// Counters below have a single writer (the driving thread), so load + store beats a locked add.
+void Add(std::atomic<uint64_t>& c, uint64_t v = 1) { c.store(c.load(kRelaxed) + v, kRelaxed); }
+
+float Load(const float& x) { return std::atomic_ref<float>(const_cast<float&>(x)).load(kRelaxed); }
+void Store(float& x, float v) { std::atomic_ref<float>(x).store(v, kRelaxed); }
+
+// POSITION: out = w.
+void ReadChunk(const float* __restrict w, float* __restrict out, size_t n, Access a) {
+  if (a == Access::kPlain) {
+    std::memcpy(out, w, n * sizeof(float));
+  } else {
+    for (size_t i = 0; i < n; ++i) out[i] = Load(w[i]);
+  }
+}
+
+// Slave: d = w - last; w = w + (pos - last); last = pos + d; delta = d.
+// Per element: reads w, last, pos; writes w, last, delta.
+void SlaveRulePlain(float* __restrict w, float* __restrict last, const float* __restrict pos,
+                    float* __restrict delta, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = w[i], l = last[i], p = pos[i];
+    const float d = x - l;
+    delta[i] = d;
+    w[i] = x + (p - l);
+    last[i] = p + d;
+  }
+}
+
+// Same rule; w is read twice so a solver write landing between the reads stays in w - last.
+void SlaveRuleAtomic(float* w, float* __restrict last, const float* __restrict pos,
+                     float* __restrict delta, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float l = last[i], p = pos[i];
+    const float d = Load(w[i]) - l;
+    delta[i] = d;
+    Store(w[i], Load(w[i]) + (p - l));
+    last[i] = p + d;
+  }
+}
+
+// Master: w += d. Per element: reads w, d; writes w.
+void MasterApply(float* __restrict w, const float* __restrict d, size_t n, Access a) {
+  if (a == Access::kPlain) {
+    for (size_t i = 0; i < n; ++i) w[i] += d[i];
+  } else {
+    for (size_t i = 0; i < n; ++i) Store(w[i], Load(w[i]) + d[i]);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- ChunkLayout
+
+ChunkLayout::ChunkLayout(size_t n_, uint32_t chunk_floats_) : n(n_), chunk_floats(chunk_floats_) {
+  HS_REQUIRE(n > 0) << "a sync segment needs a non-empty buffer";
+  HS_REQUIRE(chunk_floats > 0) << "chunk size must be at least one float";
+  const size_t c = (n + chunk_floats - 1) / chunk_floats;
+  HS_REQUIRE(c <= UINT32_MAX) << "too many chunks (" << c << "); use a larger chunk size";
+  count = static_cast<uint32_t>(c);
+}
+
+uint32_t ChunkLayout::length(uint32_t c) const {
+  return static_cast<uint32_t>(std::min<size_t>(chunk_floats, n - offset(c)));
+}
+
+// ---------------------------------------------------------------- MasterEndpoint
+
+MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport,
+                               Access access)
+    : w_(master),
+      layout_(n, chunk_floats),
+      t_(transport),
+      access_(access),
+      seq_(layout_.count, 0),
+      high_(layout_.count, 0),
+      seen_(layout_.count, 1) {  // seq 0 is never sent: mark it applied
+  HS_REQUIRE(layout_.length(0) <= t_->max_payload())
+      << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
+      << t_->max_payload();
+}
+
+bool MasterEndpoint::PostNextPosition() {
+  float* slot = t_->AcquireSend();
+  if (!slot) return false;
+  const uint32_t c = next_, len = layout_.length(c);
+  ReadChunk(w_ + layout_.offset(c), slot, len, access_);
+  t_->CommitSend(MsgKind::kPosition, c, ++seq_[c], len);
+  Add(positions_sent_);
+  Add(bytes_sent_, sizeof(float) * len);
+  if (++next_ == layout_.count) {
+    next_ = 0;
+    Add(sweeps_);
+  }
+  return true;
+}
+
+bool MasterEndpoint::Fresh(uint32_t c, uint64_t seq) {
+  uint64_t& high = high_[c];
+  uint64_t& seen = seen_[c];
+  if (seq > high) {
+    const uint64_t shift = seq - high;
+    seen = shift >= 64 ? 1 : (seen << shift) | 1;
+    high = seq;
+    return true;
+  }
+  const uint64_t back = high - seq;
+  if (back >= 64) {
+    Add(deltas_too_old_);
+    return false;
+  }
+  const uint64_t bit = uint64_t{1} << back;
+  if (seen & bit) {
+    Add(deltas_duplicate_);
+    return false;
+  }
+  seen |= bit;
+  return true;
+}
+
+size_t MasterEndpoint::PollDeltas() {
+  size_t applied = 0;
+  Message m;
+  while (t_->Poll(&m)) {
+    if (m.kind != MsgKind::kDelta || m.chunk >= layout_.count || m.length != layout_.length(m.chunk) ||
+        m.seq == 0 || m.seq > seq_[m.chunk]) {
+      Add(malformed_);
+    } else if (Fresh(m.chunk, m.seq)) {
+      MasterApply(w_ + layout_.offset(m.chunk), m.payload, m.length, access_);
+      Add(deltas_applied_);
+      ++applied;
+    }
+    t_->Release();
+  }
+  return applied;
+}
+
+MasterEndpoint::Stats MasterEndpoint::stats() const {
+  return {positions_sent_.load(kRelaxed), deltas_applied_.load(kRelaxed),
+          deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
+          bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed)};
+}
+
+// ---------------------------------------------------------------- SlaveEndpoint
+
+SlaveEndpoint::SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Transport* transport,
+                             Access access)
+    : w_(slave),
+      layout_(n, chunk_floats),
+      t_(transport),
+      access_(access),
+      seq_(layout_.count, 0) {
+  HS_REQUIRE(layout_.length(0) <= t_->max_payload())
+      << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
+      << t_->max_payload();
+  const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+  last_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+  if (!last_) throw std::bad_alloc();
+  ReadChunk(slave, last_.get(), n, access_);
+}
+
+void SlaveEndpoint::FreeDelete::operator()(float* p) const { std::free(p); }
+
+size_t SlaveEndpoint::PollPositions() {
+  size_t answered = 0;
+  Message m;
+  // Take a position only when its answer has a slot to go into: back-pressure, never a drop.
+  while (float* out = t_->AcquireSend()) {
+    if (!t_->Poll(&m)) break;
+    const uint32_t c = m.chunk;
+    if (m.kind != MsgKind::kPosition || c >= layout_.count || m.length != layout_.length(c)) {
+      Add(malformed_);
+    } else if (m.seq <= seq_[c]) {
+      Add(positions_stale_);  // a duplicate, or overtaken by a newer position
+    } else {
+      const size_t off = layout_.offset(c);
+      if (access_ == Access::kPlain) {
+        SlaveRulePlain(w_ + off, last_.get() + off, m.payload, out, m.length);
+      } else {
+        SlaveRuleAtomic(w_ + off, last_.get() + off, m.payload, out, m.length);
+      }
+      seq_[c] = m.seq;
+      const uint32_t len = m.length;
+      const uint64_t seq = m.seq;
+      t_->Release();
+      t_->CommitSend(MsgKind::kDelta, c, seq, len);
+      Add(positions_applied_);
+      Add(bytes_sent_, sizeof(float) * len);
+      ++answered;
+      continue;
+    }
+    t_->Release();
+  }
+  return answered;
+}
+
+SlaveEndpoint::Stats SlaveEndpoint::stats() const {
+  return {positions_applied_.load(kRelaxed), positions_stale_.load(kRelaxed), malformed_.load(kRelaxed),
+          bytes_sent_.load(kRelaxed)};
+}
+
+// ---------------------------------------------------------------- Segment
+
+namespace {
+FaultOptions Reseeded(FaultOptions f, uint64_t salt) {
+  f.seed ^= salt;
+  return f;
+}
+}  // namespace
+
+Segment::Segment(float* master, float* slave, size_t n, SegmentOptions options)
+    : opt_(std::move(options)),
+      link_(InprocTransport::MakePair(
+          static_cast<uint32_t>(std::min<size_t>(opt_.chunk_floats, std::max<size_t>(n, 1))),
+          opt_.slots, opt_.faults, Reseeded(opt_.faults, 0x9e3779b97f4a7c15ull))),
+      master_(master, n, opt_.chunk_floats, link_.first.get(), opt_.access),
+      slave_(slave, n, opt_.chunk_floats, link_.second.get(), opt_.access) {}
+
+Segment::~Segment() { Stop(); }
+
+void Segment::Start() {
+  if (running()) return;
+  stop_.store(false, kRelaxed);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void Segment::Stop() {
+  if (!running()) return;
+  stop_.store(true, kRelaxed);
+  thread_.join();  // join orders everything the daemon did before whatever the caller does next
+}
+
+void Segment::Round() {
+  master_.PostNextPosition();
+  slave_.PollPositions();
+  master_.PollDeltas();
+}
+
+void Segment::Run() {
+  using Clock = std::chrono::steady_clock;
+  auto window_start = Clock::now();
+  uint64_t window_sweeps = master_.stats().sweeps;
+  uint64_t sweeps = window_sweeps;
+  while (!stop_.load(kRelaxed)) {
+    Round();
+    const uint64_t now_sweeps = master_.stats().sweeps;
+    if (now_sweeps == sweeps) continue;
+    sweeps = now_sweeps;
+    const auto now = Clock::now();
+    const double secs = std::chrono::duration<double>(now - window_start).count();
+    if (secs >= 0.5) {
+      rate_.store(static_cast<double>(sweeps - window_sweeps) / secs, kRelaxed);
+      window_start = now;
+      window_sweeps = sweeps;
+    }
+    if (opt_.pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt_.pause_us));
+  }
+}
+
+void Segment::Sweep() {
+  HS_CHECK(!running()) << "Segment::Sweep while the daemon runs";
+  link_.first->set_faults_enabled(false);
+  link_.second->set_faults_enabled(false);
+  slave_.PollPositions();  // drain what the daemon left in flight
+  master_.PollDeltas();
+  for (uint32_t c = 0; c < master_.layout().count; ++c) Round();
+  link_.first->set_faults_enabled(true);
+  link_.second->set_faults_enabled(true);
+}
+
+SegmentStats Segment::stats() const {
+  const auto m = master_.stats();
+  const auto s = slave_.stats();
+  const auto a = link_.first->counters(), b = link_.second->counters();
+  SegmentStats st;
+  st.chunks_sent = m.positions_sent;
+  st.bytes_moved = m.bytes_sent + s.bytes_sent;
+  st.sweeps = m.sweeps;
+  st.dropped = a.dropped + b.dropped;
+  st.duplicated = a.duplicated + b.duplicated;
+  st.reordered = a.reordered + b.reordered;
+  st.stale_ignored = s.positions_stale + m.deltas_duplicate + m.deltas_too_old;
+  st.sweeps_per_sec = rate_.load(kRelaxed);
+  return st;
+}
+
+}  // namespace hogstream

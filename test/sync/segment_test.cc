@@ -1,0 +1,292 @@
+// Tests of sync/segment: the delta rule conserves every increment made on either side (exactly
+// up to float rounding) with a clean link; with drops, duplicates and reordering it loses
+// exactly the dropped deltas and nothing else; it stays finite and converges under Hogwild
+// threads. Parameterised over chunk size x buffer length (including chunks that do not divide
+// the length and chunks longer than the buffer). Seeds are fresh and printed on failure.
+#include "sync/segment.hpp"
+
+#include "core/common.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+namespace hogstream {
+namespace {
+
+constexpr float kTol = 2e-4f;  // float rounding over a few hundred additions of O(1) values
+
+std::vector<float> RandomVector(size_t n, std::mt19937& gen) {
+  std::normal_distribution<float> d;
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+// Tracks increments applied to one buffer: the expected total and the sum of magnitudes.
+struct Ledger {
+  explicit Ledger(const std::vector<float>& init) : total(init.begin(), init.end()), abs(init.size(), 0) {}
+  std::vector<double> total, abs;
+};
+
+// Adds a random increment to a random range of `w` (of at most 64 elements), into `ledgers`.
+void Bump(std::vector<float>& w, std::mt19937& gen, std::vector<Ledger*> ledgers) {
+  const size_t n = w.size();
+  const size_t begin = std::uniform_int_distribution<size_t>(0, n - 1)(gen);
+  const size_t end = std::min(n, begin + 1 + std::uniform_int_distribution<size_t>(0, 63)(gen));
+  std::uniform_real_distribution<float> inc(-0.05f, 0.05f);
+  for (size_t i = begin; i < end; ++i) {
+    const float u = inc(gen);
+    w[i] += u;
+    for (Ledger* l : ledgers) {
+      l->total[i] += u;
+      l->abs[i] += std::fabs(u);
+    }
+  }
+}
+
+void ExpectNear(const std::vector<float>& got, const std::vector<double>& want, const char* what) {
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(std::fabs(got[i] - want[i]) <= kTol) && bad++ < 5) {
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", want " << want[i];
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+class SegmentTest : public testing::TestWithParam<std::tuple<uint32_t, size_t>> {
+ protected:
+  void SetUp() override {
+    std::tie(chunk_, n_) = GetParam();
+    seed_ = std::random_device{}();
+    gen_.seed(seed_);
+    init_ = RandomVector(n_, gen_);
+  }
+  uint32_t chunk_;
+  size_t n_;
+  uint32_t seed_;
+  std::mt19937 gen_;
+  std::vector<float> init_;
+};
+
+// A slave "solver" and a master "solver" add increments between sweeps; after final sweeps both
+// buffers hold initial + all increments.
+TEST_P(SegmentTest, ConservesIncrementsWithoutFaults) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed_);
+  std::vector<float> master = init_, slave = init_;
+  Ledger ledger(init_);
+  SegmentOptions opt;
+  opt.chunk_floats = chunk_;
+  Segment seg(master.data(), slave.data(), n_, opt);
+  for (int sweep = 0; sweep < 20; ++sweep) {
+    for (int k = 0; k < 3; ++k) Bump(slave, gen_, {&ledger});
+    for (int k = 0; k < 3; ++k) Bump(master, gen_, {&ledger});
+    seg.Sweep();
+  }
+  seg.Sweep();
+  ExpectNear(master, ledger.total, "master");
+  ExpectNear(slave, ledger.total, "slave");
+  const SegmentStats st = seg.stats();
+  const uint64_t chunks = (n_ + chunk_ - 1) / chunk_;
+  EXPECT_EQ(st.sweeps, 21u);
+  EXPECT_EQ(st.chunks_sent, 21 * chunks);
+  EXPECT_EQ(st.bytes_moved, 21 * 2 * n_ * sizeof(float));
+  EXPECT_EQ(st.dropped + st.duplicated + st.reordered + st.stale_ignored, 0u);
+}
+
+// Endpoints driven by hand over a lossy link (20% drop, duplicate, reorder each way), with
+// increments landing on both sides while each chunk's position and delta are in flight. After
+// a few clean sweeps: master == slave == initial + increments - exactly the dropped deltas.
+TEST_P(SegmentTest, LosesExactlyTheDroppedDeltasUnderFaults) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed_);
+  std::vector<float> master = init_, slave = init_;
+  Ledger ledger(init_), slave_incs(std::vector<float>(n_, 0.f));
+  std::vector<double> lost(n_, 0);
+  uint64_t lost_deltas = 0;
+  FaultOptions f;
+  f.drop = f.duplicate = f.reorder = 0.2;
+  f.seed = seed_;
+  f.on_drop = [&](const Message& m) {
+    if (m.kind != MsgKind::kDelta) return;
+    ++lost_deltas;
+    for (uint32_t i = 0; i < m.length; ++i) lost[size_t{m.chunk} * chunk_ + i] += m.payload[i];
+  };
+  FaultOptions g = f;
+  g.seed = seed_ + 1;
+  auto [to_slave, to_master] = InprocTransport::MakePair(chunk_, 8, f, g);
+  MasterEndpoint me(master.data(), n_, chunk_, to_slave.get());
+  SlaveEndpoint se(slave.data(), n_, chunk_, to_master.get());
+  const uint32_t chunks = me.layout().count;
+  const int rounds = static_cast<int>(std::max<uint32_t>(200, 10 * chunks));
+  for (int r = 0; r < rounds; ++r) {
+    me.PostNextPosition();
+    Bump(master, gen_, {&ledger});
+    Bump(slave, gen_, {&ledger, &slave_incs});
+    se.PollPositions();
+    Bump(master, gen_, {&ledger});
+    me.PollDeltas();
+  }
+  // Stopping here loses at most what the slave added: all finite, within sum |slave increments|.
+  for (size_t i = 0; i < n_; ++i) {
+    ASSERT_TRUE(std::isfinite(master[i]) && std::isfinite(slave[i])) << i;
+    ASSERT_LE(std::fabs(master[i] - ledger.total[i]), slave_incs.abs[i] + kTol) << i;
+  }
+  to_slave->set_faults_enabled(false);
+  to_master->set_faults_enabled(false);
+  for (uint32_t r = 0; r < 3 * chunks; ++r) {
+    me.PostNextPosition();
+    se.PollPositions();
+    me.PollDeltas();
+  }
+  std::vector<double> want(n_);
+  for (size_t i = 0; i < n_; ++i) want[i] = ledger.total[i] - lost[i];
+  ExpectNear(master, want, "master");
+  ExpectNear(slave, ToDouble(master), "slave");
+
+  const TransportCounters down = to_slave->counters(), up = to_master->counters();
+  EXPECT_EQ(up.dropped, lost_deltas);
+  EXPECT_GT(down.dropped + up.dropped, 0u);
+  EXPECT_GT(down.duplicated + up.duplicated, 0u);
+  EXPECT_GT(down.reordered + up.reordered, 0u);
+  const auto ms = me.stats();
+  const auto ss = se.stats();
+  EXPECT_EQ(ms.malformed + ss.malformed + ms.deltas_too_old, 0u);
+  EXPECT_GT(ss.positions_stale + ms.deltas_duplicate, 0u);  // duplicates were seen and ignored
+  // Every delta sent either arrived once (applied) or was dropped.
+  EXPECT_EQ(ms.deltas_applied + up.dropped, ss.positions_applied);
+}
+
+// The daemon over a lossy link: increments made while it is stopped, then it runs, then clean
+// sweeps: initial + increments - dropped deltas.
+TEST_P(SegmentTest, DaemonWithFaultsLosesOnlyDroppedDeltas) {
+  SCOPED_TRACE(testing::Message() << "seed " << seed_);
+  std::vector<float> master = init_, slave = init_;
+  Ledger ledger(init_);
+  std::vector<double> lost(n_, 0);
+  SegmentOptions opt;
+  opt.chunk_floats = chunk_;
+  opt.faults.drop = opt.faults.duplicate = opt.faults.reorder = 0.2;
+  opt.faults.seed = seed_;
+  opt.faults.on_drop = [&](const Message& m) {  // runs on the daemon thread; read after Stop
+    if (m.kind != MsgKind::kDelta) return;
+    for (uint32_t i = 0; i < m.length; ++i) lost[size_t{m.chunk} * chunk_ + i] += m.payload[i];
+  };
+  Segment seg(master.data(), slave.data(), n_, opt);
+  for (int phase = 0; phase < 5; ++phase) {
+    for (int k = 0; k < 20; ++k) Bump(slave, gen_, {&ledger});
+    for (int k = 0; k < 20; ++k) Bump(master, gen_, {&ledger});
+    seg.Start();
+    const uint64_t goal = phase + 1;  // at least 3 sweeps and 100 messages per phase
+    while (seg.stats().sweeps < 3 * goal || seg.stats().chunks_sent < 100 * goal) std::this_thread::yield();
+    seg.Stop();
+  }
+  seg.Sweep();
+  seg.Sweep();
+  std::vector<double> want(n_);
+  for (size_t i = 0; i < n_; ++i) want[i] = ledger.total[i] - lost[i];
+  ExpectNear(master, want, "master");
+  ExpectNear(slave, ToDouble(master), "slave");
+  const SegmentStats st = seg.stats();
+  EXPECT_GT(st.dropped, 0u);
+  EXPECT_GT(st.duplicated, 0u);
+  EXPECT_GT(st.stale_ignored, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(ChunkXLength, SegmentTest,
+                         testing::Combine(testing::Values(7u, 64u, 1000u, 4096u),
+                                          testing::Values(size_t{5}, size_t{1000}, size_t{10007})),
+                         [](const auto& info) {
+                           return "chunk" + std::to_string(std::get<0>(info.param)) + "_n" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(SegmentAtomicTest, ConservesIncrementsWithAtomicAccess) {
+  const size_t n = 3001;
+  std::mt19937 gen(std::random_device{}());
+  const std::vector<float> init = RandomVector(n, gen);
+  std::vector<float> master = init, slave = init;
+  Ledger ledger(init);
+  SegmentOptions opt;
+  opt.chunk_floats = 100;
+  opt.access = Access::kAtomic;
+  Segment seg(master.data(), slave.data(), n, opt);
+  for (int sweep = 0; sweep < 10; ++sweep) {
+    for (int k = 0; k < 10; ++k) Bump(slave, gen, {&ledger});
+    for (int k = 0; k < 10; ++k) Bump(master, gen, {&ledger});
+    seg.Sweep();
+  }
+  seg.Sweep();
+  ExpectNear(master, ledger.total, "master");
+  ExpectNear(slave, ledger.total, "slave");
+}
+
+// Hogwild: four threads hammer the master buffer, one thread the slave buffer, while the daemon
+// syncs them (optionally over a lossy link). Increments lost to races are allowed; what must
+// hold: all finite, and master == slave after stopping and sweeping.
+class SegmentHogwildTest : public testing::TestWithParam<bool> {};
+
+TEST_P(SegmentHogwildTest, ThreadsHammeringBothSidesConverge) {
+  const size_t n = 100000;
+  std::mt19937 gen(std::random_device{}());
+  std::vector<float> master = RandomVector(n, gen), slave = master;
+  SegmentOptions opt;
+  opt.chunk_floats = 1024;
+  if (GetParam()) opt.faults.drop = opt.faults.duplicate = opt.faults.reorder = 0.2;
+  Segment seg(master.data(), slave.data(), n, opt);
+  seg.Start();
+  std::atomic<bool> stop{false};
+  auto hammer = [&stop, n](float* w, uint32_t seed) {
+    std::mt19937 g(seed);
+    std::uniform_int_distribution<size_t> at(0, n - 64);
+    std::uniform_real_distribution<float> inc(-1e-3f, 1e-3f);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t b = at(g);
+      for (size_t i = b; i < b + 64; ++i) w[i] += inc(g);  // racy by design
+    }
+  };
+  std::vector<std::thread> solvers;
+  for (uint32_t t = 0; t < 4; ++t) solvers.emplace_back(hammer, master.data(), 1 + t);
+  solvers.emplace_back(hammer, slave.data(), 99);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (seg.stats().sweeps < 20 || std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  stop = true;
+  for (auto& t : solvers) t.join();
+  seg.Stop();
+  EXPECT_GE(seg.stats().sweeps, 20u);
+  seg.Sweep();
+  seg.Sweep();
+  for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(master[i]) && std::isfinite(slave[i])) << i;
+  ExpectNear(slave, ToDouble(master), "slave");
+}
+
+INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),
+                         [](const auto& info) { return info.param ? "lossy" : "clean"; });
+
+TEST(SegmentSettingsTest, RejectsBadSettingsAndSweepWhileRunning) {
+  std::vector<float> a(10), b(10);
+  SegmentOptions bad;
+  bad.chunk_floats = 0;
+  EXPECT_THROW(Segment(a.data(), b.data(), 10, bad), Error);
+  EXPECT_THROW(Segment(a.data(), b.data(), 0), Error);
+  Segment seg(a.data(), b.data(), 10);
+  seg.Start();
+  EXPECT_THROW(seg.Sweep(), Bug);
+  seg.Stop();
+  seg.Sweep();
+  EXPECT_EQ(seg.stats().sweeps >= 1, true);
+}
+
+}  // namespace
+}  // namespace hogstream
