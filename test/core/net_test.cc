@@ -11,7 +11,8 @@
 namespace hogstream {
 namespace {
 
-// A small net with a shared top (needs a Split), an in-place ReLU and a loss.
+// A small net with a shared top (needs a Split), an in-place activation and a loss. Every
+// layer is smooth (TanH, not ReLU), so the whole-net numeric gradient has no kinks.
 const char kTinyNet[] = R"(
 name: "tiny"
 layer { name: "in" type: "Input" top: "data" top: "label"
@@ -19,7 +20,7 @@ layer { name: "in" type: "Input" top: "data" top: "label"
 layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
         convolution_param { num_output: 3 kernel_size: 3 pad: 1
           weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.3 } } }
-layer { name: "relu" type: "ReLU" bottom: "conv" top: "conv" relu_param { negative_slope: 0.2 } }
+layer { name: "act" type: "TanH" bottom: "conv" top: "conv" }
 layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
         pooling_param { pool: AVE kernel_size: 2 stride: 2 } }
 layer { name: "ipa" type: "InnerProduct" bottom: "pool" top: "ipa"
@@ -41,12 +42,12 @@ TEST(Net, InsertsSplitForSharedTop) {
   Net net(ParseNetText(kTinyNet, "tiny"));
   std::vector<std::string> types;
   for (auto& l : net.layers()) types.push_back(l->type());
-  // pool feeds ipa and ipb -> one Split after pool; the in-place ReLU needs none.
-  EXPECT_EQ(types, (std::vector<std::string>{"Input", "Convolution", "ReLU", "Pooling", "Split",
+  // pool feeds ipa and ipb -> one Split after pool; the in-place TanH needs none.
+  EXPECT_EQ(types, (std::vector<std::string>{"Input", "Convolution", "TanH", "Pooling", "Split",
                                              "InnerProduct", "InnerProduct", "Eltwise",
                                              "SoftmaxWithLoss"}));
   EXPECT_EQ(net.layer_names()[4], "pool_pool_0_split");
-  // In place: relu's top is conv's top blob.
+  // In place: the activation's top is conv's top blob.
   EXPECT_EQ(net.top_vecs()[1][0], net.top_vecs()[2][0]);
   ASSERT_EQ(net.output_blobs().size(), 1u);
   EXPECT_EQ(net.output_blobs()[0], net.blob_by_name("loss").get());
