@@ -146,10 +146,14 @@ void rng_bernoulli(int n, float p, unsigned* r) {
 // The unsigned compare treats negative rows/columns as out of range in one test.
 static inline bool in_range(int a, int b) { return static_cast<unsigned>(a) < static_cast<unsigned>(b); }
 
+int ConvOutSize(int size, int kernel, int pad, int stride, int dilation) {
+  return (size + 2 * pad - (dilation * (kernel - 1) + 1)) / stride + 1;
+}
+
 void im2col(const float* im, int channels, int height, int width, int kh, int kw, int pad_h,
             int pad_w, int stride_h, int stride_w, int dil_h, int dil_w, float* col) {
-  const int out_h = (height + 2 * pad_h - (dil_h * (kh - 1) + 1)) / stride_h + 1;
-  const int out_w = (width + 2 * pad_w - (dil_w * (kw - 1) + 1)) / stride_w + 1;
+  const int out_h = ConvOutSize(height, kh, pad_h, stride_h, dil_h);
+  const int out_w = ConvOutSize(width, kw, pad_w, stride_w, dil_w);
   const int plane = height * width;
   for (int c = 0; c < channels; ++c, im += plane) {
     for (int ki = 0; ki < kh; ++ki) {
@@ -180,8 +184,8 @@ void im2col(const float* im, int channels, int height, int width, int kh, int kw
 
 void im2row(const float* im, int channels, int height, int width, int kh, int kw, int pad_h,
             int pad_w, int stride_h, int stride_w, int dil_h, int dil_w, float* row) {
-  const int out_h = (height + 2 * pad_h - (dil_h * (kh - 1) + 1)) / stride_h + 1;
-  const int out_w = (width + 2 * pad_w - (dil_w * (kw - 1) + 1)) / stride_w + 1;
+  const int out_h = ConvOutSize(height, kh, pad_h, stride_h, dil_h);
+  const int out_w = ConvOutSize(width, kw, pad_w, stride_w, dil_w);
   const int plane = height * width;
   for (int oh = 0; oh < out_h; ++oh) {
     for (int ow = 0; ow < out_w; ++ow) {
@@ -210,8 +214,8 @@ void im2row(const float* im, int channels, int height, int width, int kh, int kw
 
 void col2im(const float* col, int channels, int height, int width, int kh, int kw, int pad_h,
             int pad_w, int stride_h, int stride_w, int dil_h, int dil_w, float* im) {
-  const int out_h = (height + 2 * pad_h - (dil_h * (kh - 1) + 1)) / stride_h + 1;
-  const int out_w = (width + 2 * pad_w - (dil_w * (kw - 1) + 1)) / stride_w + 1;
+  const int out_h = ConvOutSize(height, kh, pad_h, stride_h, dil_h);
+  const int out_w = ConvOutSize(width, kw, pad_w, stride_w, dil_w);
   const int plane = height * width;
   for (int c = 0; c < channels; ++c, im += plane) {
     for (int ki = 0; ki < kh; ++ki) {

@@ -46,6 +46,9 @@ void rng_gaussian(int n, float mean, float sigma, float* r);
 void rng_bernoulli(int n, float p, int* r);
 void rng_bernoulli(int n, float p, unsigned* r);
 
+// Output size of a convolution along one axis (floor division, as Caffe).
+int ConvOutSize(int size, int kernel, int pad, int stride, int dilation);
+
 // 2-d image <-> column buffer for convolution: col is (C * kh * kw) x (out_h * out_w).
 void im2col(const float* im, int channels, int height, int width, int kh, int kw, int pad_h,
             int pad_w, int stride_h, int stride_w, int dil_h, int dil_w, float* col);

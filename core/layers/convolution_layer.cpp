@@ -93,8 +93,8 @@ void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
         << bottom[i]->shape_string();
   height_ = b0.shape(2);
   width_ = b0.shape(3);
-  out_h_ = (height_ + 2 * pad_h_ - (dil_h_ * (kernel_h_ - 1) + 1)) / stride_h_ + 1;
-  out_w_ = (width_ + 2 * pad_w_ - (dil_w_ * (kernel_w_ - 1) + 1)) / stride_w_ + 1;
+  out_h_ = ConvOutSize(height_, kernel_h_, pad_h_, stride_h_, dil_h_);
+  out_w_ = ConvOutSize(width_, kernel_w_, pad_w_, stride_w_, dil_w_);
   HS_REQUIRE(out_h_ > 0 && out_w_ > 0)
       << "kernel " << kernel_h_ << "x" << kernel_w_ << " does not fit the padded "
       << height_ << "x" << width_ << " input";

@@ -12,7 +12,7 @@ void DropoutLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
 }
 
 void DropoutLayer::Reshape(const Blobs& bottom, const Blobs& top) {
-  top[0]->ReshapeLike(*bottom[0]);
+  NeuronLayer::Reshape(bottom, top);
   if (phase_ == pb::TRAIN) mask_.resize(bottom[0]->count());
 }
 

@@ -5,16 +5,14 @@
 
 #include <vector>
 
-#include "core/layer.hpp"
+#include "core/layers/neuron_layer.hpp"
 
 namespace hogstream {
 
-class DropoutLayer : public Layer {
+class DropoutLayer : public NeuronLayer {
  public:
-  using Layer::Layer;
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Dropout"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
   void LayerSetUp(const Blobs& bottom, const Blobs& top) override;
   void Reshape(const Blobs& bottom, const Blobs& top) override;
 

@@ -1,17 +1,14 @@
 // ReLU: y = max(x, 0) + negative_slope * min(x, 0). Works in place.
 #pragma once
 
-#include "core/layer.hpp"
+#include "core/layers/neuron_layer.hpp"
 
 namespace hogstream {
 
-class ReLULayer : public Layer {
+class ReLULayer : public NeuronLayer {
  public:
-  using Layer::Layer;
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  void Reshape(const Blobs& bottom, const Blobs& top) override { top[0]->ReshapeLike(*bottom[0]); }
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;

@@ -1,17 +1,14 @@
 // Sigmoid: y = 1 / (1 + exp(-x)), element-wise. Works in place (backward reads y, not x).
 #pragma once
 
-#include "core/layer.hpp"
+#include "core/layers/neuron_layer.hpp"
 
 namespace hogstream {
 
-class SigmoidLayer : public Layer {
+class SigmoidLayer : public NeuronLayer {
  public:
-  using Layer::Layer;
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "Sigmoid"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  void Reshape(const Blobs& bottom, const Blobs& top) override { top[0]->ReshapeLike(*bottom[0]); }
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;

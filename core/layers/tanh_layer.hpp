@@ -1,17 +1,14 @@
 // TanH: y = tanh(x), element-wise. Works in place (backward reads y, not x).
 #pragma once
 
-#include "core/layer.hpp"
+#include "core/layers/neuron_layer.hpp"
 
 namespace hogstream {
 
-class TanHLayer : public Layer {
+class TanHLayer : public NeuronLayer {
  public:
-  using Layer::Layer;
+  using NeuronLayer::NeuronLayer;
   const char* type() const override { return "TanH"; }
-  int ExactNumBottomBlobs() const override { return 1; }
-  int ExactNumTopBlobs() const override { return 1; }
-  void Reshape(const Blobs& bottom, const Blobs& top) override { top[0]->ReshapeLike(*bottom[0]); }
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
