@@ -15,7 +15,7 @@
 
 namespace hogstream {
 
-#define SLOG if (options_.log) LOG(INFO)
+#define SLOG LOG_IF(INFO, options_.log)
 
 Solver::Solver(const pb::SolverParameter& param, const SolverOptions& options,
                int history_per_param)

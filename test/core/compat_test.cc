@@ -46,7 +46,9 @@ TEST_P(CompatNets, ParseAndBuildInBothPhases) {
   const size_t train = Build(file, c.input, pb::TRAIN);
   const size_t test = Build(file, c.input, pb::TEST, stages);
   EXPECT_EQ(train, test);
-  if (c.expected_params >= 0) EXPECT_EQ(train, static_cast<size_t>(c.expected_params));
+  if (c.expected_params >= 0) {
+    EXPECT_EQ(train, static_cast<size_t>(c.expected_params));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

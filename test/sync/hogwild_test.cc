@@ -237,7 +237,9 @@ TEST_P(ShmKill, SurvivorFinishesTheJob) {
   const std::string log = read(kill_leader ? log1 : log0);
   ASSERT_EQ(rc, 0) << log;
   EXPECT_NE(log.find("Optimization Done"), std::string::npos) << log;
-  if (kill_leader) EXPECT_NE(log.find("takes over"), std::string::npos) << log;
+  if (kill_leader) {
+    EXPECT_NE(log.find("takes over"), std::string::npos) << log;
+  }
   EXPECT_TRUE(fs::exists(dir_ / "k_iter_100000.caffemodel")) << log;
   EXPECT_FALSE(fs::exists("/dev/shm/hogstream." + name));  // the survivor removed it
 }
