@@ -9,7 +9,6 @@
 #include "core/common.hpp"
 
 #ifdef HOGSTREAM_CUDA
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #endif
 
@@ -35,7 +34,7 @@ Context::Context(Mode mode, int device, uint64_t seed)
 
 Context::~Context() {
 #ifdef HOGSTREAM_CUDA
-  if (cublas_) cublasDestroy(static_cast<cublasHandle_t>(cublas_));
+  if (gpu_handles_ && destroy_gpu_handles_) destroy_gpu_handles_(gpu_handles_);
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 #endif
 }
@@ -59,17 +58,10 @@ void Context::set_threads(int n) {
   if (current == this) omp_set_num_threads(threads_);
 }
 
-void* Context::cublas() {
-#ifdef HOGSTREAM_CUDA
-  if (!cublas_) {
-    HS_CUDA_CHECK(cudaSetDevice(device_));
-    cublasHandle_t h;
-    HS_CHECK(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS) << "cublasCreate failed";
-    cublasSetStream(h, static_cast<cudaStream_t>(stream()));
-    cublas_ = h;
-  }
-#endif
-  return cublas_;
+void Context::set_gpu_handles(void* handles, void (*destroy)(void*)) {
+  HS_CHECK(gpu_handles_ == nullptr) << "GPU handles installed twice";
+  gpu_handles_ = handles;
+  destroy_gpu_handles_ = destroy;
 }
 
 void* Context::stream() {

@@ -37,9 +37,14 @@ class Context {
   double data_shard() const { return data_shard_; }
   void set_data_shard(double fraction) { data_shard_ = fraction; }
 
-  // CUDA handles, created lazily on first use; void* keeps CUDA out of this header.
-  void* cublas();
+  // The CUDA stream of this context, created on first use (void* keeps CUDA out of this
+  // header).
   void* stream();
+  // Library handles of the GPU math (cuBLAS, cuDNN): created by the hogstream_gpu library on
+  // first use and destroyed with the context. Opaque here, so that the engine itself links no
+  // GPU library and CPU work never pays for loading one.
+  void* gpu_handles() const { return gpu_handles_; }
+  void set_gpu_handles(void* handles, void (*destroy)(void*));
 
  private:
   friend class ContextScope;
@@ -49,7 +54,8 @@ class Context {
   int threads_ = 1;
   double data_shard_ = 0;
   std::mt19937 rng_;
-  void* cublas_ = nullptr;
+  void* gpu_handles_ = nullptr;
+  void (*destroy_gpu_handles_)(void*) = nullptr;
   void* stream_ = nullptr;
 };
 

@@ -3,6 +3,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <memory>
+
 #include "core/common.hpp"
 #include "core/context.hpp"
 
@@ -12,7 +14,29 @@ namespace {
 constexpr int kThreads = 256;
 int Blocks(int n) { return (n + kThreads - 1) / kThreads; }
 cudaStream_t Stream() { return static_cast<cudaStream_t>(Context::Get().stream()); }
-cublasHandle_t Cublas() { return static_cast<cublasHandle_t>(Context::Get().cublas()); }
+
+// The calling thread's cuBLAS handle, kept in its Context (created on first use, bound to the
+// context's stream, destroyed with the context).
+struct GpuHandles {
+  cublasHandle_t blas = nullptr;
+};
+cublasHandle_t Cublas() {
+  Context& ctx = Context::Get();
+  auto* h = static_cast<GpuHandles*>(ctx.gpu_handles());
+  if (!h) {
+    HS_CUDA_CHECK(cudaSetDevice(ctx.device()));
+    auto fresh = std::make_unique<GpuHandles>();
+    HS_CHECK(cublasCreate(&fresh->blas) == CUBLAS_STATUS_SUCCESS) << "cublasCreate failed";
+    cublasSetStream(fresh->blas, Stream());
+    h = fresh.release();
+    ctx.set_gpu_handles(h, [](void* p) {
+      auto* g = static_cast<GpuHandles*>(p);
+      cublasDestroy(g->blas);
+      delete g;
+    });
+  }
+  return h->blas;
+}
 
 __global__ void AxpyKernel(int n, float a, const float* x, float* y) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] += a * x[i];

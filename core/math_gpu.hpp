@@ -1,5 +1,6 @@
 // GPU twins of the math in core/math.hpp, on the calling thread's Context stream and cuBLAS
-// handle. Declared only on CUDA builds; every kernel is checked against its CPU twin in
+// handle. Declared only on CUDA builds and compiled into the hogstream_gpu library (so CPU
+// programs never load cuBLAS); every kernel is checked against its CPU twin in
 // test/core/math_gpu_test.cc.
 #pragma once
 
