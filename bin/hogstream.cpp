@@ -13,13 +13,12 @@
 #include <sstream>
 #include <iostream>
 
-#include "bin/flags.hpp"
+#include "bin/program.hpp"
 #include "core/context.hpp"
 #include "core/net.hpp"
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
 #include "data/convert.hpp"
-#include "sync/hogwild.hpp"
 
 namespace hogstream {
 namespace {
@@ -50,26 +49,6 @@ std::vector<std::string> With(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-// TOP:N,C,H,W
-std::pair<std::string, std::vector<int>> ParseInput(const std::string& spec) {
-  const auto colon = spec.find(':');
-  HS_REQUIRE(colon != std::string::npos && colon > 0)
-      << "--input wants TOP:N,C,H,W, got '" << spec << "'";
-  std::vector<int> dims;
-  std::string rest = spec.substr(colon + 1);
-  size_t pos = 0;
-  while (pos <= rest.size()) {
-    const size_t comma = std::min(rest.find(',', pos), rest.size());
-    const std::string d = rest.substr(pos, comma - pos);
-    HS_REQUIRE(!d.empty() && d.find_first_not_of("0123456789") == std::string::npos)
-        << "--input wants TOP:N,C,H,W with positive integers, got '" << spec << "'";
-    dims.push_back(std::stoi(d));
-    HS_REQUIRE(dims.back() > 0) << "--input dimensions must be > 0 in '" << spec << "'";
-    pos = comma + 1;
-  }
-  return {spec.substr(0, colon), dims};
-}
-
 std::unique_ptr<Net> LoadNet(const Flags& f) {
   HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
   NetOptions opt;
@@ -78,7 +57,7 @@ std::unique_ptr<Net> LoadNet(const Flags& f) {
   opt.phase = phase == "TRAIN" ? pb::TRAIN : pb::TEST;
   opt.level = static_cast<int>(f.get_int("level", 0));
   opt.stages = f.all("stage");
-  for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
+  opt.input_shapes = InputShapes(f);
   pb::NetParameter param = ReadNetText(f.get("model"), &opt.source);
   return std::make_unique<Net>(param, opt);
 }
@@ -101,84 +80,50 @@ int Time(int argc, char** argv) {
   return 0;
 }
 
-// Loads weights from one or more comma-separated .caffemodel files (later ones win).
-void LoadWeights(Net& net, const std::string& list) {
-  std::stringstream ss(list);
-  std::string file;
-  while (std::getline(ss, file, ',')) {
-    if (file.empty()) continue;
-    pb::NetParameter weights;
-    ReadBinaryProto(file, &weights);
-    net.CopyTrainedLayersFrom(weights);
-  }
-}
-
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, {"solver", "snapshot", "weights", "iterations", "sigint_effect",
-                          "sighup_effect", "input", "solvers", "shm", "private", "chunk"},
-          {"private"});
+  Flags f(argc, argv, 2, With(kHogwildFlags, {"solver", "solvers"}), {"private"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
-  HS_REQUIRE(!(f.has("snapshot") && f.has("weights")))
-      << "give --snapshot (resume) or --weights (fine-tune), not both";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0)));
-  SolverOptions opt;
-  for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
-  opt.action = InstallSignalActions(f.get("sigint_effect", "stop"), f.get("sighup_effect", "snapshot"));
+  // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
+  const HogwildOptions h = HogwildFromFlags(f, f.get("solvers", "1"));
   if (f.has("solvers") || f.has("shm") || f.has("private")) {
-    // Hogwild: several solvers on one copy of the weights (see hogwild.bin).
-    HogwildOptions h;
-    h.solvers = ParseSolverSpec(f.get("solvers", "1"));
-    h.shm = f.get("shm");
-    h.private_copies = f.has("private");
-    h.chunk_floats = static_cast<size_t>(f.get_int("chunk", 16384));
-    h.resume = f.get("snapshot");
-    h.weights = f.get("weights");
-    h.input_shapes = opt.input_shapes;
-    h.action = opt.action;
     RunHogwild(param, h);
     return 0;
   }
+  SolverOptions opt;
+  opt.input_shapes = h.input_shapes;
+  opt.action = h.action;
   Context ctx(Mode::CPU, 0, param.random_seed() >= 0 ? param.random_seed() : 0);
   ContextScope scope(&ctx);
   auto solver = CreateSolver(param, opt);
-  if (f.has("weights")) LoadWeights(solver->net(), f.get("weights"));
+  if (!h.weights.empty()) solver->net().CopyTrainedLayersFromFiles(h.weights);
   LOG(INFO) << "Starting Optimization";
-  solver->Solve(f.get("snapshot"));
+  solver->Solve(h.resume);
   return 0;
 }
 
 int Test(int argc, char** argv) {
   Flags f(argc, argv, 2, With(kNetFlags, {"weights", "iterations"}));
   HS_REQUIRE(f.has("weights")) << "--weights=MODEL.caffemodel is required";
+  HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
   Context ctx(Mode::CPU, 0, 1);
   ContextScope scope(&ctx);
   NetOptions opt;
   opt.phase = pb::TEST;
-  for (const auto& spec : f.all("input")) opt.input_shapes.insert(ParseInput(spec));
-  HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
+  opt.input_shapes = InputShapes(f);
   Net net(ReadNetText(f.get("model"), &opt.source), opt);
-  LoadWeights(net, f.get("weights"));
-  const int iters = static_cast<int>(f.get_int("iterations", 50));
-  HS_REQUIRE(iters > 0) << "--iterations must be > 0";
-  std::vector<double> sums;
+  net.CopyTrainedLayersFromFiles(f.get("weights"));
   double loss = 0;
-  for (int i = 0; i < iters; ++i) {
-    loss += net.Forward();
-    size_t k = 0;
-    for (const Blob* b : net.output_blobs())
-      for (int j = 0; j < b->count(); ++j, ++k) {
-        if (sums.size() <= k) sums.push_back(0);
-        sums[k] += b->cpu_data()[j];
-      }
-    LOG(INFO) << "Batch " << i << ", running mean loss = " << loss / (i + 1);
-  }
-  LOG(INFO) << "Loss: " << loss / iters;
+  const std::vector<double> mean =
+      net.ForwardMean(static_cast<int>(f.get_int("iterations", 50)), &loss, [](int i, double running) {
+        LOG(INFO) << "Batch " << i << ", running mean loss = " << running;
+      });
+  LOG(INFO) << "Loss: " << loss;
   size_t k = 0;
   for (size_t j = 0; j < net.output_blobs().size(); ++j) {
     const std::string& name = net.blob_names()[net.output_blob_indices()[j]];
-    for (int e = 0; e < net.output_blobs()[j]->count(); ++e, ++k)
-      LOG(INFO) << name << " = " << sums[k] / iters;
+    for (int e = 0; e < net.output_blobs()[j]->count(); ++e, ++k) LOG(INFO) << name << " = " << mean[k];
   }
   return 0;
 }
@@ -222,19 +167,5 @@ int Main(int argc, char** argv) {
 }  // namespace hogstream
 
 int main(int argc, char** argv) {
-  // Caffe's log format on stderr, so Caffe's log parsers read our logs.
-  FLAGS_logtostderr = true;
-  FLAGS_colorlogtostderr = false;
-  FLAGS_log_year_in_prefix = false;  // "I1121 ..." as Caffe's logs, which its parsers expect
-  google::InitGoogleLogging(argv[0]);
-  try {
-    return hogstream::Main(argc, argv);
-  } catch (const hogstream::Error& e) {
-    std::cerr << "hogstream: " << e.what() << "\n";
-  } catch (const hogstream::Bug& e) {
-    std::cerr << "hogstream: internal error: " << e.what() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "hogstream: " << e.what() << "\n";
-  }
-  return 1;
+  return hogstream::RunProgram("hogstream", argv[0], [&] { return hogstream::Main(argc, argv); });
 }

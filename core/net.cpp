@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <sstream>
 
 #include "core/math.hpp"
 
@@ -462,6 +463,36 @@ void Net::CopyTrainedLayersFrom(const pb::NetParameter& trained) {
       }
     }
   }
+}
+
+void Net::CopyTrainedLayersFromFiles(const std::string& files) {
+  std::stringstream ss(files);
+  for (std::string file; std::getline(ss, file, ',');) {
+    if (file.empty()) continue;
+    pb::NetParameter weights;
+    ReadBinaryProto(file, &weights);
+    CopyTrainedLayersFrom(weights);
+  }
+}
+
+std::vector<double> Net::ForwardMean(int passes, double* mean_loss,
+                                     const std::function<void(int, double)>& on_pass) {
+  HS_REQUIRE(passes > 0) << "the number of passes must be > 0";
+  std::vector<double> sums;
+  double loss = 0;
+  for (int i = 0; i < passes; ++i) {
+    loss += Forward();
+    size_t k = 0;
+    for (const Blob* b : output_blobs_)
+      for (int j = 0; j < b->count(); ++j, ++k) {
+        if (sums.size() <= k) sums.push_back(0);
+        sums[k] += b->cpu_data()[j];
+      }
+    if (on_pass) on_pass(i, loss / (i + 1));
+  }
+  for (double& v : sums) v /= passes;
+  if (mean_loss) *mean_loss = loss / passes;
+  return sums;
 }
 
 void Net::ToProto(pb::NetParameter* param, bool write_diff) const {

@@ -10,6 +10,7 @@
 // A Net is used by one thread at a time.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,13 @@ class Net {
   void ShareWeightsFrom(const Net& other);
   // Copies weights from a trained net (.caffemodel contents), matching layers by name.
   void CopyTrainedLayersFrom(const pb::NetParameter& trained);
+  // The same from comma-separated .caffemodel files, later files overriding earlier ones.
+  void CopyTrainedLayersFromFiles(const std::string& files);
+  // Runs `passes` forward passes and returns the mean of every output element (outputs in
+  // output_blobs() order, elements flattened) and, in *mean_loss, the mean weighted loss.
+  // `on_pass(i, running_mean_loss)` is called after each pass when given.
+  std::vector<double> ForwardMean(int passes, double* mean_loss,
+                                  const std::function<void(int, double)>& on_pass = {});
   void ToProto(pb::NetParameter* param, bool write_diff = false) const;
 
   const std::string& name() const { return name_; }

@@ -202,6 +202,14 @@ int64_t HeartbeatNowMs() {
 }
 
 namespace {
+// Caffe's " (* weight = weighted loss)" after an output that contributes to the loss.
+std::string LossSuffix(float weight, float value) {
+  if (weight == 0.f) return "";
+  std::ostringstream os;
+  os << " (* " << weight << " = " << weight * value << " loss)";
+  return os.str();
+}
+
 bool Live(const SolverGroup& g, int r) {
   const int64_t hb = g.heartbeat_ms[r].load(std::memory_order_relaxed);
   return hb > 0 && HeartbeatNowMs() - hb < kHeartbeatStaleMs;
@@ -235,10 +243,8 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     const std::string& name = net_->blob_names()[net_->output_blob_indices()[j]];
     const float w = net_->blob_loss_weight(net_->output_blob_indices()[j]);
     for (int k = 0; k < b->count(); ++k) {
-      std::ostringstream extra;
-      if (w != 0.f) extra << " (* " << w << " = " << w * b->cpu_data()[k] << " loss)";
       SLOG << "    Train net output #" << index++ << ": " << name << " = " << b->cpu_data()[k]
-           << extra.str();
+           << LossSuffix(w, b->cpu_data()[k]);
     }
   }
   // Progress: throughput since the start of this run (all solvers of a group together), per
@@ -403,30 +409,19 @@ std::vector<std::vector<float>> Solver::TestAll() {
   for (size_t t = 0; t < test_nets_.size(); ++t) {
     SLOG << "Iteration " << iter_ << ", Testing net (#" << t << ")";
     Net& tn = *test_nets_[t];
-    std::vector<double> sums;
-    double loss = 0;
     const int n = param_.test_iter(static_cast<int>(t));
-    for (int i = 0; i < n; ++i) {
-      loss += tn.Forward();
-      size_t k = 0;
-      for (const Blob* b : tn.output_blobs())
-        for (int j = 0; j < b->count(); ++j, ++k) {
-          if (sums.size() <= k) sums.push_back(0);
-          sums[k] += b->cpu_data()[j];
-        }
-    }
-    if (param_.test_compute_loss()) SLOG << "Test loss: " << loss / n;
+    double loss = 0;
+    const std::vector<double> mean = tn.ForwardMean(n, &loss);
+    if (param_.test_compute_loss()) SLOG << "Test loss: " << loss;
     std::vector<float> means;
     size_t k = 0;
     for (size_t j = 0; j < tn.output_blobs().size(); ++j) {
       const std::string& name = tn.blob_names()[tn.output_blob_indices()[j]];
       const float w = tn.blob_loss_weight(tn.output_blob_indices()[j]);
       for (int e = 0; e < tn.output_blobs()[j]->count(); ++e, ++k) {
-        const float mean = static_cast<float>(sums[k] / n);
-        means.push_back(mean);
-        std::ostringstream extra;
-        if (w != 0.f) extra << " (* " << w << " = " << w * mean << " loss)";
-        SLOG << "    Test net output #" << k << ": " << name << " = " << mean << extra.str();
+        means.push_back(static_cast<float>(mean[k]));
+        SLOG << "    Test net output #" << k << ": " << name << " = " << means.back()
+             << LossSuffix(w, means.back());
       }
     }
     all.push_back(means);

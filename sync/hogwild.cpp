@@ -40,16 +40,6 @@ SolverSpec ParseSolverSpec(const std::string& text) {
 
 namespace {
 
-void LoadWeightsInto(Net& net, const std::string& list) {
-  std::stringstream ss(list);
-  for (std::string file; std::getline(ss, file, ',');) {
-    if (file.empty()) continue;
-    pb::NetParameter weights;
-    ReadBinaryProto(file, &weights);
-    net.CopyTrainedLayersFrom(weights);
-  }
-}
-
 // Solvers of one process: contexts, solvers, and (private mode) their segments.
 struct Local {
   int index;  // within this process
@@ -67,7 +57,7 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
   const int n = opt.solvers.cpus;
   HS_REQUIRE(n >= 1 && n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
                                                        << " CPU solvers, got " << n;
-  HS_REQUIRE(param.solver_mode() == pb::SolverParameter::CPU || !opt.solvers.gpus.empty())
+  HS_REQUIRE(param.solver_mode() == pb::SolverParameter::CPU)
       << "solver_mode: GPU with CPU solvers only; set solver_mode: CPU in the solver file";
 
   std::unique_ptr<SolverGroup> own_group;
@@ -128,7 +118,7 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
         HS_REQUIRE(base_rank + n <= SolverGroup::kMaxSolvers)
             << "the job already has " << base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
         if (creator) {
-          if (!opt.weights.empty()) LoadWeightsInto(net, opt.weights);
+          if (!opt.weights.empty()) net.CopyTrainedLayersFromFiles(opt.weights);
           if (!opt.resume.empty()) {
             me.solver->Restore(opt.resume);
             group->iter.store(me.solver->iter());

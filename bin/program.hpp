@@ -1,0 +1,30 @@
+// What every program in bin/ shares: the edge where errors become one line and an exit
+// status, Caffe-format logging, and the translation of common flags (--input, the Hogwild
+// flags) into library options.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bin/flags.hpp"
+#include "sync/hogwild.hpp"
+
+namespace hogstream {
+
+// Sets up glog in Caffe's log format on stderr, runs `body`, and turns any exception into one
+// line "NAME: message" and exit status 1.
+int RunProgram(const char* name, const char* argv0, const std::function<int()>& body);
+
+// --input=TOP:N,C,H,W (repeatable): stand-in shapes for Data layers without a source.
+std::map<std::string, std::vector<int>> InputShapes(const Flags& f);
+
+// The flags both `hogstream train --solvers=...` and hogwild.bin take.
+inline const std::vector<std::string> kHogwildFlags = {
+    "shm", "private", "chunk", "snapshot", "weights", "iterations", "sigint_effect",
+    "sighup_effect", "input"};
+// HogwildOptions from those flags, for the SOLVERS spec `solvers`.
+HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers);
+
+}  // namespace hogstream
