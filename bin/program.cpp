@@ -1,5 +1,7 @@
 #include "bin/program.hpp"
 
+#include "core/signals.hpp"
+
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -19,6 +21,8 @@ int RunProgram(const char* name, const char* argv0, const std::function<int()>& 
     std::cerr << name << ": " << e.what() << "\n";
   } catch (const Bug& e) {
     std::cerr << name << ": internal error: " << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << name << ": out of memory\n";
   } catch (const std::exception& e) {
     std::cerr << name << ": " << e.what() << "\n";
   }
@@ -39,6 +43,7 @@ std::map<std::string, std::vector<int>> InputShapes(const Flags& f) {
       const std::string d = rest.substr(pos, comma - pos);
       HS_REQUIRE(!d.empty() && d.find_first_not_of("0123456789") == std::string::npos)
           << "--input wants TOP:N,C,H,W with positive integers, got '" << spec << "'";
+      HS_REQUIRE(d.size() <= 9) << "--input dimension " << d << " is too large in '" << spec << "'";
       dims.push_back(std::stoi(d));
       HS_REQUIRE(dims.back() > 0) << "--input dimensions must be > 0 in '" << spec << "'";
       pos = comma + 1;
@@ -61,6 +66,7 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   h.resume = f.get("snapshot");
   h.weights = f.get("weights");
   h.input_shapes = InputShapes(f);
+  // Before any solver thread exists, so that every thread inherits the blocked signals.
   h.action = InstallSignalActions(f.get("sigint_effect", "stop"), f.get("sighup_effect", "snapshot"));
   return h;
 }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,13 @@ class Raise {
   std::ostringstream os_;
 };
 }  // namespace detail
+
+// errno as text, safe on any thread (std::strerror is not).
+inline std::string ErrnoText(int err) {
+  char buf[256];
+  // GNU strerror_r returns its message, which may or may not be in buf.
+  return std::string(strerror_r(err, buf, sizeof(buf)));
+}
 
 }  // namespace hogstream
 

@@ -3,7 +3,8 @@
 #include <glog/logging.h>
 
 #include <cmath>
-#include <csignal>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
@@ -34,7 +35,8 @@ Solver::Solver(const pb::SolverParameter& param, const SolverOptions& options,
   HS_REQUIRE(param_.has_base_lr()) << "the solver needs base_lr";
   HS_REQUIRE(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
       << "regularization_type must be L2 or L1, got '" << param_.regularization_type() << "'";
-  if (param_.random_seed() >= 0) Context::Get().set_seed(static_cast<uint64_t>(param_.random_seed()));
+  if (options_.reseed && param_.random_seed() >= 0)
+    Context::Get().set_seed(static_cast<uint64_t>(param_.random_seed()));
   InitNets();
   const auto& params = net_->learnable_params();
   const int P = static_cast<int>(params.size());
@@ -112,7 +114,8 @@ float Solver::GetLearningRate() const {
   if (policy == "multistep") return static_cast<float>(base * std::pow(gamma, current_step_));
   if (policy == "poly") {
     HS_REQUIRE(param_.max_iter() > 0) << "lr_policy poly needs max_iter > 0";
-    return static_cast<float>(base * std::pow(1.0 - it / param_.max_iter(), power));
+    // Past max_iter (a Step beyond it) the base would go negative and the power NaN.
+    return static_cast<float>(base * std::pow(std::max(0.0, 1.0 - it / param_.max_iter()), power));
   }
   if (policy == "sigmoid")
     return static_cast<float>(base / (1 + std::exp(-gamma * (it - param_.stepsize()))));
@@ -174,16 +177,19 @@ void Solver::ApplyUpdate() {
   axpy(static_cast<int>(net_->param_buffer_size()), -1.f, net_->param_diff(), net_->param_data());
 }
 
-void Solver::UpdateSmoothedLoss(float loss, int start_iter) {
+void Solver::UpdateSmoothedLoss(float loss) {
+  // The window runs on this solver's own losses: in a group its iterations are not
+  // consecutive, so (iter - start) % window would revisit some slots and never others.
   const int window = param_.average_loss();
   if (static_cast<int>(losses_.size()) < window) {
     losses_.push_back(loss);
     smoothed_loss_ = (smoothed_loss_ * (losses_.size() - 1) + loss) / losses_.size();
   } else {
-    const int idx = (iter_ - start_iter) % window;
+    const size_t idx = static_cast<size_t>(losses_seen_ % window);
     smoothed_loss_ += (loss - losses_[idx]) / window;
     losses_[idx] = loss;
   }
+  ++losses_seen_;
 }
 
 int Solver::BatchSize() const {
@@ -211,6 +217,8 @@ std::string LossSuffix(float weight, float value) {
 }
 
 bool Live(const SolverGroup& g, int r) {
+  // A rank read from shared memory is checked before it indexes anything.
+  if (r < 0 || r >= SolverGroup::kMaxSolvers || g.gone[r].load(std::memory_order_relaxed)) return false;
   const int64_t hb = g.heartbeat_ms[r].load(std::memory_order_relaxed);
   return hb > 0 && HeartbeatNowMs() - hb < kHeartbeatStaleMs;
 }
@@ -220,9 +228,15 @@ bool Solver::leader() const {
   return !options_.group || options_.group->leader.load(std::memory_order_relaxed) == options_.rank;
 }
 
-int64_t Solver::Claim() {
+int64_t Solver::Claim(int64_t stop_iter) {
   if (!options_.group) return iter_;
-  return options_.group->iter.fetch_add(1, std::memory_order_relaxed);
+  // Never past stop_iter: the global count ends exactly at max_iter, and no solver runs an
+  // iteration beyond it (where poly's lr is NaN) whatever its own count says.
+  std::atomic<int64_t>& next = options_.group->iter;
+  int64_t it = next.load(std::memory_order_relaxed);
+  while (it < stop_iter && !next.compare_exchange_weak(it, it + 1, std::memory_order_relaxed)) {
+  }
+  return it;
 }
 
 bool Solver::Due(int64_t it, int interval, int64_t* next) {
@@ -282,10 +296,30 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
 
 void Solver::Step(int iters) {
   SolverGroup* g = options_.group;
-  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
-  const int start_iter = iter_;
-  const int64_t stop_iter = static_cast<int64_t>(iter_) + iters;
+  StepTo((g ? g->iter.load() : iter_) + static_cast<int64_t>(iters));
+}
+
+SolverAction Solver::PollAction() {
+  const SolverAction a = options_.action ? options_.action() : SolverAction::NONE;
+  SolverGroup* g = options_.group;
+  if (!g) return a;
+  // A request this process received goes to the group, whichever solver took it; the leader
+  // (perhaps in another process) acts on it.
+  if (a == SolverAction::SNAPSHOT) g->snapshot_requests.fetch_add(1);
+  if (a == SolverAction::STOP) g->stop_requested.store(1);
+  if (!leader()) return SolverAction::NONE;
+  if (g->stop_requested.load()) return SolverAction::STOP;
+  const int64_t requests = g->snapshot_requests.load();
+  if (requests == snapshot_requests_seen_) return SolverAction::NONE;
+  snapshot_requests_seen_ = requests;
+  return SolverAction::SNAPSHOT;
+}
+
+void Solver::StepTo(int64_t stop_iter) {
+  SolverGroup* g = options_.group;
+  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), stop_iter));
   losses_.clear();
+  losses_seen_ = 0;
   smoothed_loss_ = 0;
   start_time_ = std::chrono::steady_clock::now();
   start_iter_ = iter_;
@@ -301,9 +335,14 @@ void Solver::Step(int iters) {
   next_test_ = first_multiple(param_.test_interval(), iter_ > 0 || param_.test_initialization());
   next_display_ = first_multiple(param_.display(), true);
   next_snapshot_ = first_multiple(param_.snapshot(), false);
+  if (g) snapshot_requests_seen_ = g->snapshot_requests.load();
+  // Periodic snapshots are named by the multiple of `snapshot` the count reached, as Caffe
+  // names them. In a group the one at the very end waits for Solve, which takes it once every
+  // solver is done (and every private copy has handed in its last deltas).
+  const int64_t last_periodic = g ? stop_iter - 1 : stop_iter;
   int64_t last_takeover_check = 0;
   while (!(g && g->stop.load(std::memory_order_relaxed))) {
-    const int64_t it = Claim();
+    const int64_t it = Claim(stop_iter);
     if (it >= stop_iter) break;
     iter_ = static_cast<int>(it);
     if (g) {
@@ -315,24 +354,31 @@ void Solver::Step(int iters) {
     }
     const bool lead = leader();
     net_->ClearParamDiffs();
-    if (lead && Due(it, param_.test_interval(), &next_test_)) TestAll();
+    if (lead && Due(it, param_.test_interval(), &next_test_)) OnMaster([&] { TestAll(); });
     float loss = 0;
     for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
     loss /= param_.iter_size();
     HS_REQUIRE(std::isfinite(loss)) << "loss is " << loss << " at iteration " << iter_
                                     << " (diverged: lower base_lr?)";
-    UpdateSmoothedLoss(loss, start_iter);
+    UpdateSmoothedLoss(loss);
     if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
     ApplyUpdate();
     iter_ = static_cast<int>(it + 1);
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
-    const SolverAction action = options_.action ? options_.action() : SolverAction::NONE;
-    if (lead && (Due(it + 1, param_.snapshot(), &next_snapshot_) ||
-                 action == SolverAction::SNAPSHOT || action == SolverAction::STOP))
-      Snapshot();
+    const SolverAction action = PollAction();
+    if (lead) {
+      const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
+      int64_t multiple = -1;
+      while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
+        multiple = next_snapshot_;
+        next_snapshot_ += param_.snapshot();
+      }
+      if (multiple >= 0) Snapshot(multiple);
+      if (action == SolverAction::SNAPSHOT && last_snapshot_iter_ != iter_) Snapshot();
+    }
     if (action == SolverAction::STOP) {
-      stopped_early_ = true;
-      if (g && lead) g->stop.store(1, std::memory_order_relaxed);  // the leader stops the job
+      stopped_early_ = true;  // Solve snapshots once everyone has stopped
+      if (g) g->stop.store(1, std::memory_order_relaxed);
       break;
     }
   }
@@ -360,12 +406,14 @@ void Solver::TakeOverIfLeaderGone() {
 void Solver::Solve(const std::string& resume_file) {
   SLOG << "Solving " << net_->name();
   SLOG << "Learning Rate Policy: " << param_.lr_policy();
+  CheckSnapshotSettings();
   stopped_early_ = false;
   if (!resume_file.empty()) {
     SLOG << "Restoring previous solver status from " << resume_file;
     Restore(resume_file);
   }
-  Step(param_.max_iter() - iter_);
+  StepTo(param_.max_iter());
+  if (options_.on_train_end) options_.on_train_end();
   SolverGroup* g = options_.group;
   if (g) {
     // In a group the leader ends the job once every other solver's training is over (or its
@@ -377,11 +425,14 @@ void Solver::Solve(const std::string& resume_file) {
       if (!leader()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
-    for (int r = 0; r < n; ++r)
-      while (!g->finished[r].load() && Live(*g, r))
+    for (int r = 0; r < n; ++r) {
+      while (!g->finished[r].load() && Live(*g, r)) {
+        if (g->stop_requested.load()) g->stop.store(1);  // a signal to a process still training
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
-    if (g->stop.load()) stopped_early_ = true;
+    if (g->stop.load() || g->stop_requested.load()) stopped_early_ = true;
   }
   struct MarkDone {  // whatever happens below, followers stop waiting
     SolverGroup* g;
@@ -389,19 +440,62 @@ void Solver::Solve(const std::string& resume_file) {
       if (g) g->job_done.store(1);
     }
   } mark_done{g};
+  // Caffe's final snapshot (snapshot_after_train, or the last multiple of `snapshot`), and
+  // one on an early stop; never twice for one iteration.
+  const bool want = stopped_early_ || param_.snapshot_after_train() ||
+                    (param_.snapshot() > 0 && iter_ % param_.snapshot() == 0);
+  if (want && last_snapshot_iter_ != iter_) Snapshot();
   if (stopped_early_) {
     SLOG << "Optimization stopped early.";
     return;
   }
-  if (param_.snapshot_after_train() && (!param_.snapshot() || iter_ % param_.snapshot() != 0))
-    Snapshot();
-  if (param_.display() && iter_ % param_.display() == 0) {
-    const float loss = net_->Forward();
-    UpdateSmoothedLoss(loss, 0);
-    SLOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
-  }
-  if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  OnMaster([&] {
+    if (param_.display() && iter_ % param_.display() == 0) {
+      const float loss = net_->Forward();
+      UpdateSmoothedLoss(loss);
+      SLOG << "Iteration " << iter_ << ", loss = " << smoothed_loss_;
+    }
+    if (param_.test_interval() && iter_ % param_.test_interval() == 0) TestAll();
+  });
   SLOG << "Optimization Done.";
+}
+
+void Solver::ViewWeights(const float* weights) {
+  const auto& params = net_->learnable_params();
+  float* own = net_->param_data();
+  if (view_offsets_.empty())
+    for (Blob* p : params) view_offsets_.push_back(p->cpu_data() - own);
+  const float* base = weights ? weights : own;
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i]->redirect_cpu_data(const_cast<float*>(base) + view_offsets_[i]);
+}
+
+void Solver::OnMaster(const std::function<void()>& f) {
+  if (!options_.master_weights) return f();
+  ViewWeights(options_.master_weights);
+  try {
+    f();
+  } catch (...) {
+    ViewWeights(nullptr);
+    throw;
+  }
+  ViewWeights(nullptr);
+}
+
+void Solver::CheckSnapshotSettings() const {
+  HS_REQUIRE(param_.snapshot_format() == pb::SolverParameter::BINARYPROTO)
+      << "snapshot_format HDF5 is not supported; use BINARYPROTO";
+  HS_REQUIRE(param_.snapshot() >= 0) << "snapshot must be >= 0, got " << param_.snapshot();
+  if (param_.snapshot() == 0 && !param_.snapshot_after_train()) return;
+  const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
+  const auto slash = prefix.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : prefix.substr(0, slash);
+  struct stat st {};
+  HS_REQUIRE(stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      << "snapshot_prefix '" << prefix << "': directory '" << dir
+      << "' does not exist; create it or change snapshot_prefix";
+  HS_REQUIRE(access(dir.c_str(), W_OK) == 0)
+      << "snapshot_prefix '" << prefix << "': directory '" << dir << "' is not writable";
 }
 
 std::vector<std::vector<float>> Solver::TestAll() {
@@ -429,29 +523,38 @@ std::vector<std::vector<float>> Solver::TestAll() {
   return all;
 }
 
-std::string Solver::Snapshot() {
+std::string Solver::Snapshot(int64_t at) {
   HS_REQUIRE(param_.snapshot_format() == pb::SolverParameter::BINARYPROTO)
       << "snapshot_format HDF5 is not supported; use BINARYPROTO";
+  const int64_t iter = at >= 0 ? at : iter_;
   const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
-  const std::string base = prefix + "_iter_" + std::to_string(iter_);
+  const std::string base = prefix + "_iter_" + std::to_string(iter);
   const std::string model = base + ".caffemodel", state_file = base + ".solverstate";
   pb::NetParameter weights;
-  net_->ToProto(&weights, param_.snapshot_diff());
+  OnMaster([&] { net_->ToProto(&weights, param_.snapshot_diff()); });
   SLOG << "Snapshotting to binary proto file " << model;
   WriteBinaryProtoAtomic(model, weights);
   pb::SolverState state;
-  state.set_iter(iter_);
+  state.set_iter(static_cast<int>(iter));
   state.set_learned_net(model);
   state.set_current_step(current_step_);
   for (const auto& h : history_) h->ToProto(state.add_history());
   SLOG << "Snapshotting solver state to binary proto file " << state_file;
   WriteBinaryProtoAtomic(state_file, state);
+  last_snapshot_iter_ = iter;
   return model;
 }
 
 void Solver::Restore(const std::string& state_file) {
   pb::SolverState state;
   ReadBinaryProto(state_file, &state);
+  HS_REQUIRE(state.iter() >= 0) << state_file << ": iteration " << state.iter() << " is negative";
+  HS_REQUIRE(state.iter() <= param_.max_iter())
+      << state_file << ": is at iteration " << state.iter() << ", past max_iter "
+      << param_.max_iter() << "; raise max_iter (or --iterations) to train on";
+  HS_REQUIRE(state.current_step() >= 0 && state.current_step() <= param_.stepvalue_size())
+      << state_file << ": current_step " << state.current_step() << " does not fit the "
+      << param_.stepvalue_size() << " stepvalue(s) of this solver";
   HS_REQUIRE(state.history_size() == static_cast<int>(history_.size()))
       << state_file << ": holds " << state.history_size() << " history blobs, this " << type()
       << " solver keeps " << history_.size() << " (another solver type or net?)";
@@ -469,38 +572,6 @@ void Solver::Restore(const std::string& state_file) {
   }
   iter_ = state.iter();
   current_step_ = state.current_step();
-}
-
-// ---------------------------------------------------------------- signals
-
-namespace {
-std::atomic<int> g_sigint{0}, g_sighup{0};
-void OnSigint(int) { g_sigint.store(1, std::memory_order_relaxed); }
-void OnSighup(int) { g_sighup.store(1, std::memory_order_relaxed); }
-
-SolverAction Effect(const std::string& name, const char* flag) {
-  if (name == "stop") return SolverAction::STOP;
-  if (name == "snapshot") return SolverAction::SNAPSHOT;
-  if (name == "none") return SolverAction::NONE;
-  HS_FAIL() << "--" << flag << " must be stop, snapshot or none, got '" << name << "'";
-}
-}  // namespace
-
-std::function<SolverAction()> InstallSignalActions(const std::string& sigint_effect,
-                                                   const std::string& sighup_effect) {
-  const SolverAction on_int = Effect(sigint_effect, "sigint_effect");
-  const SolverAction on_hup = Effect(sighup_effect, "sighup_effect");
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = OnSigint;
-  sigaction(SIGINT, &sa, nullptr);
-  sa.sa_handler = OnSighup;
-  sigaction(SIGHUP, &sa, nullptr);
-  return [on_int, on_hup]() {
-    if (g_sigint.exchange(0, std::memory_order_relaxed)) return on_int;
-    if (g_sighup.exchange(0, std::memory_order_relaxed)) return on_hup;
-    return SolverAction::NONE;
-  };
 }
 
 }  // namespace hogstream

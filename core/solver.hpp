@@ -22,22 +22,31 @@ namespace hogstream {
 enum class SolverAction { NONE, STOP, SNAPSHOT };
 
 // The state Hogwild solvers share: the global iteration counter (the sum of every solver's
-// iterations, on which the lr schedule, display, test and snapshot intervals run), a stop
-// flag, the leader's rank (the one solver that tests, displays and snapshots) and per-solver
-// progress. Lives in ordinary memory for threads or in a /dev/shm mapping for processes, so
-// only lock-free atomics, no pointers. Any solver thread may touch any field.
+// iterations, on which the lr schedule, display, test and snapshot intervals and max_iter
+// run), a stop flag, the leader's rank (the one solver that tests, displays and snapshots),
+// requests any process may post for the leader, and per-solver progress. Lives in ordinary
+// memory for threads or in a /dev/shm mapping for processes, so only lock-free atomics, no
+// pointers; a reader range-checks any rank it reads before indexing with it. Any solver
+// thread may touch any field.
 struct SolverGroup {
   static constexpr int kMaxSolvers = 256;
-  std::atomic<int64_t> iter{0};    // next global iteration to claim
+  std::atomic<int64_t> iter{0};    // next global iteration to claim; never passes max_iter
   std::atomic<int32_t> stop{0};    // 1: everyone finishes the current iteration and returns
   std::atomic<int32_t> leader{0};  // rank that tests, displays and snapshots
   std::atomic<int32_t> solvers{0}; // ranks handed out so far
   std::atomic<int32_t> job_done{0};  // 1: the leader finished the job (final test, snapshot)
+  // Requests from any process of the job (a signal it received), acted on by the leader:
+  // a snapshot each time the counter moves; stop = snapshot, then stop the whole job.
+  std::atomic<int64_t> snapshot_requests{0};
+  std::atomic<int32_t> stop_requested{0};
   std::atomic<int64_t> done[kMaxSolvers] = {};       // iterations each rank completed
   // CLOCK_MONOTONIC ms, ticked every 100 ms by each process for its ranks while they run
   // (alive, not necessarily progressing); 0 = not started. Stale for 2 s = dead.
   std::atomic<int64_t> heartbeat_ms[kMaxSolvers] = {};
   std::atomic<int32_t> finished[kMaxSolvers] = {};   // 1: the rank's training is over
+  // 1: the rank left on an error; though its process may still beat, it never acts again
+  // (so a leader that failed is replaced at once).
+  std::atomic<int32_t> gone[kMaxSolvers] = {};
 };
 
 // Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).
@@ -57,6 +66,15 @@ struct SolverOptions {
   int rank = 0;
   // Extra lines for the leader's display (per-segment statistics, say).
   std::function<std::string()> extra_stats;
+  // Seed the thread's Context with random_seed (when >= 0). Hogwild runners seed each
+  // solver's Context themselves, distinctly, and turn this off.
+  bool reseed = true;
+  // Private copies: the job's master weights (same layout as the net's flat buffer). The
+  // leader tests and snapshots these, not its own copy.
+  const float* master_weights = nullptr;
+  // Called once after this solver's last iteration, before it counts as finished (a private
+  // copy hands its last deltas to the master here, so the final snapshot holds them).
+  std::function<void()> on_train_end;
 };
 
 class Solver {
@@ -76,16 +94,26 @@ class Solver {
     options_.rank = rank;
     options_.extra_stats = std::move(extra_stats);
   }
+  // Private copies (see SolverOptions): set after construction, like JoinGroup.
+  void UseMaster(const float* master, std::function<void()> on_train_end) {
+    options_.master_weights = master;
+    options_.on_train_end = std::move(on_train_end);
+  }
 
   // Trains to max_iter (resuming from a .solverstate when given), then snapshots and tests
-  // as Caffe does.
+  // as Caffe does. In a group, max_iter bounds the global iteration.
   void Solve(const std::string& resume_file = "");
-  // Runs `iters` iterations (forward/backward iter_size times, update, snapshot checks).
+  // Runs `iters` iterations (forward/backward iter_size times, update, snapshot checks); in a
+  // group, until the global iteration has grown by `iters` (or reached max_iter).
   void Step(int iters);
   // Loads weights and solver history from a .solverstate (and the .caffemodel it names).
   void Restore(const std::string& state_file);
-  // Writes <prefix>_iter_<N>.caffemodel and .solverstate; returns the model path.
-  std::string Snapshot();
+  // Writes <prefix>_iter_<N>.caffemodel and .solverstate (N = iter(), or `at` when >= 0);
+  // returns the model path. With master weights (private copies) it saves those.
+  std::string Snapshot(int64_t at = -1);
+  // Errors that would otherwise surface only at the first snapshot, after the training: an
+  // unwritable snapshot directory, snapshot_format HDF5. Solve calls it first.
+  void CheckSnapshotSettings() const;
   // Runs every test net for its test_iter batches; returns the mean of each output value.
   std::vector<std::vector<float>> TestAll();
 
@@ -119,18 +147,33 @@ class Solver {
   void InitNets();
   void Regularize(int id);
   void ClipGradients();
-  void UpdateSmoothedLoss(float loss, int start_iter);
+  void UpdateSmoothedLoss(float loss);
   void Display(std::chrono::steady_clock::time_point& last, int& last_iter);
   int BatchSize() const;
   // Whether this solver tests, displays and snapshots (always, alone; the leader, in a group).
   bool leader() const;
-  // Claims the next iteration: the solver's own counter alone, the group's counter in a group.
-  int64_t Claim();
+  // Claims the next iteration: the solver's own counter alone, the group's counter in a group
+  // (returns >= stop_iter, claiming nothing, once it is reached).
+  int64_t Claim(int64_t stop_iter);
   // True once when `it` has reached `*next`, a multiple of `interval`; moves `*next` on.
   static bool Due(int64_t it, int interval, int64_t* next);
   void TakeOverIfLeaderGone();
+  // Runs iterations until the iteration count (the group's, in a group) reaches stop_iter.
+  void StepTo(int64_t stop_iter);
+  // The signal-driven request for this iteration, after group-wide forwarding: what this
+  // solver must act on (always NONE for a follower in a group).
+  SolverAction PollAction();
+  // Points the nets' learnable params at `weights` (a flat buffer of this net's layout), or
+  // back at the net's own buffer when null; for the leader's tests and snapshots of a master.
+  void ViewWeights(const float* weights);
+  // Runs f with the nets viewing the master weights when there are any (private copies).
+  void OnMaster(const std::function<void()>& f);
+  std::vector<ptrdiff_t> view_offsets_;  // learnable params' offsets in the flat buffer
 
   std::vector<float> losses_;
+  int64_t losses_seen_ = 0;  // losses since the last Step began (the smoothing window's clock)
+  int64_t snapshot_requests_seen_ = 0;
+  int64_t last_snapshot_iter_ = -1;
   std::vector<int64_t> solver_done_;  // per-rank iterations at the last display
   float smoothed_loss_ = 0;
   bool stopped_early_ = false;
@@ -141,10 +184,5 @@ class Solver {
 // Makes the solver named by param.type() (or the legacy solver_type); Error for unknown.
 std::unique_ptr<Solver> CreateSolver(const pb::SolverParameter& param,
                                      const SolverOptions& options = {});
-
-// Installs SIGINT/SIGHUP handlers whose effect ("stop", "snapshot" or "none") a Solver polls
-// through the returned action function. Process-wide by nature (signals are).
-std::function<SolverAction()> InstallSignalActions(const std::string& sigint_effect,
-                                                   const std::string& sighup_effect);
 
 }  // namespace hogstream

@@ -205,16 +205,25 @@ void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
 
   batch_size_ = static_cast<int>(dp.batch_size());
   item_count_ = item_shape_[0] * item_shape_[1] * item_shape_[2];
+  datum_shape_ = datum_shape;
+  cursors_ = std::move(cursors);
+}
+
+void DataLayer::StartReaders() {
+  // The readers start at the first batch, not at SetUp: a Hogwild solver learns its rank (and
+  // so its seed and data shard) only after its nets exist.
+  const pb::DataParameter& dp = param_.data_param();
   const uint64_t seed = Context::Get().seed();
   rng_ = SeededRng(seed, 0);
   const size_t slots = static_cast<size_t>(dp.prefetch()) * batch_size_;
-  for (int s = 0; s < n; ++s) {
-    sources_.push_back(std::make_unique<Source>(std::move(cursors[s]), slots, item_count_,
-                                                SeededRng(seed, s + 1)));
+  for (size_t s = 0; s < cursors_.size(); ++s) {
+    sources_.push_back(std::make_unique<Source>(std::move(cursors_[s]), slots, item_count_,
+                                                SeededRng(seed, static_cast<uint32_t>(s + 1))));
     Source* src = sources_.back().get();
-    src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape,
+    src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape_,
                               dp.rand_skip(), Context::Get().data_shard());
   }
+  cursors_.clear();
 }
 
 void DataLayer::Reshape(const Blobs&, const Blobs& top) {
@@ -223,6 +232,7 @@ void DataLayer::Reshape(const Blobs&, const Blobs& top) {
 }
 
 void DataLayer::Forward_cpu(const Blobs&, const Blobs& top) {
+  if (sources_.empty()) StartReaders();
   float* data = top[0]->mutable_cpu_data();
   float* label = top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
   for (int i = 0; i < batch_size_; ++i) {

@@ -6,7 +6,7 @@
 //
 // Mixing: each batch item comes from a source drawn at random by the normalised
 // `probability` weights (equal when absent), with an RNG seeded from Context::Get().seed() at
-// SetUp; each source's thread has its own RNG for rand_skip and the random crop/mirror. A
+// the first Forward (when the reader threads start, at Context::Get().data_shard()); each source's thread has its own RNG for rand_skip and the random crop/mirror. A
 // source's items come out in its read order whatever the thread timing, so a fixed seed gives
 // identical batches.
 #pragma once
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/layer.hpp"
+#include "data/lmdb.hpp"
 #include "data/transform.hpp"
 
 namespace hogstream {
@@ -40,6 +41,10 @@ class DataLayer : public Layer {
 
  private:
   struct Source;  // one LMDB, its reader thread and its queues (data_layer.cpp)
+  void StartReaders();  // first Forward: the calling thread's Context gives seed and shard
+
+  std::vector<std::unique_ptr<LmdbCursor>> cursors_;  // opened at SetUp, until the readers start
+  std::vector<int> datum_shape_;
 
   std::unique_ptr<DataTransformer> transformer_;
   std::vector<std::unique_ptr<Source>> sources_;

@@ -38,12 +38,16 @@ SolverSpec ParseSolverSpec(const std::string& text) {
   return spec;
 }
 
+uint64_t SolverSeed(uint64_t base, int rank) {
+  return base + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank);
+}
+
 namespace {
 
 // Solvers of one process: contexts, solvers, and (private mode) their segments.
 struct Local {
-  int index;  // within this process
-  int rank;   // within the job
+  int index;      // within this process
+  int rank = -1;  // within the job; -1 until the process has joined
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Solver> solver;
   std::unique_ptr<Segment> segment;
@@ -51,7 +55,7 @@ struct Local {
 
 }  // namespace
 
-void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
+HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
   HS_REQUIRE(opt.solvers.gpus.empty())
       << "GPU solvers are not available in this build yet; give a CPU count (e.g. SOLVERS=2)";
   const int n = opt.solvers.cpus;
@@ -87,15 +91,20 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
     return os.str();
   };
 
+  // Seeds: fixed by random_seed (replayable), fresh otherwise; distinct per rank.
+  const uint64_t base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
+
   auto body = [&](int i) {
     Local& me = locals[i];
     try {
       ContextScope scope(me.ctx.get());
-      // A. Every solver builds its nets: fillers draw from its own seed, data readers start
-      //    at its own shard.
+      // A. Every solver builds its nets: fillers draw from its own stream. Data readers start
+      //    at the first batch, once the solver's rank (and so its seed and shard) is known.
       SolverOptions so;
       so.input_shapes = opt.input_shapes;
       so.action = opt.action;
+      so.log = opt.log;
+      so.reseed = false;
       me.solver = CreateSolver(param, so);
       Net& net = me.solver->net();
       sync.arrive_and_wait();
@@ -104,10 +113,14 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
       if (i == 0) {
         const size_t floats = net.param_buffer_size();
         if (!opt.shm.empty()) {
-          shm = ShmRegion::CreateOrAttach(opt.shm, floats, ParamShapeHash(net), &creator);
+          JobIdentity id;
+          id.floats = floats;
+          id.shape_hash = ParamShapeHash(net);
+          id.solver_settings = SolverSettings(param);
+          shm = ShmRegion::CreateOrAttach(opt.shm, id, &creator);
           group = shm->group();
           master = shm->weights();
-          LOG(INFO) << (creator ? "Created " : "Attached to ") << shm->path();
+          LOG_IF(INFO, opt.log) << (creator ? "Created " : "Attached to ") << shm->path();
         } else {
           own_group = std::make_unique<SolverGroup>();
           group = own_group.get();
@@ -128,8 +141,14 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
       }
       sync.arrive_and_wait();
       HS_REQUIRE(master != nullptr) << "the first solver failed to set up the shared weights";
-      // C. Join the group on the shared weights, or on a private copy plus a segment.
+      // C. Join the group on the shared weights, or on a private copy plus a segment. The
+      //    rank decides the random stream and where the data readers start: solvers of one
+      //    process read shards k/n; processes of a --shm job, which do not know how many will
+      //    join, spread by golden-ratio steps of the rank.
       me.rank = base_rank + i;
+      me.ctx->set_seed(SolverSeed(base_seed, me.rank));
+      me.ctx->set_data_shard(opt.shm.empty() ? static_cast<double>(i) / n
+                                             : std::fmod(0.6180339887498949 * me.rank, 1.0));
       me.solver->JoinGroup(group, me.rank,
                            me.rank == 0 && opt.private_copies ? segment_stats
                                                               : std::function<std::string()>());
@@ -139,6 +158,13 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
         seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
         seg.pause_us = 2000;  // a sweep every ~2 ms leaves the cores to the solvers
         me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
+        // The leader tests and snapshots the master; each solver hands in its last deltas
+        // before it counts as finished, so the final snapshot holds everyone's work.
+        Segment* segment = me.segment.get();
+        me.solver->UseMaster(master, [segment] {
+          segment->Stop();
+          segment->Sweep();
+        });
       } else {
         net.UseParamBuffer(master, /*copy_in=*/false);
       }
@@ -158,33 +184,24 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
       if (me.segment) me.segment->Start();
       // D. Train until the global iteration reaches max_iter (or the leader stops the job).
       me.solver->Solve();
-      if (me.segment) {
-        me.segment->Stop();
-        me.segment->Sweep();  // hand the last deltas to the master
-      }
     } catch (...) {
       errors[i] = std::current_exception();
       if (group) {
-        group->finished[base_rank + i].store(1);
+        if (me.rank >= 0) {
+          // Gone at once, though this process still beats: if it led, another takes over.
+          group->gone[me.rank].store(1);
+          group->finished[me.rank].store(1);
+        }
         group->stop.store(1);  // one solver's error (a corrupt record, say) ends the job
       }
       sync.arrive_and_drop();
     }
   };
 
-  const uint64_t base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
   for (int i = 0; i < n; ++i) {
     locals[i].index = i;
-    // Distinct seeds; data shards k/n within the process, golden-ratio offsets across
-    // processes (which do not know how many others will join).
-    locals[i].ctx = std::make_unique<Context>(Mode::CPU, 0, base_seed + 1000003ULL * i + 1);
-    locals[i].ctx->set_data_shard(static_cast<double>(i) / n);
-  }
-  if (!opt.shm.empty()) {
-    // Processes of one job do not know each other's number before their nets exist: each
-    // starts its solvers' shards at a golden-ratio offset of its pid, which spreads them well.
-    const double offset = std::fmod(0.6180339887 * (getpid() % 1000), 1.0);
-    for (int i = 0; i < n; ++i) locals[i].ctx->set_data_shard(std::fmod(offset + static_cast<double>(i) / n, 1.0));
+    locals[i].ctx = std::make_unique<Context>(Mode::CPU, 0, 1);
+    locals[i].ctx->set_seed(SolverSeed(base_seed, i));
   }
   std::vector<std::thread> threads;
   for (int i = 1; i < n; ++i) threads.emplace_back(body, i);
@@ -194,6 +211,17 @@ void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
   if (heartbeat.joinable()) heartbeat.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+  HogwildReport report;
+  report.created = creator;
+  report.global_iter = group ? group->iter.load() : 0;
+  for (const Local& l : locals) {
+    report.ranks.push_back(l.rank);
+    report.done.push_back(group && l.rank >= 0 ? group->done[l.rank].load() : 0);
+    report.seeds.push_back(l.ctx->seed());
+    report.shards.push_back(l.ctx->data_shard());
+    if (l.segment) report.segments.push_back(l.segment->stats());
+  }
+  return report;
 }
 
 }  // namespace hogstream

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/solver.hpp"
+#include "sync/segment.hpp"
 
 namespace hogstream {
 
@@ -38,9 +39,26 @@ struct HogwildOptions {
   std::string weights;          // comma-separated .caffemodel files to start from
   std::map<std::string, std::vector<int>> input_shapes;
   std::function<SolverAction()> action;
+  bool log = true;  // Caffe-format log lines (tests turn them off)
 };
 
-// Trains to max_iter (global); returns when every local solver has finished.
-void RunHogwild(const pb::SolverParameter& param, const HogwildOptions& options);
+// What this process's solvers did, for callers and tests.
+struct HogwildReport {
+  bool created = true;           // this process set the job up (vs joined a --shm job)
+  int64_t global_iter = 0;       // the group's iteration count at the end
+  std::vector<int> ranks;        // of this process's solvers, in the job
+  std::vector<int64_t> done;     // iterations each of them ran
+  std::vector<uint64_t> seeds;   // the seed of each one's random stream
+  std::vector<double> shards;    // where each one's data readers started (fraction)
+  std::vector<SegmentStats> segments;  // private copies: each one's segment
+};
+
+// The seed of rank r's random stream in a job seeded with `base`: rank 0 gets `base` itself
+// (so one solver draws what `hogstream train` would), the others distinct streams.
+uint64_t SolverSeed(uint64_t base, int rank);
+
+// Trains to max_iter (global); returns when every local solver has finished. An error in any
+// solver (a corrupt record, say) stops the job and is rethrown here once the others are done.
+HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions& options);
 
 }  // namespace hogstream

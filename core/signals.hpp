@@ -1,0 +1,27 @@
+// Signals of a training process: SIGINT, SIGTERM and SIGHUP become requests that solvers poll
+// between iterations (stop, snapshot, or nothing, per --sigint_effect / --sighup_effect;
+// SIGTERM, what batch schedulers send first, takes SIGINT's effect).
+//
+// No compute thread ever runs a signal handler: the signals are blocked in the thread that
+// installs them — which must be main, before any other thread starts, so every thread inherits
+// the mask — and one dedicated thread takes them with sigwait. (oneDNN 2.6's AVX-512 GEMM
+// kernels point rsp into the heap while they run; a handler's frame pushed there corrupted it,
+// and training aborted with exit 134.) Process-wide by nature (signals are): the first call
+// starts the thread, later calls change the effects.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/solver.hpp"
+
+namespace hogstream {
+
+// Returns the poll function a Solver calls once per iteration (SolverOptions::action): each
+// request is handed out once per process, to whichever solver polls first; in a Hogwild group
+// that solver posts it to the group, where the leader acts on it. A third SIGINT/SIGTERM
+// while a stop is pending ends the process at once (exit 128 + signal), without a snapshot.
+std::function<SolverAction()> InstallSignalActions(const std::string& sigint_effect,
+                                                   const std::string& sighup_effect);
+
+}  // namespace hogstream
