@@ -51,7 +51,12 @@ class InprocChannel {
   float* Acquire() {
     if (acquired_ == kNone) {
       uint32_t s;
-      if (!free_.pop(s)) return nullptr;
+      if (!free_.pop(s)) {
+        // A message held back for reordering waits for the next one; with every other slot
+        // in flight (always, with one slot) there will be none until it goes: send it now.
+        Release(held_);
+        return nullptr;
+      }
       acquired_ = s;
     }
     return slot(acquired_);
@@ -94,7 +99,11 @@ class InprocChannel {
     Release(held_);
   }
 
-  void set_faulty(bool on) { faulty_.store(on && faults_.any(), std::memory_order_relaxed); }
+  // Sender thread. Turning faults off also lets a held-back message go.
+  void set_faulty(bool on) {
+    faulty_.store(on && faults_.any(), std::memory_order_relaxed);
+    if (!on) Release(held_);
+  }
 
   // ---- receiver thread
   bool Poll(Message* out) {

@@ -278,11 +278,27 @@ void Segment::Run() {
 
 void Segment::Sweep() {
   HS_CHECK(!running()) << "Segment::Sweep while the daemon runs";
-  link_.first->set_faults_enabled(false);
+  link_.first->set_faults_enabled(false);  // also lets go of messages held back for reordering
   link_.second->set_faults_enabled(false);
-  slave_.PollPositions();  // drain what the daemon left in flight
-  master_.PollDeltas();
-  for (uint32_t c = 0; c < master_.layout().count; ++c) Round();
+  auto drain = [this] {
+    size_t moved = 0;
+    for (size_t step; (step = slave_.PollPositions() + master_.PollDeltas()) > 0;) moved += step;
+    return moved;
+  };
+  drain();  // what the daemon left in flight
+  // Every chunk once: a position out, its delta back and applied. A post that finds no slot is
+  // retried after draining; a link that stops moving is a bug, not a silent partial sweep.
+  uint32_t posted = 0;
+  for (int idle = 0; posted < master_.layout().count;) {
+    if (master_.PostNextPosition()) {
+      ++posted;
+      idle = 0;
+    } else {
+      HS_CHECK_LT(++idle, 1000) << "Segment::Sweep: the link made no progress";
+    }
+    drain();
+  }
+  drain();
   link_.first->set_faults_enabled(true);
   link_.second->set_faults_enabled(true);
 }

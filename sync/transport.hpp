@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/common.hpp"
+
 namespace hogstream {
 
 enum class MsgKind : uint8_t {
@@ -45,7 +47,9 @@ class Transport {
   // Sender thread. Sends the slot from AcquireSend with its first `length` floats as payload.
   virtual void CommitSend(MsgKind kind, uint32_t chunk, uint64_t seq, uint32_t length) = 0;
   // Sender thread. AcquireSend + copy + CommitSend; false = no free slot, nothing sent.
+  // A message longer than max_payload() is a Bug, raised before anything is copied.
   bool PostSend(const Message& m) {
+    HS_CHECK_LE(m.length, max_payload()) << "PostSend: message longer than a slot";
     float* slot = AcquireSend();
     if (!slot) return false;
     std::memcpy(slot, m.payload, sizeof(float) * m.length);

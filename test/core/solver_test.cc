@@ -366,5 +366,87 @@ TEST(Solver, L1RegularizationUsesTheSign) {
     EXPECT_NEAR(w->cpu_data()[i], before[i] - 0.1f * 0.5f * ((before[i] > 0) - (before[i] < 0)), 1e-6);
 }
 
+
+// Settings that can only fail at a snapshot fail before the first iteration, as in Caffe (they
+// used to fail after the whole run).
+TEST_F(SolverSnapshot, SnapshotSettingsAreCheckedBeforeTraining) {
+  auto missing = CreateSolver(
+      LinearSolver("snapshot_prefix: '" + (dir_ / "nowhere" / "x").string() + "'"), Quiet());
+  SetInputs(*missing, 1);
+  try {
+    missing->Solve();
+    FAIL() << "a missing snapshot directory must be an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(missing->iter(), 0) << "it trained before failing";
+  auto hdf5 = CreateSolver(
+      LinearSolver("snapshot_format: HDF5 snapshot: 0 snapshot_after_train: false snapshot_prefix: '" +
+                   (dir_ / "h").string() + "'"),
+      Quiet());
+  SetInputs(*hdf5, 1);
+  EXPECT_THROW(hdf5->Solve(), Error);
+  EXPECT_EQ(hdf5->iter(), 0);
+}
+
+// A .solverstate with an impossible iteration is refused, not trained from.
+TEST_F(SolverSnapshot, SolverstateWithAbsurdIterationIsRefused) {
+  auto s = CreateSolver(LinearSolver("snapshot_prefix: '" + (dir_ / "a").string() + "'"), Quiet());
+  SetInputs(*s, 1);
+  s->Step(3);
+  const std::string model = s->Snapshot();
+  const std::string state_file = model.substr(0, model.size() - 11) + ".solverstate";
+  for (int64_t iter : {int64_t{-5}, int64_t{1} << 30}) {
+    pb::SolverState state;
+    ReadBinaryProto(state_file, &state);
+    state.set_iter(static_cast<int>(iter));
+    const std::string bad = (dir_ / ("bad" + std::to_string(iter) + ".solverstate")).string();
+    WriteBinaryProtoAtomic(bad, state);
+    auto r = CreateSolver(LinearSolver(""), Quiet());
+    try {
+      r->Restore(bad);
+      ADD_FAILURE() << "iteration " << iter << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("iteration"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// In a group a solver's iterations are not consecutive; average_loss must still average its
+// last `average_loss` losses (the window index used to come from the global iteration, so
+// with a stride of 2 it kept overwriting one slot).
+TEST(Solver, SmoothedLossWindowInAGroup) {
+  SolverGroup group;
+  std::vector<float> losses;
+  Solver* solver = nullptr;
+  SolverOptions o = Quiet();
+  o.action = [&] {
+    const Blob* loss = solver->net().output_blobs()[0];
+    losses.push_back(loss->cpu_data()[0]);
+    group.iter.fetch_add(1);  // another solver took the next iteration
+    return SolverAction::NONE;
+  };
+  auto s = CreateSolver(LinearSolver("average_loss: 3 max_iter: 1000"), o);
+  solver = s.get();
+  s->JoinGroup(&group, 0);
+  SetInputs(*s, 3);
+  s->Step(40);
+  ASSERT_GE(losses.size(), 10u);
+  const size_t n = losses.size();
+  const double want = (double{losses[n - 1]} + losses[n - 2] + losses[n - 3]) / 3;
+  EXPECT_NEAR(s->smoothed_loss(), want, 1e-5 * std::max(1.0, std::fabs(want)));
+}
+
+// lr_policy poly is finite even past max_iter (1 - iter/max_iter < 0 used to give NaN).
+TEST(Solver, PolyLearningRatePastMaxIterIsFinite) {
+  auto s = CreateSolver(LinearSolver("lr_policy: 'poly' power: 0.5 max_iter: 10"), Quiet());
+  SetInputs(*s, 2);
+  s->Step(15);
+  EXPECT_TRUE(std::isfinite(s->GetLearningRate()));
+  EXPECT_EQ(s->GetLearningRate(), 0.f);
+  for (size_t i = 0; i < s->net().param_buffer_size(); ++i)
+    ASSERT_TRUE(std::isfinite(s->net().param_data()[i])) << i;
+}
+
 }  // namespace
 }  // namespace hogstream

@@ -187,8 +187,12 @@ TEST_P(SegmentTest, DaemonWithFaultsLosesOnlyDroppedDeltas) {
     for (int k = 0; k < 20; ++k) Bump(master, gen_, {&ledger});
     seg.Start();
     const uint64_t goal = phase + 1;  // at least 3 sweeps and 100 messages per phase
-    while (seg.stats().sweeps < 3 * goal || seg.stats().chunks_sent < 100 * goal) std::this_thread::yield();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((seg.stats().sweeps < 3 * goal || seg.stats().chunks_sent < 100 * goal) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
     seg.Stop();
+    ASSERT_GE(seg.stats().sweeps, 3 * goal) << "the daemon stalled (20 s deadline)";
   }
   seg.Sweep();
   seg.Sweep();
@@ -231,44 +235,104 @@ TEST(SegmentAtomicTest, ConservesIncrementsWithAtomicAccess) {
 }
 
 // Hogwild: four threads hammer the master buffer, one thread the slave buffer, while the daemon
-// syncs them (optionally over a lossy link). Increments lost to races are allowed; what must
-// hold: all finite, and master == slave after stopping and sweeping.
+// syncs them (optionally over a lossy link). Increments lost to races and drops are allowed;
+// what must hold: all finite, master == slave after stopping and sweeping, and most of each
+// side's increments reached the other side. Each side adds only positive increments to its own
+// half, so a segment that moved nothing (or lost everything) shows as a missing sum.
 class SegmentHogwildTest : public testing::TestWithParam<bool> {};
 
 TEST_P(SegmentHogwildTest, ThreadsHammeringBothSidesConverge) {
-  const size_t n = 100000;
-  std::mt19937 gen(std::random_device{}());
-  std::vector<float> master = RandomVector(n, gen), slave = master;
+  const size_t n = 100000, half = n / 2;
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  const std::vector<float> init = RandomVector(n, gen);
+  std::vector<float> master = init, slave = init;
   SegmentOptions opt;
   opt.chunk_floats = 1024;
   if (GetParam()) opt.faults.drop = opt.faults.duplicate = opt.faults.reorder = 0.2;
+  opt.faults.seed = seed;
   Segment seg(master.data(), slave.data(), n, opt);
   seg.Start();
   std::atomic<bool> stop{false};
-  auto hammer = [&stop, n](float* w, uint32_t seed) {
-    std::mt19937 g(seed);
-    std::uniform_int_distribution<size_t> at(0, n - 64);
-    std::uniform_real_distribution<float> inc(-1e-3f, 1e-3f);
+  // Adds increments in [0, 2e-3) to w[begin, end); returns their sum (racy writes by design:
+  // four threads share the master's half).
+  auto hammer = [&stop](float* w, size_t begin, size_t end, uint32_t s, double* added) {
+    std::mt19937 g(s);
+    std::uniform_int_distribution<size_t> at(begin, end - 64);
+    std::uniform_real_distribution<float> inc(0.f, 2e-3f);
+    double sum = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       const size_t b = at(g);
-      for (size_t i = b; i < b + 64; ++i) w[i] += inc(g);  // racy by design
+      for (size_t i = b; i < b + 64; ++i) {
+        const float u = inc(g);
+        w[i] += u;
+        sum += u;
+      }
     }
+    *added = sum;
   };
+  std::vector<double> added(5, 0);
   std::vector<std::thread> solvers;
-  for (uint32_t t = 0; t < 4; ++t) solvers.emplace_back(hammer, master.data(), 1 + t);
-  solvers.emplace_back(hammer, slave.data(), 99);
+  for (uint32_t t = 0; t < 4; ++t) solvers.emplace_back(hammer, master.data(), 0, half, seed + 1 + t, &added[t]);
+  solvers.emplace_back(hammer, slave.data(), half, n, seed + 99, &added[4]);
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  while (seg.stats().sweeps < 20 || std::chrono::steady_clock::now() < until) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((seg.stats().sweeps < 20 || std::chrono::steady_clock::now() < until) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   stop = true;
   for (auto& t : solvers) t.join();
   seg.Stop();
-  EXPECT_GE(seg.stats().sweeps, 20u);
+  EXPECT_GE(seg.stats().sweeps, 20u) << "the daemon stalled (20 s deadline)";
   seg.Sweep();
   seg.Sweep();
   for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(master[i]) && std::isfinite(slave[i])) << i;
   ExpectNear(slave, ToDouble(master), "slave");
+  auto growth = [&](const std::vector<float>& w, size_t b, size_t e) {
+    double g = 0;
+    for (size_t i = b; i < e; ++i) g += static_cast<double>(w[i]) - init[i];
+    return g;
+  };
+  const double master_added = added[0] + added[1] + added[2] + added[3];
+  // What the master's threads added reached the slave, and the slave's reached the master:
+  // most of it (races lose some on both sides; the lossy link drops 20% of deltas).
+  EXPECT_GT(growth(slave, 0, half), 0.5 * master_added) << "master_added " << master_added;
+  EXPECT_GT(growth(master, half, n), 0.5 * added[4]) << "slave_added " << added[4];
+  EXPECT_LT(growth(master, half, n), 1.001 * added[4] + 0.05) << "slave_added " << added[4];
+}
+
+// One transport slot per direction and every message held back for reordering: the daemon
+// still moves the weights, and Sweep still syncs everything (it used to wedge, and Sweep then
+// returned having synced nothing).
+TEST(SegmentOneSlotTest, ReorderingWithOneSlotStillSyncs) {
+  const size_t n = 5000;
+  std::mt19937 gen(std::random_device{}());
+  const std::vector<float> init = RandomVector(n, gen);
+  std::vector<float> master = init, slave = init;
+  Ledger ledger(init);
+  SegmentOptions opt;
+  opt.chunk_floats = 500;
+  opt.slots = 1;
+  opt.faults.reorder = 1.0;
+  Segment seg(master.data(), slave.data(), n, opt);
+  for (int phase = 0; phase < 3; ++phase) {
+    for (int k = 0; k < 20; ++k) Bump(slave, gen, {&ledger});
+    for (int k = 0; k < 20; ++k) Bump(master, gen, {&ledger});
+    seg.Start();
+    const uint64_t goal = 2 * (phase + 1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (seg.stats().sweeps < goal && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    seg.Stop();
+    ASSERT_GE(seg.stats().sweeps, goal) << "the one-slot link wedged";
+  }
+  for (int k = 0; k < 20; ++k) Bump(slave, gen, {&ledger});
+  seg.Sweep();
+  seg.Sweep();
+  ExpectNear(master, ledger.total, "master");
+  ExpectNear(slave, ledger.total, "slave");
 }
 
 INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),

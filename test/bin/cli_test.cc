@@ -1,0 +1,163 @@
+// The programs end to end: what a user who makes a mistake sees. Every error is one line
+// "PROGRAM: message" as the last line of stderr, exit status 1, and nothing trained or written
+// first; never an abort, a C++ library message ("stoi"), or a stack dump.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hogstream {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int rc = -1;  // exit status; 128 + N for signal N; -1 for a hang past the deadline
+  std::string err;
+  std::string last_line() const {
+    const std::string t = err.substr(0, err.find_last_not_of('\n') + 1);
+    return t.substr(t.find_last_of('\n') == std::string::npos ? 0 : t.find_last_of('\n') + 1);
+  }
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("hs_cli_" + std::to_string(getpid()) + "_" +
+                                        std::to_string(std::random_device{}()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result Run(const char* program, const std::vector<std::string>& args, int seconds = 60) {
+    const std::string log = (dir_ / "stderr.txt").string();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (!freopen(log.c_str(), "w", stderr) || !freopen("/dev/null", "w", stdout)) _exit(126);
+      std::vector<char*> argv{const_cast<char*>(program)};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(program, argv.data());
+      _exit(127);
+    }
+    Result r;
+    int status = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        status = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (status != -1) r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::ifstream in(log);
+    r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return r;
+  }
+
+  // A solver for a tiny net on DummyData; `extra` is appended to the solver text.
+  std::string Solver(const std::string& extra) {
+    const std::string path = (dir_ / "solver.prototxt").string();
+    std::ofstream(path) << R"(
+      net_param {
+        layer { name: "d" type: "DummyData" top: "x" top: "label"
+                dummy_data_param { shape { dim: 4 dim: 3 } shape { dim: 4 }
+                                   data_filler { type: "gaussian" }
+                                   data_filler { type: "constant" value: 1 } } }
+        layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
+                inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
+      base_lr: 0.01 lr_policy: "fixed" max_iter: 50 display: 10 solver_mode: CPU
+      snapshot_prefix: ")" << (dir_ / "snap").string() << "\"\n" << extra;
+    return path;
+  }
+
+  // One clean line from `program`, exit 1, containing `needle`.
+  void ExpectOneLine(const Result& r, const std::string& program, const std::string& needle) {
+    EXPECT_EQ(r.rc, 1) << r.err;
+    const std::string last = r.last_line();
+    EXPECT_EQ(last.rfind(program + ": ", 0), 0u) << r.err;
+    EXPECT_NE(last.find(needle), std::string::npos) << r.err;
+    for (const char* bad : {"terminate called", "Aborted", "stoi", "std::", "*** Check failure"})
+      EXPECT_EQ(r.err.find(bad), std::string::npos) << bad << " in:\n" << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, MissingSolverFile) {
+  ExpectOneLine(Run(HS_HOGWILD_BIN, {(dir_ / "missing.prototxt").string(), "2"}), "hogwild.bin",
+                "missing.prototxt");
+}
+
+TEST_F(Cli, BadSolversSpec) {
+  ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver(""), "two"}), "hogwild.bin", "SOLVERS");
+}
+
+TEST_F(Cli, BadSignalEffect) {
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--sigint_effect=explode"}),
+                "hogstream", "sigint_effect");
+}
+
+TEST_F(Cli, HugeInputDimensionIsOneLine) {
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"describe", "--model=" + Solver(""), "--input=data:99999999999"}),
+                "hogstream", "99999999999");
+}
+
+// A missing snapshot directory fails before the first iteration, not after the whole run.
+TEST_F(Cli, MissingSnapshotDirectoryFailsBeforeTraining) {
+  const std::string solver = Solver("snapshot: 10");
+  fs::remove_all(dir_ / "out");
+  std::string text;
+  {
+    std::ifstream in(solver);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  text.replace(text.find((dir_ / "snap").string()), (dir_ / "snap").string().size(),
+               (dir_ / "out" / "snap").string());
+  std::ofstream(solver) << text;
+  for (const char* solvers : {"1", "2"}) {
+    const Result r = Run(HS_HOGWILD_BIN, {solver, solvers});
+    ExpectOneLine(r, "hogwild.bin", "does not exist");
+    EXPECT_EQ(r.err.find("Iteration 10"), std::string::npos) << "it trained first:\n" << r.err;
+  }
+}
+
+// A solver state from the future (or the past) is refused with one line.
+TEST_F(Cli, AbsurdSolverstate) {
+  const std::string state = (dir_ / "bad.solverstate").string();
+  {
+    // A SolverState with iter = -5: field 1, varint (two's complement, 10 bytes).
+    std::string bytes = "\x08";
+    uint64_t v = static_cast<uint64_t>(int64_t{-5});
+    while (v >= 0x80) {
+      bytes.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    bytes.push_back(static_cast<char>(v));
+    std::ofstream(state, std::ios::binary) << bytes;
+  }
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--snapshot=" + state}),
+                "hogstream", "iteration -5");
+}
+
+// Training that ends normally exits 0 and writes Caffe's final snapshot.
+TEST_F(Cli, CleanRunExitsZero) {
+  const Result r = Run(HS_HOGWILD_BIN, {Solver(""), "2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("Optimization Done"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "snap_iter_50.caffemodel")) << r.err;
+}
+
+}  // namespace
+}  // namespace hogstream
