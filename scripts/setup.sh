@@ -2,7 +2,8 @@
 # (only the missing ones) and configures + builds. Not meant to be run on its own.
 #
 #   hs_ensure_packages [EXTRA_PACKAGE...]
-#   hs_build [TARGET...]          (BUILD_DIR, JOBS, HOGSTREAM_CUDA, HOGSTREAM_VERBS from the env)
+#   hs_build [TARGET...]          (BUILD_DIR, JOBS, HOGSTREAM_CUDA, HOGSTREAM_VERBS,
+#                                  HOGSTREAM_SANITIZE from the env)
 
 HS_PACKAGES=(
   cmake make g++ pkg-config ccache
@@ -35,8 +36,11 @@ hs_build() {
   JOBS=${JOBS:-$(nproc)}
   echo "== configure ($BUILD_DIR)"
   mkdir -p "$BUILD_DIR"
+  # Paths relative to the checkout in ccache's keys: a fresh clone elsewhere (CI) hits the cache.
+  export CCACHE_BASEDIR="$HS_ROOT"
   if ! cmake -S "$HS_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
       -DHOGSTREAM_CUDA="${HOGSTREAM_CUDA:-AUTO}" -DHOGSTREAM_VERBS="${HOGSTREAM_VERBS:-AUTO}" \
+      -DHOGSTREAM_SANITIZE="${HOGSTREAM_SANITIZE:-OFF}" -DHOGSTREAM_BENCH="${HOGSTREAM_BENCH:-ON}" \
       >"$BUILD_DIR/configure.log" 2>&1; then
     cat "$BUILD_DIR/configure.log"
     exit 1

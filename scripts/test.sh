@@ -5,12 +5,21 @@
 #   HOGSTREAM_CUDA=OFF scripts/test.sh   the CPU-only build, even where a CUDA toolkit exists
 #   BUILD_DIR=build-x scripts/test.sh    another build folder (default: build)
 #   scripts/test.sh -R Net               extra arguments go to ctest
+#   scripts/test.sh --sanitize           the CPU-only build with ASan + UBSan, in build-asan
+#                                        (CI runs both)
 #
 # Idempotent: packages already present are not touched. Not root: prints the apt-get command
 # to run and stops.
 set -euo pipefail
 HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HS_ROOT"
+if [[ ${1:-} == --sanitize ]]; then
+  shift
+  export HOGSTREAM_SANITIZE=ON HOGSTREAM_CUDA=OFF HOGSTREAM_BENCH=OFF BUILD_DIR=${BUILD_DIR:-build-asan}
+  # Leaks count too; a UB report stops the process, so the test that caused it fails.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+fi
 source scripts/setup.sh
 hs_ensure_packages
 hs_build

@@ -1,6 +1,7 @@
 #include "core/solver.hpp"
 
 #include <google/protobuf/text_format.h>
+#include "test/test_seed.hpp"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -117,7 +118,7 @@ TEST_P(SolverRule, MatchesHandComputedUpdates) {
   auto solver = CreateSolver(LinearSolver(std::string("type: '") + c.type + "' momentum: " +
                                           std::to_string(c.momentum) + " " + c.extra),
                              Quiet());
-  SetInputs(*solver, std::random_device{}());
+  SetInputs(*solver, TestSeed());
   Reference ref;
   ref.type = c.type;
   ref.momentum = c.momentum;
@@ -261,7 +262,7 @@ TEST(Solver, ShortTrainingLearns) {
   auto s = CreateSolver(p, Quiet());
   // Labels from a random linear teacher; the test net sees the same inputs (Input blobs are
   // per net, so fill both).
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(TestSeed());
   std::normal_distribution<float> d;
   std::vector<float> teacher(30);
   for (auto& t : teacher) t = d(gen);

@@ -3,6 +3,7 @@
 #include "sync/hogwild.hpp"
 
 #include <google/protobuf/text_format.h>
+#include "test/test_seed.hpp"
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -791,7 +792,7 @@ class HogwildProgram : public ScratchDir {
 // the followers waited for a leader whose process kept beating.
 TEST_F(HogwildProgram, LeaderErrorEndsTheProcessWithOneLine) {
   std::vector<pb::Datum> data;
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(TestSeed());
   for (int i = 0; i < 400; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
   data[40].set_data("short");  // solver 0 reads from record 0, solver 1 from record 200
   testing::WriteLmdb((dir_ / "db").string(), data);

@@ -4,6 +4,7 @@
 
 #include "core/common.hpp"
 
+#include "test/test_seed.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -73,7 +74,7 @@ TEST(InprocTransportTest, FaultCountersMatchWhatArrived) {
   std::set<uint64_t> dropped_seqs;
   FaultOptions f;
   f.drop = f.duplicate = f.reorder = 0.2;
-  f.seed = std::random_device{}();
+  f.seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << f.seed);
   f.on_drop = [&](const Message& m) {
     EXPECT_EQ(m.payload[0], static_cast<float>(m.seq));

@@ -7,6 +7,7 @@
 
 #include "core/common.hpp"
 
+#include "test/test_seed.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,7 +69,7 @@ class SegmentTest : public testing::TestWithParam<std::tuple<uint32_t, size_t>> 
  protected:
   void SetUp() override {
     std::tie(chunk_, n_) = GetParam();
-    seed_ = std::random_device{}();
+    seed_ = TestSeed();
     gen_.seed(seed_);
     init_ = RandomVector(n_, gen_);
   }
@@ -216,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(ChunkXLength, SegmentTest,
 
 TEST(SegmentAtomicTest, ConservesIncrementsWithAtomicAccess) {
   const size_t n = 3001;
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(TestSeed());
   const std::vector<float> init = RandomVector(n, gen);
   std::vector<float> master = init, slave = init;
   Ledger ledger(init);
@@ -243,7 +244,7 @@ class SegmentHogwildTest : public testing::TestWithParam<bool> {};
 
 TEST_P(SegmentHogwildTest, ThreadsHammeringBothSidesConverge) {
   const size_t n = 100000, half = n / 2;
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
   const std::vector<float> init = RandomVector(n, gen);
@@ -308,7 +309,7 @@ TEST_P(SegmentHogwildTest, ThreadsHammeringBothSidesConverge) {
 // returned having synced nothing).
 TEST(SegmentOneSlotTest, ReorderingWithOneSlotStillSyncs) {
   const size_t n = 5000;
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(TestSeed());
   const std::vector<float> init = RandomVector(n, gen);
   std::vector<float> master = init, slave = init;
   Ledger ledger(init);
