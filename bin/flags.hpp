@@ -4,7 +4,9 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,18 +52,31 @@ class Flags {
     auto it = values_.find(name);
     return it == values_.end() ? std::vector<std::string>{} : it->second;
   }
-  long get_int(const std::string& name, long fallback) const {
+  // An integer flag that must lie in [min, max]; `fallback` when absent. Out of range (or not
+  // a whole number) is one Error: "--iterations must be between 0 and 2147483647, got
+  // 4294967297" — never a silent wrap when the caller narrows it.
+  long get_int(const std::string& name, long fallback, long min, long max) const {
     if (!has(name)) return fallback;
     const std::string v = get(name);
     size_t pos = 0;
     long n = 0;
+    bool range = false;
     try {
       n = std::stol(v, &pos);
+    } catch (const std::out_of_range&) {
+      range = true;  // digits, but beyond long
     } catch (...) {
       pos = 0;
     }
-    HS_REQUIRE(pos == v.size() && !v.empty()) << "--" << name << " wants an integer, got '" << v << "'";
+    HS_REQUIRE(range || (pos == v.size() && !v.empty()))
+        << "--" << name << " wants an integer, got '" << v << "'";
+    HS_REQUIRE(!range && n >= min && n <= max)
+        << "--" << name << " must be between " << min << " and " << max << ", got " << v;
     return n;
+  }
+  // Every caller narrows to int, so the default range is int's.
+  long get_int(const std::string& name, long fallback) const {
+    return get_int(name, fallback, INT_MIN, INT_MAX);
   }
   const std::vector<std::string>& positional() const { return positional_; }
 

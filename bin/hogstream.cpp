@@ -72,10 +72,10 @@ int Describe(int argc, char** argv) {
 int Time(int argc, char** argv) {
   Flags f(argc, argv, 2, With(kNetFlags, {"iterations", "threads"}));
   Context ctx(Mode::CPU, 0, 1);
-  ctx.set_threads(static_cast<int>(f.get_int("threads", 1)));
+  ctx.set_threads(static_cast<int>(f.get_int("threads", 1, 1, 1024)));
   ContextScope scope(&ctx);
   auto net = LoadNet(f);
-  const auto report = TimeNet(*net, static_cast<int>(f.get_int("iterations", 50)));
+  const auto report = TimeNet(*net, static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX)));
   PrintTiming(*net, report, std::cout);
   return 0;
 }
@@ -84,7 +84,7 @@ int Train(int argc, char** argv) {
   Flags f(argc, argv, 2, With(kHogwildFlags, {"solver", "solvers"}), {"private"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
-  if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0)));
+  if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
   // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
   const HogwildOptions h = HogwildFromFlags(f, f.get("solvers", "1"));
   if (f.has("solvers") || f.has("shm") || f.has("private")) {
@@ -116,7 +116,7 @@ int Test(int argc, char** argv) {
   net.CopyTrainedLayersFromFiles(f.get("weights"));
   double loss = 0;
   const std::vector<double> mean =
-      net.ForwardMean(static_cast<int>(f.get_int("iterations", 50)), &loss, [](int i, double running) {
+      net.ForwardMean(static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX)), &loss, [](int i, double running) {
         LOG(INFO) << "Batch " << i << ", running mean loss = " << running;
       });
   LOG(INFO) << "Loss: " << loss;

@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     pb::SolverParameter param = ReadSolverText(f.positional()[0]);
-    if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0)));
+    if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
     RunHogwild(param, HogwildFromFlags(f, f.positional()[1]));
     return 0;
   });

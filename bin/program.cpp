@@ -60,7 +60,7 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   h.solvers = ParseSolverSpec(solvers);
   h.shm = f.get("shm");
   h.private_copies = f.has("private");
-  const long chunk = f.get_int("chunk", 16384);
+  const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
   HS_REQUIRE(chunk > 0) << "--chunk must be > 0";
   h.chunk_floats = static_cast<size_t>(chunk);
   h.resume = f.get("snapshot");

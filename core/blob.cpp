@@ -1,8 +1,13 @@
 #include "core/blob.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "core/math.hpp"
 #include "core/proto/hogstream.pb.h"
@@ -19,6 +24,78 @@ std::string ShapeString(const std::vector<int>& shape) {
   return os.str();
 }
 
+namespace {
+// A number from a cgroup file, or 0 for "max", a missing file or anything else.
+size_t CgroupLimit(const char* path) {
+  std::ifstream in(path);
+  unsigned long long v = 0;
+  if (!(in >> v)) return 0;
+  return static_cast<size_t>(v);
+}
+
+std::string DimsString(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+  return dims.empty() ? "a scalar" : s;
+}
+}  // namespace
+
+size_t MachineMemoryBytes() {
+  static const size_t bytes = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    size_t phys = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page)
+                                        : SIZE_MAX;
+    // cgroup v2, then v1 (whose "no limit" is a huge number, which min() absorbs).
+    for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+      const size_t limit = CgroupLimit(f);
+      if (limit > 0) phys = std::min(phys, limit);
+    }
+    return phys;
+  }();
+  return bytes;
+}
+
+std::string HumanBytes(double bytes) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) {
+    bytes /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, bytes < 10 && u > 0 ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+void RequireMemory(double bytes, const std::string& what) {
+  const double have = static_cast<double>(MachineMemoryBytes());
+  HS_REQUIRE(bytes <= have) << what << " would need " << HumanBytes(bytes)
+                            << "; this machine has " << HumanBytes(have);
+}
+
+std::vector<int> CheckedShape(const std::vector<int64_t>& dims, const std::string& what) {
+  // Products in double: exact enough for the message, and they cannot overflow.
+  double count = 1;
+  for (int64_t d : dims) {
+    HS_REQUIRE(d >= 0) << what << " has a negative dimension: " << DimsString(dims);
+    count *= static_cast<double>(d);
+  }
+  const double bytes = count * sizeof(float);
+  const double have = static_cast<double>(MachineMemoryBytes());
+  auto floats = [&] {
+    char n[32];
+    std::snprintf(n, sizeof n, "%.0f", count);
+    return DimsString(dims) + " = " + n + " floats (" + HumanBytes(bytes) + ")";
+  };
+  HS_REQUIRE(count <= INT_MAX) << what << " would need " << floats()
+                               << "; a blob holds at most " << INT_MAX << " and this machine has "
+                               << HumanBytes(have);
+  HS_REQUIRE(2 * bytes <= have) << what << " would need " << floats()
+                                << ", twice that with its gradient; this machine has "
+                                << HumanBytes(have);
+  return std::vector<int>(dims.begin(), dims.end());
+}
+
 void Blob::Reshape(const std::vector<int>& shape) {
   long long count = 1;
   for (int d : shape) {
@@ -29,6 +106,10 @@ void Blob::Reshape(const std::vector<int>& shape) {
   shape_ = shape;
   count_ = static_cast<int>(count);
   if (count_ > capacity_ || !data_) {
+    // Memory is taken lazily, at first use; refuse here what could never be had, so that the
+    // error names a shape rather than surfacing as std::bad_alloc or the OOM killer later.
+    if (count_ > capacity_)
+      CheckedShape(std::vector<int64_t>(shape.begin(), shape.end()), "a blob");
     capacity_ = count_;
     data_ = std::make_shared<SyncedMemory>(static_cast<size_t>(capacity_) * sizeof(float));
     diff_ = std::make_shared<SyncedMemory>(static_cast<size_t>(capacity_) * sizeof(float));

@@ -3,6 +3,8 @@
 // the element count grows beyond what was allocated, so per-batch reshapes are free.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,5 +93,20 @@ class Blob {
 };
 
 std::string ShapeString(const std::vector<int>& shape);
+
+// Memory this process can have: physical memory, or the cgroup's limit (memory.max) when that
+// is lower. Read once.
+size_t MachineMemoryBytes();
+// "2.9 TiB", "23 GiB", "512 B".
+std::string HumanBytes(double bytes);
+// Checks that a blob of `dims` (as the user gave them, before narrowing to int) can exist
+// here: every dimension >= 0, at most INT_MAX elements, and its data and gradient within
+// MachineMemoryBytes(). Returns the shape as ints; otherwise an Error that begins with `what`:
+// "top 'data' would need 1000000x1x28x28 = 784000000000 floats (2.9 TiB); ...". Layers call
+// it before allocating anything for a top.
+std::vector<int> CheckedShape(const std::vector<int64_t>& dims, const std::string& what);
+// Error "`what` would need HUMAN; this machine has HUMAN" when `bytes` exceed
+// MachineMemoryBytes().
+void RequireMemory(double bytes, const std::string& what);
 
 }  // namespace hogstream

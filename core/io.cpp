@@ -1,13 +1,18 @@
 #include "core/io.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/text_format.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <fstream>
@@ -29,9 +34,29 @@ std::string NetSource::Where(const std::string& layer) const {
 
 namespace {
 
-std::string Slurp(const std::string& path) {
+// Refuses what is not a regular file: a directory used to read as an empty file (an empty
+// net, random weights), and a FIFO or device would block or stream forever. `kind` names what
+// was expected ("net", "solver", ...).
+void RequireRegularFile(const std::string& path, const std::string& kind) {
+  struct stat st;
+  HS_REQUIRE(::stat(path.c_str(), &st) == 0) << path << ": cannot open: " << ErrnoText(errno);
+  HS_REQUIRE(!S_ISDIR(st.st_mode)) << path << " is a directory, not a " << kind << " file";
+  HS_REQUIRE(S_ISREG(st.st_mode)) << path << " is not a regular file (expected a " << kind
+                                  << " file)";
+}
+
+// What a binary message's file is called in messages.
+std::string KindOf(const gp::Message& msg) {
+  const std::string& name = msg.GetDescriptor()->name();
+  if (name == "NetParameter") return "weights (.caffemodel)";
+  if (name == "SolverState") return "solver state (.solverstate)";
+  return name;
+}
+
+std::string Slurp(const std::string& path, const std::string& kind) {
+  RequireRegularFile(path, kind);
   std::ifstream in(path, std::ios::binary);
-  HS_REQUIRE(in.good()) << path << ": cannot open: " << std::strerror(errno);
+  HS_REQUIRE(in.good()) << path << ": cannot open: " << ErrnoText(errno);
   std::ostringstream ss;
   ss << in.rdbuf();
   HS_REQUIRE(!in.bad()) << path << ": read failed";
@@ -102,22 +127,23 @@ pb::NetParameter ParseNetText(const std::string& text, const std::string& name,
 }
 
 pb::NetParameter ReadNetText(const std::string& path, NetSource* source) {
-  return ParseNetText(Slurp(path), path, source);
+  return ParseNetText(Slurp(path, "net"), path, source);
 }
 
 pb::SolverParameter ReadSolverText(const std::string& path) {
   pb::SolverParameter sp;
-  ParseText(Slurp(path), path, &sp, nullptr);
+  ParseText(Slurp(path, "solver"), path, &sp, nullptr);
   return sp;
 }
 
 void ReadTextProto(const std::string& path, gp::Message* msg) {
-  ParseText(Slurp(path), path, msg, nullptr);
+  ParseText(Slurp(path, msg->GetDescriptor()->name()), path, msg, nullptr);
 }
 
 void ReadBinaryProto(const std::string& path, gp::Message* msg) {
+  RequireRegularFile(path, KindOf(*msg));
   int fd = ::open(path.c_str(), O_RDONLY);
-  HS_REQUIRE(fd >= 0) << path << ": cannot open: " << std::strerror(errno);
+  HS_REQUIRE(fd >= 0) << path << ": cannot open: " << ErrnoText(errno);
   gp::io::FileInputStream raw(fd);
   raw.SetCloseOnDelete(true);
   gp::io::CodedInputStream coded(&raw);
@@ -127,10 +153,56 @@ void ReadBinaryProto(const std::string& path, gp::Message* msg) {
                  << " (truncated or corrupt)";
 }
 
+namespace {
+
+// Removes `NAME.tmp.PID[.N]` files beside `path` whose process PID no longer exists: each
+// is what a write killed mid-way left behind (240 MB per AlexNet snapshot). A file whose PID
+// is alive, or belongs to another user (EPERM), is another writer's and is left alone. PIDs
+// are only meaningful on this machine: a directory shared with other hosts may hold their
+// live temporaries, which this would remove.
+void RemoveStaleTemporaries(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string prefix = path.substr(dir.size()) + ".tmp.";
+  DIR* d = ::opendir(dir.empty() ? "." : dir.c_str());
+  if (!d) return;  // the write itself will report a missing directory
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    if (digits == 0 || digits > 9 || (digits < rest.size() && rest[digits] != '.')) continue;
+    const long pid = std::stol(rest.substr(0, digits));
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    ::unlink((dir + name).c_str());
+  }
+  ::closedir(d);
+}
+
+// Makes a rename inside `path`'s directory durable: without it a power cut after the rename
+// can bring back the old file, or no file.
+void SyncDirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  HS_REQUIRE(fd >= 0) << dir << ": cannot open to sync: " << ErrnoText(errno);
+  const bool ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  HS_REQUIRE(ok) << dir << ": fsync failed: " << ErrnoText(err);
+}
+
+}  // namespace
+
 void WriteBinaryProtoAtomic(const std::string& path, const gp::Message& msg) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  RemoveStaleTemporaries(path);
+  // NAME.tmp.PID.N: the PID tells a later writer whether the file is stale; N keeps two
+  // writers of one path in this process apart.
+  static std::atomic<unsigned> serial{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(serial.fetch_add(1, std::memory_order_relaxed));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  HS_REQUIRE(fd >= 0) << tmp << ": cannot create: " << std::strerror(errno);
+  HS_REQUIRE(fd >= 0) << tmp << ": cannot create: " << ErrnoText(errno);
   bool ok;
   {
     gp::io::FileOutputStream out(fd);
@@ -140,9 +212,11 @@ void WriteBinaryProtoAtomic(const std::string& path, const gp::Message& msg) {
   const int saved = errno;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = ok ? errno : saved;
     ::unlink(tmp.c_str());
-    HS_FAIL() << path << ": write failed: " << std::strerror(ok ? errno : saved);
+    HS_FAIL() << path << ": write failed: " << ErrnoText(err);
   }
+  SyncDirectoryOf(path);
 }
 
 void WriteTextProto(const std::string& path, const gp::Message& msg) {

@@ -199,12 +199,16 @@ void im2row(const float* im, int channels, int height, int width, int kh, int kw
             for (int kj = 0; kj < kw; ++kj) *row++ = 0.f;
             continue;
           }
-          const float* line = src + r * width + c0;
+          // Index from the row's start: `line + c0` would point before the image when the
+          // window starts in the left padding (c0 < 0), undefined even if never read.
+          const float* line = src + r * width;
           if (inside_w) {
-            for (int kj = 0; kj < kw; ++kj) *row++ = line[kj * dil_w];
+            for (int kj = 0; kj < kw; ++kj) *row++ = line[c0 + kj * dil_w];
           } else {
-            for (int kj = 0; kj < kw; ++kj)
-              *row++ = in_range(c0 + kj * dil_w, width) ? line[kj * dil_w] : 0.f;
+            for (int kj = 0; kj < kw; ++kj) {
+              const int c = c0 + kj * dil_w;
+              *row++ = in_range(c, width) ? line[c] : 0.f;
+            }
           }
         }
       }

@@ -1,5 +1,7 @@
 #include "core/net.hpp"
 
+#include <glog/logging.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -125,6 +127,38 @@ pb::NetParameter InsertSplits(const pb::NetParameter& param) {
   return out;
 }
 
+namespace {
+// Every bottom must be a top of an earlier layer. Checked before InsertSplits, with the file
+// and line of the layer that reads it, and for a cycle (or layers out of order) the line of
+// the later layer that makes it.
+void CheckBottomsProduced(const pb::NetParameter& param, const NetSource& source) {
+  std::set<std::string> produced;
+  for (int i = 0; i < param.layer_size(); ++i) {
+    const auto& l = param.layer(i);
+    for (const auto& b : l.bottom()) {
+      if (produced.count(b)) continue;
+      std::string later;
+      for (int j = i; j < param.layer_size() && later.empty(); ++j)
+        for (const auto& t : param.layer(j).top())
+          if (t == b) {
+            later = param.layer(j).name();
+            break;
+          }
+      if (later.empty()) {
+        HS_FAIL() << source.Where(l.name()) << "layer '" << l.name() << "' (" << l.type()
+                  << ") reads bottom '" << b << "', which no layer produces";
+      }
+      const std::string at = source.Where(later);
+      HS_FAIL() << source.Where(l.name()) << "layer '" << l.name() << "' (" << l.type()
+                << ") reads bottom '" << b << "' before it is made: layer '" << later << "'"
+                << (at.empty() ? "" : " at " + at.substr(0, at.size() - 2))
+                << " produces it later (a cycle, or layers out of order)";
+    }
+    for (const auto& t : l.top()) produced.insert(t);
+  }
+}
+}  // namespace
+
 Net::Net(const pb::NetParameter& param, const NetOptions& options) { Init(param, options); }
 
 Net::~Net() {
@@ -139,7 +173,10 @@ void Net::Init(const pb::NetParameter& in_param, const NetOptions& options) {
   state.set_phase(options.phase);
   state.set_level(options.level);
   for (const auto& s : options.stages) state.add_stage(s);
-  pb::NetParameter param = InsertSplits(FilterNet(UpgradeNetInputs(in_param), state));
+  const pb::NetParameter filtered = FilterNet(UpgradeNetInputs(in_param), state);
+  CheckBottomsProduced(filtered, options.source);
+  pb::NetParameter param = InsertSplits(filtered);
+  double need_bytes = 0;  // data and gradients of every blob so far, checked layer by layer
 
   std::set<std::string> available;  // produced, not yet consumed: the outputs at the end
   for (int li = 0; li < param.layer_size(); ++li) {
@@ -240,8 +277,23 @@ void Net::Init(const pb::NetParameter& in_param, const NetOptions& options) {
       layer->set_param_propagate_down(p, learn);
       need_backward |= learn;
     }
+    const size_t learnable_before = learnable_params_.size();
     try {
       AppendParams(layer_id);
+    } catch (const Error& e) {
+      throw Error(where + who + e.what());
+    }
+    // Blobs take memory lazily, at first use: add up what this layer's new tops and
+    // parameters will take, with their gradients, and stop before the first Forward would be
+    // killed for it.
+    for (int t = 0; t < static_cast<int>(top_ids_[layer_id].size()); ++t) {
+      const bool in_place = t < lp.bottom_size() && lp.bottom(t) == lp.top(t);
+      if (!in_place) need_bytes += 2.0 * sizeof(float) * top_vecs_[layer_id][t]->count();
+    }
+    for (size_t p = learnable_before; p < learnable_params_.size(); ++p)
+      need_bytes += 2.0 * sizeof(float) * learnable_params_[p]->count();
+    try {
+      RequireMemory(need_bytes, "the net's blobs up to here, with their gradients,");
     } catch (const Error& e) {
       throw Error(where + who + e.what());
     }
@@ -447,22 +499,52 @@ void Net::ShareWeightsFrom(const Net& other) {
   }
 }
 
-void Net::CopyTrainedLayersFrom(const pb::NetParameter& trained) {
+void Net::CopyTrainedLayersFrom(const pb::NetParameter& trained, const std::string& source) {
+  // A 0-byte file and a .solverstate both parse as a NetParameter without layers; loading
+  // them used to "succeed" and train from random weights.
+  HS_REQUIRE(trained.layer_size() > 0)
+      << source << " holds no layers (is it a .caffemodel?)";
+  std::set<std::string> loaded;
+  std::string unmatched;  // weight layers this net does not have, for the message
   for (const auto& src : trained.layer()) {
+    if (src.blobs_size() == 0) continue;
     Layer* layer = layer_by_name(src.name());
-    if (!layer || src.blobs_size() == 0) continue;
+    if (!layer) {
+      unmatched += (unmatched.empty() ? "'" : ", '") + src.name() + "'";
+      continue;
+    }
     auto& dst = layer->blobs();
     HS_REQUIRE(static_cast<int>(dst.size()) == src.blobs_size())
-        << "layer '" << src.name() << "': the weights file has " << src.blobs_size()
+        << source << ": layer '" << src.name() << "': the weights file has " << src.blobs_size()
         << " blob(s), the net expects " << dst.size();
     for (int i = 0; i < src.blobs_size(); ++i) {
       try {
         dst[i]->FromProto(src.blobs(i), /*reshape=*/false);
       } catch (const Error& e) {
-        throw Error("layer '" + src.name() + "' blob " + std::to_string(i) + ": " + e.what());
+        throw Error(source + ": layer '" + src.name() + "' blob " + std::to_string(i) + ": " +
+                    e.what());
       }
     }
+    loaded.insert(src.name());
   }
+  std::vector<std::string> learnable;  // layers with parameters, in net order
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (!layers_[i]->blobs().empty()) learnable.push_back(layer_names_[i]);
+  if (!learnable.empty() && loaded.empty()) {
+    std::string want;
+    for (const auto& n : learnable) want += (want.empty() ? "'" : ", '") + n + "'";
+    HS_FAIL() << source << ": no layer with weights matches a layer of net '" << name_
+              << "' by name (the file has " << (unmatched.empty() ? "none" : unmatched)
+              << "; the net wants " << want << ")";
+  }
+  for (const auto& n : learnable)
+    if (!loaded.count(n))
+      LOG(WARNING) << "Layer '" << n << "' has parameters but " << source
+                   << " holds none for it: it keeps its initial values";
+  if (!unmatched.empty())
+    LOG(INFO) << "Ignoring layers of " << source << " that the net does not have: " << unmatched;
+  LOG(INFO) << "Loaded weights for " << loaded.size() << " of " << learnable.size()
+            << " layers with parameters from " << source;
 }
 
 void Net::CopyTrainedLayersFromFiles(const std::string& files) {
@@ -471,7 +553,7 @@ void Net::CopyTrainedLayersFromFiles(const std::string& files) {
     if (file.empty()) continue;
     pb::NetParameter weights;
     ReadBinaryProto(file, &weights);
-    CopyTrainedLayersFrom(weights);
+    CopyTrainedLayersFrom(weights, file);
   }
 }
 

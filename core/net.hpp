@@ -59,8 +59,13 @@ class Net {
   // Points this net's parameter blobs at `other`'s (matching layers by name; shapes must
   // agree): a test net shares its train net's weights without copying.
   void ShareWeightsFrom(const Net& other);
-  // Copies weights from a trained net (.caffemodel contents), matching layers by name.
-  void CopyTrainedLayersFrom(const pb::NetParameter& trained);
+  // Copies weights from a trained net (.caffemodel contents), matching layers by name. Logs
+  // how many layers with parameters were loaded and warns about each left at its initial
+  // values. An Error naming `source` when `trained` has no layers (a 0-byte file, a
+  // .solverstate) or when none of its layers matches one of this net's layers with
+  // parameters (a renamed net).
+  void CopyTrainedLayersFrom(const pb::NetParameter& trained,
+                             const std::string& source = "the weights file");
   // The same from comma-separated .caffemodel files, later files overriding earlier ones.
   void CopyTrainedLayersFromFiles(const std::string& files);
   // Runs `passes` forward passes and returns the mean of every output element (outputs in

@@ -561,7 +561,7 @@ void Solver::Restore(const std::string& state_file) {
   if (state.has_learned_net()) {
     pb::NetParameter weights;
     ReadBinaryProto(state.learned_net(), &weights);
-    net_->CopyTrainedLayersFrom(weights);
+    net_->CopyTrainedLayersFrom(weights, state.learned_net());
   }
   for (size_t i = 0; i < history_.size(); ++i) {
     try {

@@ -26,7 +26,7 @@ namespace {
 // passes any other file through unchanged; a truncated gzip stream is an error.
 std::string ReadFile(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
-  HS_REQUIRE(f) << "cannot open '" << path << "': " << std::strerror(errno);
+  HS_REQUIRE(f) << "cannot open '" << path << "': " << ErrnoText(errno);
   std::string out;
   char buf[1 << 16];
   int n;

@@ -203,8 +203,22 @@ void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
                                      << dp.source(0) << "' holds " << ShapeString(datum_shape);
   }
 
-  batch_size_ = static_cast<int>(dp.batch_size());
+  // Sizes are checked as given (batch_size is a uint32) before anything is allocated: an
+  // absurd batch was std::bad_alloc, "vector max_size" or the OOM killer.
+  auto top_name = [&](int i) {
+    return "top '" + (i < param_.top_size() ? param_.top(i) : std::to_string(i)) + "'";
+  };
+  const int64_t batch = dp.batch_size();
+  CheckedShape({batch, item_shape_[0], item_shape_[1], item_shape_[2]}, top_name(0));
+  CheckedShape({batch}, top_name(1));
+  batch_size_ = static_cast<int>(batch);
   item_count_ = item_shape_[0] * item_shape_[1] * item_shape_[2];
+  const double tops = 2.0 * sizeof(float) * (static_cast<double>(batch) * item_count_ + batch);
+  const double ahead =
+      static_cast<double>(n) * dp.prefetch() * batch * (item_count_ * sizeof(float) + 16);
+  RequireMemory(tops + ahead, "batch_size " + std::to_string(batch) + " with prefetch " +
+                                  std::to_string(dp.prefetch()) + " over " + std::to_string(n) +
+                                  " source(s) (tops and read-ahead buffers)");
   datum_shape_ = datum_shape;
   cursors_ = std::move(cursors);
 }

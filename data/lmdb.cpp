@@ -8,6 +8,7 @@
 #include <lmdb.h>
 
 #include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <system_error>
 
@@ -29,7 +30,9 @@ LmdbCursor::LmdbCursor(const std::string& path) : path_(path) {
   try {
     int rc = mdb_env_create(&env_);
     if (!rc) rc = mdb_env_open(env_, path.c_str(), MDB_RDONLY | MDB_NOTLS | MDB_NOLOCK, 0664);
-    if (!rc) rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
+    HS_REQUIRE(rc == 0) << "cannot open LMDB '" << path << "': " << mdb_strerror(rc);
+    CheckSize();  // before anything reads a page through the map
+    rc = mdb_txn_begin(env_, nullptr, MDB_RDONLY, &txn_);
     MDB_dbi dbi = 0;
     if (!rc) rc = mdb_dbi_open(txn_, nullptr, 0, &dbi);
     if (!rc) rc = mdb_cursor_open(txn_, dbi, &cursor_);
@@ -46,6 +49,32 @@ LmdbCursor::LmdbCursor(const std::string& path) : path_(path) {
 }
 
 LmdbCursor::~LmdbCursor() { Close(); }
+
+void LmdbCursor::CheckSize() const {
+  // The map is read straight from data.mdb: a page past the end of a truncated file is a
+  // SIGBUS at the first touch. LMDB's two meta pages (the first two pages, which LMDB reads
+  // through the map too) say how many pages the last transaction uses; the file must hold
+  // them all.
+  const char* dir = nullptr;
+  unsigned flags = 0;
+  mdb_env_get_path(env_, &dir);
+  mdb_env_get_flags(env_, &flags);
+  const std::string file = (flags & MDB_NOSUBDIR) || !dir ? path_ : std::string(dir) + "/data.mdb";
+  std::error_code ec;
+  const uintmax_t have = std::filesystem::file_size(file, ec);
+  HS_REQUIRE(!ec) << "cannot read the size of '" << file << "': " << ec.message();
+  const uintmax_t metas = 2 * static_cast<uintmax_t>(sysconf(_SC_PAGESIZE));
+  HS_REQUIRE(have >= metas) << "LMDB '" << file << "' is truncated: " << have
+                            << " bytes, the database needs at least " << metas;
+  MDB_envinfo info;
+  MDB_stat stat;
+  int rc = mdb_env_info(env_, &info);
+  if (!rc) rc = mdb_env_stat(env_, &stat);
+  HS_REQUIRE(rc == 0) << "cannot open LMDB '" << path_ << "': " << mdb_strerror(rc);
+  const uintmax_t need = (static_cast<uintmax_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+  HS_REQUIRE(have >= need) << "LMDB '" << file << "' is truncated: " << have
+                           << " bytes, the database needs " << need;
+}
 
 void LmdbCursor::Close() {
   if (cursor_) mdb_cursor_close(cursor_);
@@ -84,7 +113,8 @@ void LmdbCursor::Get(int op) {
 
 // ---------------------------------------------------------------- writer
 
-LmdbWriter::LmdbWriter(const std::string& path) : path_(path) {
+LmdbWriter::LmdbWriter(const std::string& path)
+    : path_(path), uncaught_(std::uncaught_exceptions()) {
   std::error_code ec;
   HS_REQUIRE(!std::filesystem::exists(path, ec)) << path << " exists; refusing to overwrite it";
   HS_REQUIRE(std::filesystem::create_directory(path, ec))
@@ -94,6 +124,7 @@ LmdbWriter::LmdbWriter(const std::string& path) : path_(path) {
   if (!rc) rc = mdb_env_open(env_, path.c_str(), 0, 0664);
   if (rc) {
     if (env_) mdb_env_close(env_);
+    std::filesystem::remove_all(path, ec);  // created just above, so ours to remove
     HS_FAIL() << "cannot open LMDB '" << path << "': " << mdb_strerror(rc);
   }
 }
@@ -101,6 +132,12 @@ LmdbWriter::LmdbWriter(const std::string& path) : path_(path) {
 LmdbWriter::~LmdbWriter() {
   if (txn_) mdb_txn_abort(txn_);
   mdb_env_close(env_);
+  // Unwinding from an exception thrown while this writer was alive: the output is
+  // incomplete. The constructor refused an existing path, so the directory is ours.
+  if (std::uncaught_exceptions() > uncaught_) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
 }
 
 void LmdbWriter::Put(std::string_view key, std::string_view value) {

@@ -21,7 +21,8 @@ namespace hogstream {
 class LmdbCursor {
  public:
   // Positions on the first record. Error "cannot open LMDB 'PATH': reason" when the database
-  // cannot be opened, and an Error when it holds no records.
+  // cannot be opened, an Error when it holds no records, and one when data.mdb is shorter
+  // than the pages LMDB says are in use (reading those would be a SIGBUS, not an error).
   explicit LmdbCursor(const std::string& path);
   ~LmdbCursor();
   LmdbCursor(const LmdbCursor&) = delete;
@@ -42,6 +43,7 @@ class LmdbCursor {
  private:
   void Get(int op);
   void Close();
+  void CheckSize() const;
 
   std::string path_;
   MDB_env* env_ = nullptr;
@@ -54,7 +56,9 @@ class LmdbCursor {
 };
 
 // Creates a new LMDB directory and fills it. Records are committed every 1000 Puts and by
-// Commit(); whatever was put after the last commit is dropped by the destructor.
+// Commit(); whatever was put after the last commit is dropped by the destructor. A writer
+// destroyed by an exception (a failed Put, an unreadable input in a converter) removes the
+// directory it created: a half-written dataset would only block the next attempt ("exists").
 class LmdbWriter {
  public:
   // Error "PATH exists" if anything is already at `path`.
@@ -72,6 +76,7 @@ class LmdbWriter {
   MDB_txn* txn_ = nullptr;
   unsigned dbi_ = 0;
   int pending_ = 0;
+  int uncaught_ = 0;  // std::uncaught_exceptions() at construction
 };
 
 }  // namespace hogstream

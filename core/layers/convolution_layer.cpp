@@ -1,5 +1,8 @@
 #include "core/layers/convolution_layer.hpp"
 
+#include <climits>
+#include <cstdint>
+
 #include "core/filler.hpp"
 #include "core/math.hpp"
 
@@ -8,20 +11,28 @@ namespace hogstream {
 namespace {
 // Reads a repeated spatial setting (one value for both axes, or one per axis) or its _h/_w
 // spelling; `fallback` when none is given.
+// A uint32 setting as an int: above INT_MAX it would wrap negative (4294967295 is -1, what a
+// tool writing "-1" unsigned produces) and reach oneDNN as a raw descriptor error.
+int AsInt(uint32_t v, const char* what) {
+  HS_REQUIRE(v <= static_cast<uint32_t>(INT_MAX))
+      << what << " " << v << " is out of range (a negative value written as unsigned?)";
+  return static_cast<int>(v);
+}
+
 void SpatialPair(const google::protobuf::RepeatedField<uint32_t>& values, bool has_hw,
                  uint32_t h, uint32_t w, int fallback, const char* what, int* out_h, int* out_w) {
   if (has_hw) {
     HS_REQUIRE(values.empty()) << "give either " << what << " or " << what << "_h/_w, not both";
-    *out_h = static_cast<int>(h);
-    *out_w = static_cast<int>(w);
+    *out_h = AsInt(h, what);
+    *out_w = AsInt(w, what);
     return;
   }
   switch (values.size()) {
     case 0: *out_h = *out_w = fallback; break;
-    case 1: *out_h = *out_w = static_cast<int>(values[0]); break;
+    case 1: *out_h = *out_w = AsInt(values[0], what); break;
     case 2:
-      *out_h = static_cast<int>(values[0]);
-      *out_w = static_cast<int>(values[1]);
+      *out_h = AsInt(values[0], what);
+      *out_w = AsInt(values[1], what);
       break;
     default: HS_FAIL() << what << " has " << values.size() << " values; 2-d convolution takes 1 or 2";
   }
@@ -46,10 +57,10 @@ void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   HS_REQUIRE(stride_h_ > 0 && stride_w_ > 0) << "stride must be > 0";
   switch (cp.dilation_size()) {
     case 0: dil_h_ = dil_w_ = 1; break;
-    case 1: dil_h_ = dil_w_ = static_cast<int>(cp.dilation(0)); break;
+    case 1: dil_h_ = dil_w_ = AsInt(cp.dilation(0), "dilation"); break;
     case 2:
-      dil_h_ = static_cast<int>(cp.dilation(0));
-      dil_w_ = static_cast<int>(cp.dilation(1));
+      dil_h_ = AsInt(cp.dilation(0), "dilation");
+      dil_w_ = AsInt(cp.dilation(1), "dilation");
       break;
     default: HS_FAIL() << "dilation has " << cp.dilation_size() << " values; expected 1 or 2";
   }
@@ -93,6 +104,14 @@ void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
         << bottom[i]->shape_string();
   height_ = b0.shape(2);
   width_ = b0.shape(3);
+  // In 64 bits: a padded extent or a dilated kernel beyond int would overflow ConvOutSize.
+  auto fits = [](int size, int kernel, int pad, int dil) {
+    return int64_t{size} + 2 * int64_t{pad} <= INT_MAX &&
+           int64_t{dil} * (kernel - 1) + 1 <= INT_MAX;
+  };
+  HS_REQUIRE(fits(height_, kernel_h_, pad_h_, dil_h_) && fits(width_, kernel_w_, pad_w_, dil_w_))
+      << "kernel " << kernel_h_ << "x" << kernel_w_ << ", pad " << pad_h_ << "x" << pad_w_
+      << " and dilation " << dil_h_ << "x" << dil_w_ << " are too large";
   out_h_ = ConvOutSize(height_, kernel_h_, pad_h_, stride_h_, dil_h_);
   out_w_ = ConvOutSize(width_, kernel_w_, pad_w_, stride_w_, dil_w_);
   HS_REQUIRE(out_h_ > 0 && out_w_ > 0)

@@ -32,15 +32,28 @@ void DummyDataLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
     one_or_per_top(p.shape_size(), "shape");
   }
   auto pick = [](const auto& list, int i) {
-    return static_cast<int>(list[list.size() == 1 ? 0 : i]);
+    return static_cast<int64_t>(list[list.size() == 1 ? 0 : i]);
   };
+  // Every shape is checked, alone and together, before the first constant fill allocates.
+  std::vector<std::vector<int>> shapes;
+  double bytes = 0;
   for (int i = 0; i < tops; ++i) {
+    std::vector<int64_t> dims;
     if (legacy) {
-      top[i]->Reshape({pick(p.num(), i), pick(p.channels(), i), pick(p.height(), i),
-                       pick(p.width(), i)});
+      dims = {pick(p.num(), i), pick(p.channels(), i), pick(p.height(), i), pick(p.width(), i)};
     } else {
-      top[i]->Reshape(p.shape(p.shape_size() == 1 ? 0 : i));
+      const pb::BlobShape& s = p.shape(p.shape_size() == 1 ? 0 : i);
+      dims.assign(s.dim().begin(), s.dim().end());
     }
+    const std::string name = i < param_.top_size() ? param_.top(i) : std::to_string(i);
+    shapes.push_back(CheckedShape(dims, "top '" + name + "'"));
+    double count = 1;
+    for (int d : shapes.back()) count *= d;
+    bytes += 2.0 * sizeof(float) * count;  // data and gradient
+  }
+  RequireMemory(bytes, "the tops with their gradients");
+  for (int i = 0; i < tops; ++i) {
+    top[i]->Reshape(shapes[i]);
     if (FillerFor(i).type() == "constant") Fill(FillerFor(i), top[i]);
   }
 }

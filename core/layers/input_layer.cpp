@@ -10,7 +10,14 @@ void InputLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
       << "input_param has " << shapes << " shapes for " << tops
       << " tops; give one shape, one per top, or none";
   if (shapes == 0) return;
-  for (int i = 0; i < tops; ++i) top[i]->Reshape(p.shape(shapes == 1 ? 0 : i));
+  for (int i = 0; i < tops; ++i) {
+    const pb::BlobShape& shape = p.shape(shapes == 1 ? 0 : i);
+    // Checked as given (64-bit dims) before the blob is shaped: a batch of 1e9 is one clear
+    // error, not an overflow or an allocation failure later.
+    const std::vector<int64_t> dims(shape.dim().begin(), shape.dim().end());
+    const std::string name = i < param_.top_size() ? param_.top(i) : std::to_string(i);
+    top[i]->Reshape(CheckedShape(dims, "top '" + name + "'"));
+  }
 }
 
 HS_REGISTER_LAYER(Input, InputLayer);

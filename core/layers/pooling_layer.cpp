@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <climits>
 #include <cmath>
 
 #include "core/math.hpp"
@@ -9,6 +10,14 @@
 namespace hogstream {
 
 namespace {
+// A uint32 setting as an int: above INT_MAX it would wrap negative (4294967295 is -1) and be
+// accepted as a negative pad.
+int AsInt(uint32_t v, const char* what) {
+  HS_REQUIRE(v <= static_cast<uint32_t>(INT_MAX))
+      << what << " " << v << " is out of range (a negative value written as unsigned?)";
+  return static_cast<int>(v);
+}
+
 // floor(a / b) for b > 0 and any sign of a.
 int FloorDiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 }  // namespace
@@ -28,8 +37,8 @@ void PoolingLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
         << "give the kernel as kernel_size or as kernel_h and kernel_w, not both";
     HS_REQUIRE(p.has_kernel_size() || (p.has_kernel_h() && p.has_kernel_w()))
         << "a non-square kernel needs both kernel_h and kernel_w";
-    kernel_h_ = p.has_kernel_size() ? p.kernel_size() : p.kernel_h();
-    kernel_w_ = p.has_kernel_size() ? p.kernel_size() : p.kernel_w();
+    kernel_h_ = AsInt(p.has_kernel_size() ? p.kernel_size() : p.kernel_h(), "kernel size");
+    kernel_w_ = AsInt(p.has_kernel_size() ? p.kernel_size() : p.kernel_w(), "kernel size");
     HS_REQUIRE(kernel_h_ > 0 && kernel_w_ > 0) << "kernel size must be positive";
   }
   HS_REQUIRE(!p.has_pad() || (!p.has_pad_h() && !p.has_pad_w()))
@@ -39,10 +48,10 @@ void PoolingLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
       << "give the stride as stride or as stride_h and stride_w, not both";
   HS_REQUIRE(p.has_stride_h() == p.has_stride_w())
       << "stride_h and stride_w must be given together";
-  pad_h_ = p.has_pad_h() ? p.pad_h() : p.pad();
-  pad_w_ = p.has_pad_h() ? p.pad_w() : p.pad();
-  stride_h_ = p.has_stride_h() ? p.stride_h() : p.stride();
-  stride_w_ = p.has_stride_h() ? p.stride_w() : p.stride();
+  pad_h_ = AsInt(p.has_pad_h() ? p.pad_h() : p.pad(), "pad");
+  pad_w_ = AsInt(p.has_pad_h() ? p.pad_w() : p.pad(), "pad");
+  stride_h_ = AsInt(p.has_stride_h() ? p.stride_h() : p.stride(), "stride");
+  stride_w_ = AsInt(p.has_stride_h() ? p.stride_w() : p.stride(), "stride");
   HS_REQUIRE(stride_h_ > 0 && stride_w_ > 0) << "stride must be positive";
   if (global_) {
     HS_REQUIRE(pad_h_ == 0 && pad_w_ == 0 && stride_h_ == 1 && stride_w_ == 1)

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -63,6 +66,74 @@ TEST(IO, LegacyBlobShapeIsRead) {
   Blob fixed(std::vector<int>{2, 3});
   // Legacy 1x2x1x3 does not equal 2x3 under 4-d padding (1x1x2x3): a clear error.
   EXPECT_THROW(fixed.FromProto(p, false), Error);
+}
+
+
+// A temporary directory that removes itself.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() /
+                  ("hs_io_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+template <class F>
+std::string ErrorText(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a hogstream::Error";
+  return "";
+}
+
+// A directory once read as an empty file: --model=DIR exited 0 and --weights=DIR trained
+// from random weights.
+TEST(IO, DirectoriesAreRefused) {
+  ScratchDir dir;
+  const std::string d = dir / "sub";
+  fs::create_directories(d);
+  for (const std::string& e : {ErrorText([&] { ReadNetText(d); }),
+                               ErrorText([&] { ReadSolverText(d); }),
+                               ErrorText([&] {
+                                 pb::NetParameter n;
+                                 ReadBinaryProto(d, &n);
+                               }),
+                               ErrorText([&] {
+                                 pb::NetParameter n;
+                                 ReadTextProto(d, &n);
+                               })}) {
+    EXPECT_NE(e.find(d + " is a directory"), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+// A write killed mid-way left NAME.tmp.PID behind forever; the next write of NAME removes
+// those whose process is gone, and keeps those of live processes.
+TEST(IO, StaleTemporaryFilesAreRemoved) {
+  ScratchDir dir;
+  const std::string path = dir / "w.caffemodel";
+  // Above /proc/sys/kernel/pid_max, so no such process can exist.
+  long pid_max = 4194304;
+  std::ifstream("/proc/sys/kernel/pid_max") >> pid_max;
+  const std::string dead = path + ".tmp." + std::to_string(pid_max + 1);
+  const std::string live = path + ".tmp." + std::to_string(::getpid()) + ".777";
+  const std::string other = dir / "x.caffemodel.tmp." + std::to_string(pid_max + 1);
+  for (const auto& f : {dead, live, other}) std::ofstream(f) << "partial";
+  pb::NetParameter net;
+  net.set_name("n");
+  WriteBinaryProtoAtomic(path, net);
+  EXPECT_FALSE(fs::exists(dead)) << "stale temporary file kept";
+  EXPECT_TRUE(fs::exists(live)) << "a live process's temporary file was removed";
+  EXPECT_TRUE(fs::exists(other)) << "another file's temporary was removed";
+  pb::NetParameter back;
+  ReadBinaryProto(path, &back);
+  EXPECT_EQ(back.name(), "n");
 }
 
 }  // namespace

@@ -106,5 +106,34 @@ TEST(Math, ReductionsAccumulateInDouble) {
   EXPECT_NEAR(dot(static_cast<int>(v.size()), v.data(), v.data()), 0.01 * v.size(), 1e-2);
 }
 
+
+// Every lowering against the definition on padded inputs, where the first windows start left
+// of the image (the old im2row formed `line + c0` with c0 < 0 there: a pointer before the
+// array, undefined behaviour that UBSan's pointer-overflow check reports).
+TEST(Math, PaddedLoweringsMatchNaive) {
+  std::mt19937 gen(std::random_device{}());
+  for (const LowerCase& k : {LowerCase{2, 5, 6, 3, 3, 2, 2, 1, 1, 1, 1},
+                             LowerCase{3, 7, 7, 3, 5, 1, 3, 2, 2, 1, 1},
+                             LowerCase{1, 6, 4, 2, 2, 1, 1, 1, 1, 3, 2}}) {
+    const int oh = ConvOutSize(k.h, k.kh, k.ph, k.sh, k.dh);
+    const int ow = ConvOutSize(k.w, k.kw, k.pw, k.sw, k.dw);
+    const int rows = k.c * k.kh * k.kw, cols = oh * ow;
+    auto x = Random(k.c * k.h * k.w, gen);
+    std::vector<float> col(rows * cols, 7.f), row(rows * cols, 7.f);
+    im2col(x.data(), k.c, k.h, k.w, k.kh, k.kw, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, col.data());
+    im2row(x.data(), k.c, k.h, k.w, k.kh, k.kw, k.ph, k.pw, k.sh, k.sw, k.dh, k.dw, row.data());
+    for (int r = 0; r < rows; ++r) {
+      const int ch = r / (k.kh * k.kw), ki = r / k.kw % k.kh, kj = r % k.kw;
+      for (int c = 0; c < cols; ++c) {
+        const int ih = c / ow * k.sh - k.ph + ki * k.dh, iw = c % ow * k.sw - k.pw + kj * k.dw;
+        const float want =
+            ih < 0 || ih >= k.h || iw < 0 || iw >= k.w ? 0.f : x[(ch * k.h + ih) * k.w + iw];
+        ASSERT_EQ(col[r * cols + c], want) << k;
+        ASSERT_EQ(row[c * rows + r], want) << k;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hogstream

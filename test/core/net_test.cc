@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "core/context.hpp"
@@ -286,6 +291,144 @@ TEST(Net, WeightsRoundTripThroughProto) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("conv"), std::string::npos) << e.what();
+  }
+}
+
+
+std::string NetError(const std::string& text) {
+  try {
+    NetOptions o;
+    Net net(ParseNetText(text, "bad.prototxt", &o.source), o);
+    net.Forward();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A bottom no layer produces, and a cycle (a bottom produced only later), name file:line
+// and the layer.
+TEST(Net, MissingBottomAndCycleNameFileAndLine) {
+  std::string e = NetError(R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 } } }
+layer { name: "r" type: "ReLU" bottom: "nope" top: "b" })");
+  EXPECT_NE(e.find("bad.prototxt:2: layer 'r'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'nope'"), std::string::npos) << e;
+  e = NetError(R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 } } }
+layer { name: "x" type: "Eltwise" bottom: "a" bottom: "c" top: "b" }
+layer { name: "y" type: "ReLU" bottom: "b" top: "c" })");
+  EXPECT_NE(e.find("bad.prototxt:2: layer 'x'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'c'"), std::string::npos) << e;
+  EXPECT_NE(e.find("bad.prototxt:3"), std::string::npos) << "names where 'c' is made: " << e;
+}
+
+// uint32 fields given 4294967295 (what "-1" becomes in tools that write unsigned values)
+// read as -1: convolution passed it on to oneDNN, pooling accepted it.
+TEST(Net, NegativePadAndZeroStrideAreClearErrors) {
+  const std::string in = R"(layer { name: "in" type: "Input" top: "a" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+)";
+  for (const char* conv : {"pad: 4294967295", "pad_h: 4294967295 pad_w: 0", "stride: 0",
+                           "kernel_size: 0", "kernel_size: 4294967295"}) {
+    const std::string k = std::string(conv).find("kernel") == std::string::npos ? "kernel_size: 3 " : "";
+    const std::string e = NetError(in + R"(layer { name: "c" type: "Convolution" bottom: "a" top: "b"
+  convolution_param { num_output: 2 )" + k + conv + " } }");
+    EXPECT_NE(e.find("bad.prototxt:2: layer 'c' (Convolution): "), std::string::npos) << conv << ": " << e;
+    EXPECT_EQ(e.find("dnnl"), std::string::npos) << e;
+  }
+  for (const char* pool : {"pad: 4294967295", "pad_h: 4294967295 pad_w: 0", "stride: 0",
+                           "pad: 2"}) {
+    const std::string e = NetError(in + R"(layer { name: "p" type: "Pooling" bottom: "a" top: "b"
+  pooling_param { pool: MAX kernel_size: 2 )" + pool + " } }");
+    EXPECT_NE(e.find("bad.prototxt:2: layer 'p' (Pooling): "), std::string::npos) << pool << ": " << e;
+    EXPECT_NE(e.find("pad") == std::string::npos ? e.find("stride") : 0, std::string::npos) << e;
+  }
+}
+
+// Absurd sizes are an Error naming the layer and the size, before anything is allocated (the
+// test would be OOM-killed otherwise).
+TEST(Net, AbsurdSizesAreErrorsBeforeAllocating) {
+  std::string e = NetError(R"(layer { name: "data" type: "Input" top: "data"
+  input_param { shape { dim: 1000000000 dim: 1 dim: 28 dim: 28 } } })");
+  EXPECT_NE(e.find("bad.prototxt:1: layer 'data' (Input): top 'data' would need "
+                   "1000000000x1x28x28 = 784000000000 floats"), std::string::npos) << e;
+  e = NetError(R"(layer { name: "dd" type: "DummyData" top: "x"
+  dummy_data_param { shape { dim: 100000 dim: 100000 } } })");
+  EXPECT_NE(e.find("layer 'dd' (DummyData): top 'x' would need 100000x100000"), std::string::npos) << e;
+  // Each top fits in an int, but together they need more memory than this machine has.
+  const double phys = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
+  const int per_top = 1 << 30;  // floats: 8 GiB with its gradient
+  const int tops = static_cast<int>(phys / (8.0 * per_top)) + 2;
+  std::string text = R"(layer { name: "many" type: "Input" )";
+  for (int t = 0; t < tops; ++t) text += "top: \"t" + std::to_string(t) + "\" ";
+  text += "input_param { shape { dim: " + std::to_string(per_top) + " } } }";
+  e = NetError(text);
+  EXPECT_NE(e.find("GiB"), std::string::npos) << e;
+  EXPECT_NE(e.find("this machine has"), std::string::npos) << e;
+}
+
+// Writes `msg` to a fresh file in a temporary directory; the directory goes with the object.
+struct WeightsFile {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("hs_net_weights_" + std::to_string(::getpid()));
+  std::string path;
+  WeightsFile(const std::string& name, const std::string& bytes) {
+    std::filesystem::create_directories(dir);
+    path = (dir / name).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+  }
+  ~WeightsFile() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+std::string LoadError(Net& net, const std::string& files) {
+  try {
+    net.CopyTrainedLayersFromFiles(files);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Weights that match nothing once loaded silently: a 0-byte file, a .solverstate given as
+// --weights, a net whose layers were renamed.
+TEST(Net, WeightsThatMatchNothingAreErrors) {
+  Net net(ParseNetText(kTinyNet, "tiny"));
+  {
+    WeightsFile empty("empty.caffemodel", "");
+    const std::string e = LoadError(net, empty.path);
+    EXPECT_NE(e.find(empty.path + " holds no layers"), std::string::npos) << e;
+  }
+  {
+    pb::SolverState state;
+    state.set_iter(1000);
+    state.set_learned_net("x_iter_1000.caffemodel");
+    state.add_history()->add_data(1.f);
+    WeightsFile solverstate("x_iter_1000.solverstate", state.SerializeAsString());
+    const std::string e = LoadError(net, solverstate.path);
+    EXPECT_NE(e.find(solverstate.path), std::string::npos) << e;
+    EXPECT_NE(e.find("holds no layers"), std::string::npos) << e;
+  }
+  pb::NetParameter saved;
+  net.ToProto(&saved);
+  for (auto& l : *saved.mutable_layer()) l.set_name(l.name() + "_renamed");
+  {
+    WeightsFile renamed("renamed.caffemodel", saved.SerializeAsString());
+    const std::string e = LoadError(net, renamed.path);
+    EXPECT_NE(e.find(renamed.path), std::string::npos) << e;
+    EXPECT_NE(e.find("no layer"), std::string::npos) << e;
+  }
+  // A partial match loads, and says which learnable layers kept their initial values.
+  net.ToProto(&saved);
+  saved.mutable_layer(1)->set_name("conv_old");  // layer 1 is "conv"
+  {
+    WeightsFile partial("partial.caffemodel", saved.SerializeAsString());
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(LoadError(net, partial.path), "");
+    const std::string log = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("Loaded weights for 2 of 3 layers with parameters from " + partial.path),
+              std::string::npos) << log;
+    EXPECT_NE(log.find("'conv'"), std::string::npos) << log;
   }
 }
 

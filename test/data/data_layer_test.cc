@@ -229,5 +229,54 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "l
   }
 }
 
+
+// An absurd batch_size was std::bad_alloc (1e9), "vector::_M_default_append" (4e9) or an
+// OOM kill (1e6 of large images): now one Error naming the layer, its file:line and the
+// size, raised before anything is allocated.
+TEST(DataLayerTest, AbsurdBatchSizeIsAnErrorBeforeAllocating) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "db", Numbered(4));
+  const auto start = std::chrono::steady_clock::now();
+  for (const char* batch : {"1000000000", "4000000000"}) {
+    std::string e;
+    try {
+      NetOptions o;
+      Net net(ParseNetText(R"(
+layer { name: "d" type: "Data" top: "data" top: "label"
+        data_param { source: ")" + dir / "db" + R"(" batch_size: )" + batch +
+                               R"( backend: LMDB } })",
+                           "big.prototxt", &o.source),
+              o);
+      ADD_FAILURE() << "batch_size " << batch << " accepted";
+    } catch (const Error& err) {
+      e = err.what();
+    } catch (const std::exception& err) {
+      ADD_FAILURE() << "batch_size " << batch << ": " << err.what();
+    }
+    EXPECT_NE(e.find("big.prototxt:2:"), std::string::npos) << e;
+    EXPECT_NE(e.find("layer 'd' (Data)"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string(batch) + "x1x4x4"), std::string::npos) << e;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// The readers start at the first Forward, at the shard and seed the Context holds then: a
+// Hogwild solver learns its rank (and so its shard) only after its nets were built. They used
+// to start at SetUp, with whatever shard the Context had before the rank was known.
+TEST(DataLayerTest, ReadersStartAtTheShardOfTheFirstForward) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "db", Numbered(20));
+  Context ctx(Mode::CPU, 0, 1);
+  ContextScope scope(&ctx);
+  ctx.set_data_shard(0);
+  Tops t;
+  auto layer = CreateLayer(DataParam({dir / "db"}, 2));
+  layer->SetUp({}, t.all());
+  ctx.set_data_shard(0.5);  // the rank is known now
+  layer->Forward({}, t.all());
+  EXPECT_EQ(t.label.cpu_data()[0], 10);
+  EXPECT_EQ(t.label.cpu_data()[1], 11);
+}
+
 }  // namespace
 }  // namespace hogstream

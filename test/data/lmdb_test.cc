@@ -4,7 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -98,6 +104,93 @@ TEST(LmdbTest, MissingEmptyAndExistingAreErrors) {
 
   e = ErrorOf([&] { LmdbWriter db(dir / "empty"); });
   EXPECT_NE(e.find(dir / "empty" + " exists"), std::string::npos) << e;
+}
+
+
+// A writer that fails (here: an empty key, which LMDB refuses) removes the directory it
+// created, so that a failed conversion leaves nothing behind to block the next attempt.
+TEST(LmdbTest, FailedWriteRemovesTheDirectory) {
+  TempDir dir;
+  const std::string path = dir / "db";
+  EXPECT_THROW(
+      {
+        LmdbWriter db(path);
+        db.Put(Key8(0), "value");
+        db.Commit();
+        db.Put("", "no key");
+      },
+      Error);
+  EXPECT_FALSE(std::filesystem::exists(path)) << "a failed write left " << path;
+  // A writer that finishes normally keeps its database.
+  testing::WriteLmdb(path, {testing::MakeDatum(1, 1, 1, "x", 0)});
+  EXPECT_TRUE(std::filesystem::exists(path));
+}
+
+// Runs `f` in a forked child (a crash there must not take the test binary down) and returns
+// its wait status, or -1 when it outlives the deadline (the child is then killed).
+template <class F>
+int StatusOfChild(F&& f, std::chrono::seconds deadline) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    int code = 3;
+    try {
+      code = f();
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return status;
+}
+
+// LMDB maps data.mdb: reading pages past the end of a truncated file was a SIGBUS with no
+// message. Now opening it is one Error naming the file and both sizes.
+TEST(LmdbTest, TruncatedDataFileIsAnError) {
+  TempDir dir;
+  const std::string path = dir / "db";
+  std::mt19937 gen(std::random_device{}());
+  {
+    LmdbWriter db(path);
+    for (int i = 0; i < 300; ++i) db.Put(Key8(i), testing::RandomBytes(700, gen));
+    db.Commit();
+  }
+  const std::string file = path + "/data.mdb";
+  const auto full = std::filesystem::file_size(file);
+  std::filesystem::resize_file(file, full / 2);
+  std::string message;
+  const int status = StatusOfChild(
+      [&] {
+        try {
+          LmdbCursor cursor(path);
+          for (size_t i = 0; i < cursor.size(); ++i) cursor.Next();
+        } catch (const Error& e) {
+          const std::string m = e.what();
+          const bool ok = m.find(file) != std::string::npos &&
+                          m.find("truncated") != std::string::npos &&
+                          m.find(std::to_string(full / 2)) != std::string::npos &&
+                          m.find('\n') == std::string::npos;
+          if (!ok) std::fprintf(stderr, "unexpected message: %s\n", m.c_str());
+          return ok ? 0 : 4;
+        }
+        return 5;  // read through without an error
+      },
+      std::chrono::seconds(60));
+  ASSERT_NE(status, -1) << "reading the truncated LMDB hung";
+  ASSERT_FALSE(WIFSIGNALED(status)) << "reading the truncated LMDB died of signal "
+                                    << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "4: wrong message, 5: no error";
+  // And in this process, where it no longer crashes: the same Error.
+  const std::string e = ErrorOf([&] { LmdbCursor cursor(path); });
+  EXPECT_NE(e.find("is truncated"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
@@ -153,6 +155,31 @@ TEST(AccuracyLayerOtherTest, Errors) {
   EXPECT_NO_THROW(layer.Backward({&acc}, {false, false}, {&scores, &labels}));
   labels.mutable_cpu_data()[3] = 5;
   EXPECT_THROW(layer.Forward({&scores, &labels}, {&acc}), Error);
+}
+
+
+// A label out of range names the layer, the label, the class count and where it sits in the
+// batch (the reviewer met "label 50 out of range [0, 10)" with nothing else).
+TEST(AccuracyLayerLabelTest, OutOfRangeLabelNamesTheLayer) {
+  std::mt19937 gen(std::random_device{}());
+  Blob scores(std::vector<int>{6, 10}), labels(std::vector<int>{6}), top;
+  testing::FillGaussian(&scores, gen);
+  for (int i = 0; i < 6; ++i) labels.mutable_cpu_data()[i] = static_cast<float>(gen() % 10);
+  labels.mutable_cpu_data()[4] = 50;
+  pb::LayerParameter p = AccuracyParam(1, 1, false);
+  p.set_name("my_accuracy");
+  auto layer = CreateLayer(p);
+  layer->SetUp({&scores, &labels}, {&top});
+  try {
+    layer->Forward({&scores, &labels}, {&top});
+    FAIL() << "label 50 accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("layer 'my_accuracy' (Accuracy)"), std::string::npos) << m;
+    EXPECT_NE(m.find("label 50"), std::string::npos) << m;
+    EXPECT_NE(m.find("10 classes"), std::string::npos) << m;
+    EXPECT_NE(m.find("item 4"), std::string::npos) << m;
+  }
 }
 
 }  // namespace

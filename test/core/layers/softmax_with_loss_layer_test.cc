@@ -6,6 +6,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <random>
 
 #include "test/core/gradient_checker.hpp"
 
@@ -205,6 +206,31 @@ TEST(SoftmaxWithLossLayerOtherTest, Errors) {
   for (float bad : {5.f, -1.f, float(kIgnore)}) {  // kIgnore is not set here: out of range
     labels.mutable_cpu_data()[7] = bad;
     EXPECT_THROW(layer.Forward({&scores, &labels}, {&loss}), Error) << bad;
+  }
+}
+
+
+// A label out of range names the layer, the label, the class count and where it sits in the
+// batch (the reviewer met "label 50 out of range [0, 10)" with nothing else).
+TEST(SoftmaxWithLossLayerLabelTest, OutOfRangeLabelNamesTheLayer) {
+  std::mt19937 gen(std::random_device{}());
+  Blob scores(std::vector<int>{6, 10}), labels(std::vector<int>{6}), top;
+  testing::FillGaussian(&scores, gen);
+  for (int i = 0; i < 6; ++i) labels.mutable_cpu_data()[i] = static_cast<float>(gen() % 10);
+  labels.mutable_cpu_data()[4] = 50;
+  pb::LayerParameter p = LossParam(kDefault);
+  p.set_name("my_softmaxwithloss");
+  auto layer = CreateLayer(p);
+  layer->SetUp({&scores, &labels}, {&top});
+  try {
+    layer->Forward({&scores, &labels}, {&top});
+    FAIL() << "label 50 accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("layer 'my_softmaxwithloss' (SoftmaxWithLoss)"), std::string::npos) << m;
+    EXPECT_NE(m.find("label 50"), std::string::npos) << m;
+    EXPECT_NE(m.find("10 classes"), std::string::npos) << m;
+    EXPECT_NE(m.find("item 4"), std::string::npos) << m;
   }
 }
 
