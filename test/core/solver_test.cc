@@ -427,14 +427,14 @@ TEST(Solver, SmoothedLossWindowInAGroup) {
     group.iter.fetch_add(1);  // another solver took the next iteration
     return SolverAction::NONE;
   };
-  auto s = CreateSolver(LinearSolver("average_loss: 3 max_iter: 1000"), o);
+  auto s = CreateSolver(LinearSolver("average_loss: 4 max_iter: 1000"), o);
   solver = s.get();
   s->JoinGroup(&group, 0);
   SetInputs(*s, 3);
   s->Step(40);
   ASSERT_GE(losses.size(), 10u);
   const size_t n = losses.size();
-  const double want = (double{losses[n - 1]} + losses[n - 2] + losses[n - 3]) / 3;
+  const double want = (double{losses[n - 1]} + losses[n - 2] + losses[n - 3] + losses[n - 4]) / 4;
   EXPECT_NEAR(s->smoothed_loss(), want, 1e-5 * std::max(1.0, std::fabs(want)));
 }
 
