@@ -367,13 +367,13 @@ void Solver::StepTo(int64_t stop_iter) {
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
     const SolverAction action = PollAction();
     if (lead) {
+      // Every multiple gets its file, even one the count passed while this leader was busy
+      // (a test pass, or descheduled): scripts look for each _iter_<k * snapshot>.
       const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
-      int64_t multiple = -1;
       while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
-        multiple = next_snapshot_;
+        Snapshot(next_snapshot_);
         next_snapshot_ += param_.snapshot();
       }
-      if (multiple >= 0) Snapshot(multiple);
       if (action == SolverAction::SNAPSHOT && last_snapshot_iter_ != iter_) Snapshot();
     }
     if (action == SolverAction::STOP) {

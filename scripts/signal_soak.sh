@@ -14,6 +14,7 @@ source scripts/setup.sh
 hs_ensure_packages dataset-fashion-mnist
 hs_build hogwild_bin hogstream >/dev/null
 FM=/usr/share/datasets/fashion-mnist
+mkdir -p data/fashion-mnist
 for split in train t10k; do
   out=data/fashion-mnist/$([[ $split == train ]] && echo train || echo test)_lmdb
   [[ -d $out ]] || "$BUILD_DIR/hogstream" convert mnist "$FM/$split-images-idx3-ubyte.gz" \

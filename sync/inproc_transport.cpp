@@ -54,7 +54,7 @@ class InprocChannel {
       if (!free_.pop(s)) {
         // A message held back for reordering waits for the next one; with every other slot
         // in flight (always, with one slot) there will be none until it goes: send it now.
-        Release(held_);
+        Flush();
         return nullptr;
       }
       acquired_ = s;
@@ -102,7 +102,7 @@ class InprocChannel {
   // Sender thread. Turning faults off also lets a held-back message go.
   void set_faulty(bool on) {
     faulty_.store(on && faults_.any(), std::memory_order_relaxed);
-    if (!on) Release(held_);
+    if (!on) Flush();
   }
 
   // ---- receiver thread
@@ -130,6 +130,12 @@ class InprocChannel {
   void Deliver(int64_t s) {
     Push(s);
     Release(held_);
+  }
+  // Sends a held-back message with nothing overtaking it: in the end it was not reordered.
+  void Flush() {
+    if (held_ == kNone) return;
+    Release(held_);
+    reordered_.fetch_sub(1, std::memory_order_relaxed);
   }
   void Release(int64_t& held) {
     if (held == kNone) return;

@@ -1,4 +1,5 @@
 #include "core/filler.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -34,7 +35,7 @@ pb::FillerParameter F(const std::string& type) {
 
 class FillerTest : public ::testing::Test {
  protected:
-  void SetUp() override { Context::Get().set_seed(std::random_device{}()); }
+  void SetUp() override { Context::Get().set_seed(::hogstream::TestSeed()); }
   Blob blob_{std::vector<int>{200, 10, 5, 5}};  // fan_in 250, fan_out 5000
 };
 

@@ -1,5 +1,6 @@
 // The gradient checker must catch a wrong gradient, or every layer test passing means nothing.
 #include "test/core/gradient_checker.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest-spi.h>
 
@@ -29,7 +30,7 @@ class SquareLayer : public Layer {
 };
 
 void Check(float scale) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(std::vector<int>{3, 4}), y;
   testing::FillUniform(&x, gen, 1.f, 2.f);  // |x| >= 1: the error is well above threshold
   SquareLayer layer(scale);

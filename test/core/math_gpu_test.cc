@@ -1,6 +1,7 @@
 // GPU math against the CPU twins on fresh random inputs. Skips where no GPU is present (and
 // on builds without CUDA).
 #include <gtest/gtest.h>
+#include "test/test_seed.hpp"
 
 #include <random>
 
@@ -34,7 +35,7 @@ void Randomize(Blob* b, std::mt19937& gen) {
 }
 
 TEST_F(MathGpu, GemmMatchesCpuInEveryTransposeForm) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   const int M = 37, N = 29, K = 53;
   for (int t = 0; t < 4; ++t) {
     const Trans ta = t & 1 ? Trans::Yes : Trans::No, tb = t & 2 ? Trans::Yes : Trans::No;
@@ -53,7 +54,7 @@ TEST_F(MathGpu, GemmMatchesCpuInEveryTransposeForm) {
 }
 
 TEST_F(MathGpu, ElementwiseMatchCpu) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   const int n = 100003;
   Blob x(std::vector<int>{n}), y(std::vector<int>{n});
   Randomize(&x, gen);

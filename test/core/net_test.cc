@@ -1,4 +1,5 @@
 #include "core/net.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -75,7 +76,7 @@ TEST(Net, ParamsLiveInOneFlatBuffer) {
   // Writing through the flat buffer is what the layers see.
   net.param_data()[0] = 42.f;
   EXPECT_EQ(net.learnable_params()[0]->cpu_data()[0], 42.f);
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   RandomInputs(net, gen);
   net.ForwardBackward();
   EXPECT_GT(net.learnable_params()[0]->asum_diff(), 0.f);
@@ -85,7 +86,7 @@ TEST(Net, ParamsLiveInOneFlatBuffer) {
 
 // The whole net's gradient, loss weight included, against central differences of Forward.
 TEST(Net, WholeNetGradientMatchesNumeric) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Net net(ParseNetText(kTinyNet, "tiny"));
   RandomInputs(net, gen);
@@ -115,7 +116,7 @@ TEST(Net, WholeNetGradientMatchesNumeric) {
 }
 
 TEST(Net, LossWeightScalesLoss) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Net net(ParseNetText(kTinyNet, "tiny"));
   RandomInputs(net, gen);
   const float loss = net.Forward();
@@ -175,14 +176,14 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "y" top: "loss" }
 )";
   {
     Net net(ParseNetText(text, "fb"));
-    std::mt19937 gen(std::random_device{}());
+    std::mt19937 gen(::hogstream::TestSeed());
     testing::FillGaussian(net.input_blobs()[0], gen);
     std::fill_n(net.input_blobs()[0]->mutable_cpu_diff(), 12, 7.f);
     net.ForwardBackward();
     EXPECT_EQ(net.input_blobs()[0]->cpu_diff()[0], 7.f);  // untouched
   }
   Net net(ParseNetText("force_backward: true\n" + text, "fb"));
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   testing::FillGaussian(net.input_blobs()[0], gen);
   std::fill_n(net.input_blobs()[0]->mutable_cpu_diff(), 12, 7.f);
   net.ForwardBackward();

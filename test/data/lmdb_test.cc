@@ -1,6 +1,7 @@
 // LMDB cursor and writer: key order, wrap-around, batched commits, and the errors for a
 // missing, empty or already existing database.
 #include "data/lmdb.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -53,7 +54,7 @@ TEST(LmdbTest, CursorWalksKeysInOrderAndWraps) {
 // records read after each drop, and after wrapping, must still be exact.
 TEST(LmdbTest, LongReadsStayExactAcrossPageReleases) {
   TempDir dir;
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   const int n = 9000;
   std::vector<std::string> values(n);
   {
@@ -157,7 +158,7 @@ int StatusOfChild(F&& f, std::chrono::seconds deadline) {
 TEST(LmdbTest, TruncatedDataFileIsAnError) {
   TempDir dir;
   const std::string path = dir / "db";
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   {
     LmdbWriter db(path);
     for (int i = 0; i < 300; ++i) db.Put(Key8(i), testing::RandomBytes(700, gen));

@@ -1,5 +1,6 @@
 // Accuracy: top-1 / top-3, ignore_label and per-class accuracy against a reference count.
 #include "core/layers/accuracy_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +33,7 @@ pb::LayerParameter AccuracyParam(int top_k, int axis, bool ignore) {
 class AccuracyLayerTest : public ::testing::TestWithParam<AccuracyCase> {
  protected:
   // Scores (4, 10, 2, 3) with the classes on axis 1, or (24, 10) with them last.
-  AccuracyLayerTest() : gen_(std::random_device{}()) {
+  AccuracyLayerTest() : gen_(::hogstream::TestSeed()) {
     const auto& c = GetParam();
     scores_.Reshape(c.axis == 1 ? std::vector<int>{4, 10, 2, 3} : std::vector<int>{24, 10});
     labels_.Reshape(c.axis == 1 ? std::vector<int>{4, 2, 3} : std::vector<int>{24});
@@ -124,7 +125,7 @@ TEST(AccuracyLayerOtherTest, TiesCountAgainst) {
 }
 
 TEST(AccuracyLayerOtherTest, AllIgnoredIsZero) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(std::vector<int>{4, 5}), labels(std::vector<int>{4}), acc;
   testing::FillGaussian(&scores, gen);
   std::fill_n(labels.mutable_cpu_data(), 4, float(kIgnore));
@@ -135,7 +136,7 @@ TEST(AccuracyLayerOtherTest, AllIgnoredIsZero) {
 }
 
 TEST(AccuracyLayerOtherTest, Errors) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(4, 5, 2, 1), labels(4, 2, 1, 1), few(4, 1, 1, 1), acc;
   testing::FillGaussian(&scores, gen);
   std::uniform_int_distribution<int> cls(0, 4);
@@ -161,7 +162,7 @@ TEST(AccuracyLayerOtherTest, Errors) {
 // A label out of range names the layer, the label, the class count and where it sits in the
 // batch (the reviewer met "label 50 out of range [0, 10)" with nothing else).
 TEST(AccuracyLayerLabelTest, OutOfRangeLabelNamesTheLayer) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(std::vector<int>{6, 10}), labels(std::vector<int>{6}), top;
   testing::FillGaussian(&scores, gen);
   for (int i = 0; i < 6; ++i) labels.mutable_cpu_data()[i] = static_cast<float>(gen() % 10);

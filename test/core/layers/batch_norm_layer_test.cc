@@ -2,6 +2,7 @@
 // running sums (with the unbiased variance), the default of use_global_stats per phase,
 // in-place use, numerical gradients in both modes, and errors.
 #include "core/layers/batch_norm_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -56,7 +57,7 @@ void ExpectNormalised(const Blob& x, const Blob& y, const std::vector<double>& m
 class BatchNormShapeTest : public ::testing::TestWithParam<std::vector<int>> {};
 
 TEST_P(BatchNormShapeTest, TrainForwardUsesBatchStatsAndUpdatesRunningSums) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
   const float fraction = 0.9f;
   auto layer = CreateLayer(Param(pb::TRAIN, -1, fraction));
@@ -84,7 +85,7 @@ TEST_P(BatchNormShapeTest, TrainForwardUsesBatchStatsAndUpdatesRunningSums) {
 }
 
 TEST_P(BatchNormShapeTest, GlobalStatsForwardUsesStoredSums) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
   testing::FillGaussian(&x, gen);
   auto layer = CreateLayer(Param(pb::TEST));  // TEST defaults to the stored statistics
@@ -110,7 +111,7 @@ TEST_P(BatchNormShapeTest, GlobalStatsForwardUsesStoredSums) {
 }
 
 TEST_P(BatchNormShapeTest, GradientWithBatchStats) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
   testing::FillGaussian(&x, gen, 0.5f, 1.5f);
   BatchNormLayer layer(Param(pb::TRAIN));
@@ -119,7 +120,7 @@ TEST_P(BatchNormShapeTest, GradientWithBatchStats) {
 }
 
 TEST_P(BatchNormShapeTest, GradientWithGlobalStats) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
   testing::FillGaussian(&x, gen);
   BatchNormLayer layer(Param(pb::TRAIN, 1));
@@ -136,7 +137,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormShapeTest,
                                            std::vector<int>{6}));
 
 TEST(BatchNormLayerTest, PhaseChoosesStatsUnlessGiven) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(4, 2, 3, 3), y_train, y_test, y_override;
   testing::FillGaussian(&x, gen, 2.f, 1.f);
   auto train = CreateLayer(Param(pb::TRAIN));
@@ -158,7 +159,7 @@ TEST(BatchNormLayerTest, PhaseChoosesStatsUnlessGiven) {
 }
 
 TEST(BatchNormLayerTest, InPlaceMatchesOutOfPlace) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(3, 2, 4, 3), y, inplace, dy(3, 2, 4, 3);
   testing::FillGaussian(&x, gen);
   testing::FillGaussian(&dy, gen);

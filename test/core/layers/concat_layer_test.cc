@@ -2,6 +2,7 @@
 // index-mapping reference, numerical gradients on axes 0 and 1, single-bottom sharing and
 // shape errors.
 #include "core/layers/concat_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -31,7 +32,7 @@ class ConcatConfigTest : public ::testing::TestWithParam<Config> {
       bottoms_.push_back(x_.back().get());
     }
   }
-  std::mt19937 gen_{std::random_device{}()};
+  std::mt19937 gen_{::hogstream::TestSeed()};
   std::vector<std::unique_ptr<Blob>> x_;
   Blobs bottoms_;
   Blob y_;
@@ -73,7 +74,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{0, {{3}, {2}, {4}}}));
 
 TEST(ConcatLayerTest, LegacyConcatDim) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob a(2, 3, 4, 5), b(2, 3, 2, 5), y;
   testing::FillGaussian(&a, gen);
   testing::FillGaussian(&b, gen);
@@ -89,7 +90,7 @@ TEST(ConcatLayerTest, LegacyConcatDim) {
 }
 
 TEST(ConcatLayerTest, SingleBottomSharesMemory) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob a(2, 3, 2, 2), y;
   testing::FillGaussian(&a, gen);
   auto layer = CreateLayer(Param(1));

@@ -1,4 +1,5 @@
 #include "core/layers/convolution_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -85,7 +86,7 @@ class ConvolutionLayerTest
 
 TEST_P(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
   const ConvCase k = Case();
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Blob x(k.n, k.c, k.h, k.w), y;
   testing::FillGaussian(&x, gen);
@@ -101,7 +102,7 @@ TEST_P(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
 
 TEST_P(ConvolutionLayerTest, Gradient) {
   const ConvCase k = Case();
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Blob x(k.n, k.c, k.h, k.w), y;
   testing::FillGaussian(&x, gen);
@@ -156,7 +157,7 @@ TEST(ConvolutionLayer, BadParametersAreErrors) {
 
 TEST(ConvolutionLayer, ParamGradientsAccumulate) {
   for (pb::EngineChoice engine : {pb::DEFAULT, pb::CAFFE}) {
-    std::mt19937 gen(std::random_device{}());
+    std::mt19937 gen(::hogstream::TestSeed());
     Blob x(2, 3, 6, 6), y;
     testing::FillGaussian(&x, gen);
     ConvCase k{2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, true};

@@ -2,6 +2,7 @@
 // mask, draws repeat under the same Context seed, TEST is the identity, numerical gradient
 // in TRAIN, and ratio errors.
 #include "core/layers/dropout_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,12 +25,12 @@ class DropoutRatioTest : public ::testing::TestWithParam<float> {};
 
 TEST_P(DropoutRatioTest, TrainKeepsRescalesAndBackpropagatesThroughMask) {
   const float ratio = GetParam();
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(10, 20, 5, 10), y;
   testing::FillUniform(&x, gen, 0.5f, 2.f);  // never zero, so zeros in y mark drops
   auto layer = CreateLayer(Param(pb::TRAIN, ratio));
   layer->SetUp({&x}, {&y});
-  Context::Get().set_seed(std::random_device{}());
+  Context::Get().set_seed(::hogstream::TestSeed());
   layer->Forward({&x}, {&y});
   int dropped = 0;
   for (int i = 0; i < x.count(); ++i) {
@@ -52,7 +53,7 @@ TEST_P(DropoutRatioTest, TrainKeepsRescalesAndBackpropagatesThroughMask) {
 }
 
 TEST_P(DropoutRatioTest, GradientInTrain) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   DropoutLayer layer(Param(pb::TRAIN, GetParam()));
@@ -63,12 +64,12 @@ TEST_P(DropoutRatioTest, GradientInTrain) {
 INSTANTIATE_TEST_SUITE_P(Ratios, DropoutRatioTest, ::testing::Values(0.5f, 0.2f, 0.8f));
 
 TEST(DropoutLayerTest, SameSeedSameMask) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x({4, 50}), y1, y2;
   testing::FillUniform(&x, gen, 0.5f, 2.f);
   auto layer = CreateLayer(Param(pb::TRAIN, 0.5f));
   layer->SetUp({&x}, {&y1});
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = ::hogstream::TestSeed();
   Context::Get().set_seed(seed);
   layer->Forward({&x}, {&y1});
   Context::Get().set_seed(seed);
@@ -77,7 +78,7 @@ TEST(DropoutLayerTest, SameSeedSameMask) {
 }
 
 TEST(DropoutLayerTest, TestPhaseIsIdentity) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(3, 4, 5, 2), y;
   testing::FillGaussian(&x, gen);
   auto layer = CreateLayer(Param(pb::TEST, 0.5f));

@@ -1,5 +1,6 @@
 // DummyData: shapes, constant fill once at set-up, refills, legacy dims, bad parameters.
 #include "core/layers/dummy_data_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -51,7 +52,7 @@ TEST(DummyDataLayerTest, DefaultIsZeroAndShapesFollowParam) {
 
 // A constant filler runs once at set-up; Forward then leaves the tops alone.
 TEST(DummyDataLayerTest, ConstantFillsOnceAtSetUp) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   const float v = std::uniform_real_distribution<float>(-5.f, 5.f)(gen);
   pb::LayerParameter p = DummyParam({{2, 3}});
   *p.mutable_dummy_data_param()->add_data_filler() = Constant(v);

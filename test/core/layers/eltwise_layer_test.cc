@@ -1,6 +1,7 @@
 // Eltwise: SUM (with and without coeffs), PROD and MAX forward against a reference, MAX tie
 // rules, numerical gradients for every op (PROD both ways), and parameter/shape errors.
 #include "core/layers/eltwise_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -52,7 +53,7 @@ class EltwiseConfigTest : public ::testing::TestWithParam<Config> {
     }
     bottoms_ = {&x_[0], &x_[1], &x_[2]};
   }
-  std::mt19937 gen_{std::random_device{}()};
+  std::mt19937 gen_{::hogstream::TestSeed()};
   Blob x_[3], y_;
   Blobs bottoms_;
 };
@@ -90,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, EltwiseConfigTest,
                                            Config{EP::MAX, {}}));
 
 TEST(EltwiseLayerTest, MaxTiesFollowCaffe) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob a({2, 5}), b({2, 5}), c({2, 5}), y;
   testing::FillGaussian(&a, gen);
   copy(a.count(), a.cpu_data(), b.mutable_cpu_data());

@@ -1,5 +1,6 @@
 // EuclideanLoss: value, gradients to both bottoms, loss weight, bad shapes.
 #include "core/layers/euclidean_loss_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -26,7 +27,7 @@ double Reference(const Blob& a, const Blob& b) {
 
 class EuclideanLossLayerTest : public ::testing::Test {
  protected:
-  EuclideanLossLayerTest() : gen_(std::random_device{}()), a_(5, 3, 2, 2), b_(5, 12, 1, 1) {
+  EuclideanLossLayerTest() : gen_(::hogstream::TestSeed()), a_(5, 3, 2, 2), b_(5, 12, 1, 1) {
     testing::FillGaussian(&a_, gen_);
     testing::FillGaussian(&b_, gen_);
   }

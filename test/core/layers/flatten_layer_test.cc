@@ -1,5 +1,6 @@
 // Flatten: top shapes, shared data and diff, gradient, bad axes.
 #include "core/layers/flatten_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -35,7 +36,7 @@ TEST(FlattenLayerTest, Shapes) {
 }
 
 TEST(FlattenLayerTest, ForwardSharesDataAndBackwardSharesDiff) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   std::vector<float> before(x.cpu_data(), x.cpu_data() + x.count());
@@ -55,7 +56,7 @@ TEST(FlattenLayerTest, ForwardSharesDataAndBackwardSharesDiff) {
 }
 
 TEST(FlattenLayerTest, Gradient) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   FlattenLayer layer(FlattenParam(1, 2));

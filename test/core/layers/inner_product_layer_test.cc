@@ -1,4 +1,5 @@
 #include "core/layers/inner_product_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +25,7 @@ class InnerProductLayerTest : public ::testing::TestWithParam<std::tuple<bool, b
 
 TEST_P(InnerProductLayerTest, ForwardAndGradient) {
   const auto [transpose, bias] = GetParam();
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Blob x(3, 2, 3, 2), y;
   testing::FillGaussian(&x, gen);
@@ -47,7 +48,7 @@ INSTANTIATE_TEST_SUITE_P(Options, InnerProductLayerTest,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()));
 
 TEST(InnerProductLayer, AxisKeepsLeadingDims) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(std::vector<int>{2, 3, 4}), y;
   testing::FillGaussian(&x, gen);
   InnerProductLayer layer(IPParam(6, false, true, 2));

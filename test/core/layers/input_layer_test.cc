@@ -1,5 +1,6 @@
 // Input: top shapes from input_param, untouched caller data, bad parameters.
 #include "core/layers/input_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -43,7 +44,7 @@ TEST(InputLayerTest, NoShapeLeavesTopsAlone) {
 
 // Forward leaves the caller's data and shape untouched.
 TEST(InputLayerTest, ForwardKeepsCallerData) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob a;
   InputLayer layer(InputParam({{2, 3, 4, 5}}));
   layer.SetUp({}, {&a});

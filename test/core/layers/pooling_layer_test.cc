@@ -2,6 +2,7 @@
 // argmax top, numerical gradients for MAX and AVE (padded, strided, rectangular, global), and
 // parameter errors.
 #include "core/layers/pooling_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -138,7 +139,7 @@ class PoolingConfigTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(PoolingConfigTest, ForwardMatchesReference) {
   const Config c = GetParam();
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 9, 8), y, mask;
   testing::FillGaussian(&x, gen);
   auto layer = CreateLayer(Param(c));
@@ -160,7 +161,7 @@ TEST_P(PoolingConfigTest, ForwardMatchesReference) {
 
 TEST_P(PoolingConfigTest, Gradient) {
   const Config c = GetParam();
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 2, 7, 6), y;
   FillDistinct(&x, gen);
   PoolingLayer layer(Param(c));
@@ -186,7 +187,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Global(PP::AVE)));
 
 TEST(PoolingLayerTest, MaxGradientWithMaskTop) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 2, 6, 6), y, mask;
   FillDistinct(&x, gen);
   PoolingLayer layer(Square(PP::MAX, 3, 2, 1));

@@ -1,4 +1,5 @@
 #include "core/layers/relu_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +11,7 @@ namespace {
 class ReLULayerTest : public ::testing::TestWithParam<float> {};
 
 TEST_P(ReLULayerTest, ForwardMatchesDefinition) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   pb::LayerParameter p;
@@ -27,7 +28,7 @@ TEST_P(ReLULayerTest, ForwardMatchesDefinition) {
 }
 
 TEST_P(ReLULayerTest, Gradient) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   pb::LayerParameter p;

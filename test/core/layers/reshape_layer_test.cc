@@ -1,5 +1,6 @@
 // Reshape: 0 / -1 / axis / num_axes shapes, shared data and diff, bad shapes.
 #include "core/layers/reshape_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -41,7 +42,7 @@ TEST(ReshapeLayerTest, Shapes) {
 }
 
 TEST(ReshapeLayerTest, SharesDataAndDiff) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   std::vector<float> before(x.cpu_data(), x.cpu_data() + x.count());
@@ -58,7 +59,7 @@ TEST(ReshapeLayerTest, SharesDataAndDiff) {
 // (testing::CheckGradients cannot run here: it zeroes the bottom diff after writing the top
 // diff, which for this layer is the same memory.)
 TEST(ReshapeLayerTest, GradientFlows) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen);
   ReshapeLayer layer(ReshapeParam({-1, 10}));

@@ -2,6 +2,7 @@
 // without bias, over several axes), default fillers, in-place use, numerical gradients for
 // bottom, scale and bias, and shape errors.
 #include "core/layers/scale_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -46,7 +47,7 @@ class ScaleConfigTest : public ::testing::TestWithParam<Config> {
       bottoms_.push_back(&s_);
     }
   }
-  std::mt19937 gen_{std::random_device{}()};
+  std::mt19937 gen_{::hogstream::TestSeed()};
   Blob x_, s_, y_;
   Blobs bottoms_;
 };
@@ -85,7 +86,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{1, 1, {}, true, true}));
 
 TEST(ScaleLayerTest, DefaultFillersGiveIdentity) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 2, 2), y;
   testing::FillGaussian(&x, gen);
   pb::LayerParameter p;
@@ -101,7 +102,7 @@ TEST(ScaleLayerTest, DefaultFillersGiveIdentity) {
 }
 
 TEST(ScaleLayerTest, InPlaceMatchesOutOfPlace) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 2), y, inplace, dy(2, 3, 4, 2);
   testing::FillGaussian(&x, gen);
   testing::FillGaussian(&dy, gen);

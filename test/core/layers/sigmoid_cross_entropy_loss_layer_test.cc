@@ -1,6 +1,7 @@
 // SigmoidCrossEntropyLoss: loss against a reference for every normalisation and
 // ignore_label, hard and soft targets, extreme scores, gradients and loss weights.
 #include "core/layers/sigmoid_cross_entropy_loss_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -67,7 +68,7 @@ double ReferenceLoss(const Blob& x, const Blob& t, const LossCase& c) {
 class SigmoidCrossEntropyLossLayerTest : public ::testing::TestWithParam<LossCase> {
  protected:
   SigmoidCrossEntropyLossLayerTest()
-      : gen_(std::random_device{}()), x_(4, 3, 2, 2), t_(4, 3, 2, 2) {
+      : gen_(::hogstream::TestSeed()), x_(4, 3, 2, 2), t_(4, 3, 2, 2) {
     MakeInputs(gen_, GetParam(), false, &x_, &t_);
   }
   std::mt19937 gen_;
@@ -139,7 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
 const LossCase kDefault{"Default", -1, -1, false, pb::LossParameter::BATCH_SIZE};
 
 TEST(SigmoidCrossEntropyLossLayerOtherTest, ExtremeScoresStayFinite) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(std::vector<int>{8, 16}), t(std::vector<int>{8, 16}), loss;
   MakeInputs(gen, kDefault, false, &x, &t);
   std::uniform_real_distribution<float> mag(50.f, 150.f);
@@ -162,7 +163,7 @@ TEST(SigmoidCrossEntropyLossLayerOtherTest, Contract) {
 }
 
 TEST(SigmoidCrossEntropyLossLayerOtherTest, Errors) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(4, 3, 2, 2), t(4, 3, 2, 2), loss;
   MakeInputs(gen, kDefault, false, &x, &t);
   Blob fewer(4, 3, 2, 1), other_batch(std::vector<int>{2, 24});

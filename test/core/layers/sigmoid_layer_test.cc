@@ -1,5 +1,6 @@
 // Sigmoid: values, saturation, gradient, in-place use.
 #include "core/layers/sigmoid_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +18,7 @@ pb::LayerParameter SigmoidParam() {
 }
 
 TEST(SigmoidLayerTest, ForwardMatchesDefinition) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen, 0.f, 3.f);
   auto layer = CreateLayer(SigmoidParam());
@@ -40,7 +41,7 @@ TEST(SigmoidLayerTest, SaturatesWithoutOverflow) {
 }
 
 TEST(SigmoidLayerTest, Gradient) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen, 0.f, 2.f);
   SigmoidLayer layer(SigmoidParam());
@@ -49,7 +50,7 @@ TEST(SigmoidLayerTest, Gradient) {
 }
 
 TEST(SigmoidLayerTest, InPlaceMatchesOutOfPlace) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y, z(2, 3, 4, 5);
   testing::FillGaussian(&x, gen, 0.f, 2.f);
   std::copy_n(x.cpu_data(), x.count(), z.mutable_cpu_data());

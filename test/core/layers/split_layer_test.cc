@@ -1,5 +1,6 @@
 // Split: shared data, summed diffs and gradients for 1-3 tops.
 #include "core/layers/split_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -29,7 +30,7 @@ class SplitLayerTest : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(SplitLayerTest, TopsShareBottomData) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5);
   testing::FillGaussian(&x, gen);
   auto layer = CreateLayer(SplitParam());
@@ -43,7 +44,7 @@ TEST_P(SplitLayerTest, TopsShareBottomData) {
 }
 
 TEST_P(SplitLayerTest, BackwardSumsTopDiffs) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5);
   testing::FillGaussian(&x, gen);
   SplitLayer layer(SplitParam());
@@ -58,7 +59,7 @@ TEST_P(SplitLayerTest, BackwardSumsTopDiffs) {
 }
 
 TEST_P(SplitLayerTest, Gradient) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5);
   testing::FillGaussian(&x, gen);
   SplitLayer layer(SplitParam());

@@ -1,5 +1,6 @@
 // TanH: values, saturation, gradient, in-place use.
 #include "core/layers/tanh_layer.hpp"
+#include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +18,7 @@ pb::LayerParameter TanHParam() {
 }
 
 TEST(TanHLayerTest, ForwardMatchesDefinition) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen, 0.f, 2.f);
   auto layer = CreateLayer(TanHParam());
@@ -40,7 +41,7 @@ TEST(TanHLayerTest, SaturatesWithoutOverflow) {
 }
 
 TEST(TanHLayerTest, Gradient) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
   testing::FillGaussian(&x, gen, 0.f, 2.f);
   TanHLayer layer(TanHParam());
@@ -49,7 +50,7 @@ TEST(TanHLayerTest, Gradient) {
 }
 
 TEST(TanHLayerTest, InPlaceMatchesOutOfPlace) {
-  std::mt19937 gen(std::random_device{}());
+  std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y, z(2, 3, 4, 5);
   testing::FillGaussian(&x, gen, 0.f, 2.f);
   std::copy_n(x.cpu_data(), x.count(), z.mutable_cpu_data());
