@@ -147,14 +147,22 @@ struct PerThread {
   std::map<std::thread::id, uint64_t> seeds;
   std::map<std::thread::id, double> shards;
   std::atomic<int64_t> total{0};
-  std::function<SolverAction()> Action() {
-    return [this] {
-      std::lock_guard<std::mutex> lock(mu);
-      const auto id = std::this_thread::get_id();
-      ++iterations[id];
-      seeds[id] = Context::Get().seed();
-      shards[id] = Context::Get().data_shard();
-      total.fetch_add(1);
+  std::atomic<bool> joined{false};
+  // `hold_at` >= 0: once the job has run that many iterations, wait (30 s at most) until a
+  // solver of another runner (one whose action was made with `joiner`) has run one, so a
+  // second process always joins a job that is still running, however loaded the machine.
+  std::function<SolverAction()> Action(int64_t hold_at = -1, bool joiner = false) {
+    return [this, hold_at, joiner] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        const auto id = std::this_thread::get_id();
+        ++iterations[id];
+        seeds[id] = Context::Get().seed();
+        shards[id] = Context::Get().data_shard();
+      }
+      if (joiner) joined.store(true);
+      if (total.fetch_add(1) + 1 >= hold_at && hold_at >= 0 && !joined.load())
+        WaitFor([this] { return joined.load(); }, 30);
       return SolverAction::NONE;
     };
   }
@@ -169,18 +177,19 @@ TEST_F(HogwildThreads, FourSolversOnOneBufferFinishFiniteAndLearn) {
   opt.log = false;
   PerThread seen;
   opt.action = seen.Action();
-  auto param = SolverFor(NetText(16), 400, (dir_ / "h").string());
+  // Long enough (~0.3 s) that the scheduler gives every thread a share even on a loaded machine.
+  auto param = SolverFor(NetText(16), 4000, (dir_ / "h").string());
   param.set_snapshot_after_train(true);
   const HogwildReport report = RunHogwild(param, opt);
-  EXPECT_EQ(report.global_iter, 400);
-  EXPECT_EQ(seen.total.load(), 400);
+  EXPECT_EQ(report.global_iter, 4000);
+  EXPECT_EQ(seen.total.load(), 4000);
   ASSERT_EQ(seen.iterations.size(), 4u) << "every solver ran iterations";
-  for (const auto& [id, n] : seen.iterations) EXPECT_GE(n, 400 / 4 / 5) << "a solver starved";
+  for (const auto& [id, n] : seen.iterations) EXPECT_GE(n, 4000 / 100) << "a solver starved";
   int64_t done = 0;
   for (int64_t d : report.done) done += d;
-  EXPECT_EQ(done, 400);
+  EXPECT_EQ(done, 4000);
   pb::NetParameter weights;
-  ReadBinaryProto((dir_ / "h_iter_400.caffemodel").string(), &weights);
+  ReadBinaryProto((dir_ / "h_iter_4000.caffemodel").string(), &weights);
   int values = 0;
   for (const auto& l : weights.layer())
     for (const auto& b : l.blobs())
@@ -322,7 +331,7 @@ TEST_F(HogwildThreads, LateJoinerStopsAtGlobalMaxIter) {
   opt.solvers.cpus = 1;
   opt.shm = name;
   opt.log = false;
-  opt.action = seen.Action();
+  opt.action = seen.Action(300);
   std::exception_ptr err;
   std::thread first([&] {
     try {
@@ -334,7 +343,9 @@ TEST_F(HogwildThreads, LateJoinerStopsAtGlobalMaxIter) {
   const bool started = WaitFor([&] { return seen.total.load() >= 300; }, 60);
   HogwildReport joined;
   if (started) {
-    EXPECT_NO_THROW(joined = RunHogwild(param, opt));
+    HogwildOptions late = opt;
+    late.action = seen.Action(-1, true);
+    EXPECT_NO_THROW(joined = RunHogwild(param, late));
   }
   first.join();
   ASSERT_TRUE(started) << "the first process never reached iteration 300";
@@ -395,7 +406,7 @@ TEST_F(HogwildThreads, JoinerWithOtherSolverSettingsIsRefused) {
 // rank, rank 0's is random_seed itself, and a fixed random_seed replays the same streams. (The
 // Solver constructor used to reset every solver to random_seed.)
 TEST_F(HogwildThreads, SolversDrawDistinctReplayableStreams) {
-  auto param = SolverFor(NetText(16), 3000, (dir_ / "g").string());
+  auto param = SolverFor(NetText(16), 8000, (dir_ / "g").string());
   param.set_random_seed(1234);
   param.set_snapshot_after_train(false);
   std::vector<std::set<uint64_t>> runs;
@@ -427,7 +438,7 @@ TEST_F(HogwildThreads, ShmProcessesReadDistinctShards) {
   opt.solvers.cpus = 1;
   opt.shm = name;
   opt.log = false;
-  opt.action = seen.Action();
+  opt.action = seen.Action(20);
   std::thread first([&] {
     try {
       RunHogwild(param, opt);
@@ -435,7 +446,9 @@ TEST_F(HogwildThreads, ShmProcessesReadDistinctShards) {
     }
   });
   const bool started = WaitFor([&] { return seen.total.load() >= 20; }, 60);
-  if (started) RunHogwild(param, opt);
+  HogwildOptions second = opt;
+  second.action = seen.Action(-1, true);
+  if (started) RunHogwild(param, second);
   first.join();
   ASSERT_TRUE(started);
   std::set<double> shards;
@@ -462,7 +475,7 @@ TEST_F(HogwildThreads, MultiProcessSnapshotsAtCaffesMultiples) {
     opt.solvers.cpus = 1;
     opt.shm = name;
     opt.log = false;
-    opt.action = seen.Action();
+    opt.action = seen.Action(5);
     std::thread first([&] {
       try {
         RunHogwild(param, opt);
@@ -470,7 +483,9 @@ TEST_F(HogwildThreads, MultiProcessSnapshotsAtCaffesMultiples) {
       }
     });
     const bool started = WaitFor([&] { return seen.total.load() >= 5; }, 60);
-    if (started) RunHogwild(param, opt);
+    HogwildOptions second = opt;
+    second.action = seen.Action(-1, true);
+    if (started) RunHogwild(param, second);
     first.join();
     ASSERT_TRUE(started);
     const std::vector<std::string> want = {"s_iter_1000.caffemodel", "s_iter_250.caffemodel",
