@@ -40,7 +40,7 @@ for ((run = 1; run <= RUNS; run++)); do
   for ((i = 0; i < 1200; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
   if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; rc=hang; fi
   wait "$pid" || rc=${rc/0/$?}
-  snaps=$(ls "$work"/s_iter_*.caffemodel 2>/dev/null | wc -l)
+  snaps=$(find "$work" -name "s_iter_*.caffemodel" | wc -l)
   echo "run $run: exit $rc, $snaps snapshots"
   [[ $rc == 134 ]] && aborts=$((aborts + 1))
   [[ $rc != 0 ]] && failures=$((failures + 1))
