@@ -145,4 +145,11 @@ std::unique_ptr<Layer> CreateLayer(const pb::LayerParameter& param) {
   return factory(param);
 }
 
+void Layer::CheckLabel(float label, int l, int classes, int item, int position, bool spatial) const {
+  HS_REQUIRE(l >= 0 && l < classes)
+      << "layer '" << param_.name() << "' (" << param_.type() << "): label " << label
+      << " at item " << item << (spatial ? ", position " + std::to_string(position) : std::string())
+      << " of the batch is out of range for " << classes << " classes [0, " << classes << ")";
+}
+
 }  // namespace hogstream

@@ -74,6 +74,15 @@ class Layer {
   virtual bool IsLoss() const { return false; }
 
  protected:
+  // Class labels arrive as floats. LabelValue is the class index, or -1 for a value that is
+  // not in int range (NaN, 1e10: casting those to int is undefined). CheckLabel raises an
+  // Error naming this layer (Forward's errors reach the user without the Net's layer prefix)
+  // unless 0 <= l < classes.
+  static int LabelValue(float label) {
+    return label > -2147483648.f && label < 2147483648.f ? static_cast<int>(label) : -1;
+  }
+  void CheckLabel(float label, int l, int classes, int item, int position, bool spatial) const;
+
   virtual void Forward_cpu(const Blobs& bottom, const Blobs& top) = 0;
   virtual void Forward_gpu(const Blobs& bottom, const Blobs& top) { Forward_cpu(bottom, top); }
   virtual void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,

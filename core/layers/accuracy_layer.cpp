@@ -33,17 +33,9 @@ void AccuracyLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   for (int o = 0; o < outer_; ++o)
     for (int i = 0; i < inner_; ++i) {
       const float lf = label[o * inner_ + i];
-      // Checked as a float first: casting NaN or 1e10 to int is undefined. The message names
-      // the layer, since Forward's errors reach the user without the Net's layer prefix.
-      const bool in_int = lf > -2147483648.f && lf < 2147483648.f;
-      const int l = in_int ? static_cast<int>(lf) : -1;
+      const int l = LabelValue(lf);
       if (p.has_ignore_label() && l == p.ignore_label()) continue;
-      HS_REQUIRE(in_int && l >= 0 && l < channels_)
-          << "layer '" << param_.name() << "' (" << param_.type() << "): label " << lf
-          << " at item " << o << (inner_ > 1 ? ", position " : "")
-          << (inner_ > 1 ? std::to_string(i) : std::string())
-          << " of the batch is out of range for " << channels_ << " classes [0, " << channels_
-          << ")";
+      CheckLabel(lf, l, channels_, o, i, inner_ > 1);
       const float* s = score + o * channels_ * inner_ + i;
       const float true_score = s[l * inner_];
       int rivals = 0;  // other classes scoring at least as high as the true one

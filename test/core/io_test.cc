@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "core/blob.hpp"
+#include "test/data/data_test_util.hpp"
 
 namespace hogstream {
 namespace {
@@ -69,28 +70,8 @@ TEST(IO, LegacyBlobShapeIsRead) {
 }
 
 
-// A temporary directory that removes itself.
-struct ScratchDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("hs_io_" + std::to_string(::getpid()) + "_" + std::to_string(std::rand()));
-  ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-template <class F>
-std::string ErrorText(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a hogstream::Error";
-  return "";
-}
+using ScratchDir = testing::TempDir;
+using testing::ErrorOf;
 
 // A directory once read as an empty file: --model=DIR exited 0 and --weights=DIR trained
 // from random weights.
@@ -98,13 +79,13 @@ TEST(IO, DirectoriesAreRefused) {
   ScratchDir dir;
   const std::string d = dir / "sub";
   fs::create_directories(d);
-  for (const std::string& e : {ErrorText([&] { ReadNetText(d); }),
-                               ErrorText([&] { ReadSolverText(d); }),
-                               ErrorText([&] {
+  for (const std::string& e : {ErrorOf([&] { ReadNetText(d); }),
+                               ErrorOf([&] { ReadSolverText(d); }),
+                               ErrorOf([&] {
                                  pb::NetParameter n;
                                  ReadBinaryProto(d, &n);
                                }),
-                               ErrorText([&] {
+                               ErrorOf([&] {
                                  pb::NetParameter n;
                                  ReadTextProto(d, &n);
                                })}) {

@@ -258,6 +258,39 @@ JobIdentity IdentityOf(const pb::SolverParameter& param) {
   return id;
 }
 
+// Two runners of one --shm job, as two processes would be (one solver each): the first starts
+// and holds at iteration `hold_at` until the second has joined (see PerThread), then both run
+// to the end. The second's report goes to *second. Returns false, with a test failure, when
+// the first never got that far (60 s); an error of either runner fails the test.
+bool RunTwoOnShm(const pb::SolverParameter& param, const std::string& name, PerThread& seen,
+                 int64_t hold_at, HogwildReport* second = nullptr) {
+  HogwildOptions opt;
+  opt.solvers.cpus = 1;
+  opt.shm = name;
+  opt.log = false;
+  opt.action = seen.Action(hold_at);
+  std::string first_error;
+  std::thread first([&] {
+    try {
+      RunHogwild(param, opt);
+    } catch (const std::exception& e) {
+      first_error = e.what();
+    }
+  });
+  const bool started = WaitFor([&] { return seen.total.load() >= hold_at; }, 60);
+  if (started) {
+    HogwildOptions late = opt;
+    late.action = seen.Action(-1, true);
+    HogwildReport report;
+    EXPECT_NO_THROW(report = RunHogwild(param, late));
+    if (second) *second = report;
+  }
+  first.join();
+  EXPECT_TRUE(started) << "the first runner never reached iteration " << hold_at;
+  EXPECT_EQ(first_error, "");
+  return started;
+}
+
 // --private over a --shm master: an observer attached to the job reads the master after the
 // run; the final snapshot must equal it, so it holds every solver's last deltas (the leader
 // used to snapshot its private copy, and the final sweeps came after the final snapshot).
@@ -327,29 +360,8 @@ TEST_F(HogwildThreads, LateJoinerStopsAtGlobalMaxIter) {
   param.set_power(2);
   param.set_snapshot_after_train(true);
   PerThread seen;
-  HogwildOptions opt;
-  opt.solvers.cpus = 1;
-  opt.shm = name;
-  opt.log = false;
-  opt.action = seen.Action(300);
-  std::exception_ptr err;
-  std::thread first([&] {
-    try {
-      RunHogwild(param, opt);
-    } catch (...) {
-      err = std::current_exception();
-    }
-  });
-  const bool started = WaitFor([&] { return seen.total.load() >= 300; }, 60);
   HogwildReport joined;
-  if (started) {
-    HogwildOptions late = opt;
-    late.action = seen.Action(-1, true);
-    EXPECT_NO_THROW(joined = RunHogwild(param, late));
-  }
-  first.join();
-  ASSERT_TRUE(started) << "the first process never reached iteration 300";
-  if (err) std::rethrow_exception(err);
+  ASSERT_TRUE(RunTwoOnShm(param, name, seen, 300, &joined));
   EXPECT_FALSE(joined.created);
   EXPECT_EQ(seen.total.load(), 1000);
   EXPECT_LE(joined.global_iter, 1000);
@@ -434,23 +446,7 @@ TEST_F(HogwildThreads, ShmProcessesReadDistinctShards) {
   ShmGuard guard(name);
   auto param = SolverFor(NetText(16), 400, (dir_ / "d").string());
   PerThread seen;
-  HogwildOptions opt;
-  opt.solvers.cpus = 1;
-  opt.shm = name;
-  opt.log = false;
-  opt.action = seen.Action(20);
-  std::thread first([&] {
-    try {
-      RunHogwild(param, opt);
-    } catch (...) {
-    }
-  });
-  const bool started = WaitFor([&] { return seen.total.load() >= 20; }, 60);
-  HogwildOptions second = opt;
-  second.action = seen.Action(-1, true);
-  if (started) RunHogwild(param, second);
-  first.join();
-  ASSERT_TRUE(started);
+  ASSERT_TRUE(RunTwoOnShm(param, name, seen, 20));
   std::set<double> shards;
   for (const auto& [id, shard] : seen.shards) shards.insert(shard);
   EXPECT_EQ(shards.size(), 2u);
@@ -471,23 +467,7 @@ TEST_F(HogwildThreads, MultiProcessSnapshotsAtCaffesMultiples) {
     param.set_snapshot(250);
     param.set_snapshot_after_train(true);
     PerThread seen;
-    HogwildOptions opt;
-    opt.solvers.cpus = 1;
-    opt.shm = name;
-    opt.log = false;
-    opt.action = seen.Action(5);
-    std::thread first([&] {
-      try {
-        RunHogwild(param, opt);
-      } catch (...) {
-      }
-    });
-    const bool started = WaitFor([&] { return seen.total.load() >= 5; }, 60);
-    HogwildOptions second = opt;
-    second.action = seen.Action(-1, true);
-    if (started) RunHogwild(param, second);
-    first.join();
-    ASSERT_TRUE(started);
+    ASSERT_TRUE(RunTwoOnShm(param, name, seen, 5));
     const std::vector<std::string> want = {"s_iter_1000.caffemodel", "s_iter_250.caffemodel",
                                            "s_iter_500.caffemodel", "s_iter_750.caffemodel"};
     EXPECT_EQ(SnapshotsIn(dir, ".caffemodel"), want);
