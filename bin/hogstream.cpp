@@ -94,6 +94,7 @@ int Train(int argc, char** argv) {
   SolverOptions opt;
   opt.input_shapes = h.input_shapes;
   opt.action = h.action;
+  opt.stats = h.stats;
   Context ctx(Mode::CPU, 0, param.random_seed() >= 0 ? param.random_seed() : 0);
   ContextScope scope(&ctx);
   auto solver = CreateSolver(param, opt);
@@ -114,16 +115,22 @@ int Test(int argc, char** argv) {
   opt.input_shapes = InputShapes(f);
   Net net(ReadNetText(f.get("model"), &opt.source), opt);
   net.CopyTrainedLayersFromFiles(f.get("weights"));
+  // `caffe test`'s lines, outputs in Caffe's order (by name): "Batch i, NAME = v" per batch,
+  // then "Loss: L" and "NAME = mean (* w = w*mean loss)".
+  const std::vector<OutputSlot> slots = CaffeOutputOrder(net);
+  const int iterations = static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX));
+  LOG(INFO) << "Running for " << iterations << " iterations.";
   double loss = 0;
-  const std::vector<double> mean =
-      net.ForwardMean(static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX)), &loss, [](int i, double running) {
-        LOG(INFO) << "Batch " << i << ", running mean loss = " << running;
-      });
+  const std::vector<double> mean = net.ForwardMean(iterations, &loss, [&](int i, double) {
+    for (const OutputSlot& s : slots)
+      LOG(INFO) << "Batch " << i << ", " << s.name << " = " << s.blob->cpu_data()[s.element];
+  });
   LOG(INFO) << "Loss: " << loss;
-  size_t k = 0;
-  for (size_t j = 0; j < net.output_blobs().size(); ++j) {
-    const std::string& name = net.blob_names()[net.output_blob_indices()[j]];
-    for (int e = 0; e < net.output_blobs()[j]->count(); ++e, ++k) LOG(INFO) << name << " = " << mean[k];
+  for (const OutputSlot& s : slots) {
+    const float v = static_cast<float>(mean[s.flat]);
+    std::ostringstream suffix;
+    if (s.loss_weight != 0.f) suffix << " (* " << s.loss_weight << " = " << s.loss_weight * v << " loss)";
+    LOG(INFO) << s.name << " = " << v << suffix.str();
   }
   return 0;
 }
