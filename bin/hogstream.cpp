@@ -33,6 +33,7 @@ const char kUsage[] =
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
+    "           [--metrics=[HOST:]PORT] [--stats_json=FILE]  Prometheus endpoint, JSON lines\n"
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
     "           scores a trained model on the TEST phase of NET\n"
