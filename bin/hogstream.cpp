@@ -6,6 +6,7 @@
 //   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
 //   hogstream test     --model=NET --weights=MODEL [--iterations=50]
 //   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
+//   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
 #include "data/convert.hpp"
+#include "observe/plot.hpp"
 
 namespace hogstream {
 namespace {
@@ -40,6 +42,8 @@ const char kUsage[] =
     "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
     "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
+    "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
+    "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
     "defaults to the batch size).\n";
 
@@ -157,6 +161,37 @@ int Convert(int argc, char** argv) {
   return 0;
 }
 
+int PlotCommand(int argc, char** argv) {
+  Flags f(argc, argv, 2, {"out", "x", "y"});
+  PlotOptions o;
+  // `-o OUT` (one dash, as the usage has it) arrives among the positional arguments.
+  const auto& a = f.positional();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == "-o") {
+      HS_REQUIRE(i + 1 < a.size()) << "-o needs a file name (OUT.png or OUT.svg)";
+      o.out = a[++i];
+    } else if (a[i].rfind("-o", 0) == 0 && a[i].size() > 2 && a[i][2] != '-') {
+      o.out = a[i].substr(2);
+    } else {
+      HS_REQUIRE(a[i].empty() || a[i][0] != '-' || a[i] == "-")
+          << "unknown option '" << a[i] << "' (plot takes -o, --x, --y)";
+      o.logs.push_back(a[i]);
+    }
+  }
+  if (f.has("out")) o.out = f.get("out");
+  o.x = f.get("x", o.x);
+  if (f.has("y")) {
+    o.y.clear();
+    std::stringstream ss(f.get("y"));
+    for (std::string q; std::getline(ss, q, ',');)
+      if (!q.empty()) o.y.push_back(q);
+  }
+  const int series = Plot(o);
+  std::cout << "wrote " << o.out << " (" << series << " series from " << o.logs.size() << " log"
+            << (o.logs.size() == 1 ? "" : "s") << ")\n";
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
     std::cout << kUsage;
@@ -168,6 +203,7 @@ int Main(int argc, char** argv) {
   if (cmd == "train") return Train(argc, argv);
   if (cmd == "test") return Test(argc, argv);
   if (cmd == "convert") return Convert(argc, argv);
+  if (cmd == "plot") return PlotCommand(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 
