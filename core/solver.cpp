@@ -298,7 +298,13 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     fig.iter = iter_;
     fig.max_iter = param_.max_iter();
     fig.seconds = total;
+    // In a group, from the solvers' own counters: the global count between two of the leader's
+    // displays also holds what the others ran while the leader was testing.
     fig.img_per_s = per_s * batch;
+    if (g) {
+      fig.img_per_s = 0;
+      for (const SolverFigures& s : fig.solvers) fig.img_per_s += s.img_per_s;
+    }
     fig.loss = smoothed_loss_;
     fig.lr = GetLearningRate();
     fig.leader = options_.rank;
