@@ -14,7 +14,12 @@
 // beating "100%" of the 44-byte bound is possible there; the last column is against that
 // stricter 24-byte bound (master w, slave w, last: each read once and written back once).
 //
-// Run: segment_bench [MiB=64] [seconds per row=1]
+// Run: segment_bench [MiB=64] [seconds per row=1] [--json]
+// --json: one JSON object per line instead of the table (a "memcpy" row, then one "sweep" row
+// per access mode and chunk size), for scripts and jq:
+//   {"row":"memcpy","mib":64,"floats":16777216,"bandwidth_gbs":20.1,"bound_sweeps_per_s":27.2}
+//   {"row":"sweep","access":"plain","chunk_kib":64,"sweeps_per_s":21.3,"weights_gbs":1.43,
+//    "rule_traffic_gbs":15.7,"of_bound":0.78,"of_24b_bound":0.43}
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -85,19 +90,34 @@ double SweepRate(float* master, float* slave, size_t n, uint32_t chunk_floats, A
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 64;
-  const double secs = argc > 2 ? std::atof(argv[2]) : 1.0;
+  bool json = false;
+  std::vector<const char*> args;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) json = true;
+    else args.push_back(argv[i]);
+  }
+  const size_t mib = args.size() > 0 ? std::strtoul(args[0], nullptr, 10) : 64;
+  const double secs = args.size() > 1 ? std::atof(args[1]) : 1.0;
+  if (mib == 0 || !(secs > 0)) {
+    std::fprintf(stderr, "usage: segment_bench [MiB=64] [seconds per row=1] [--json]\n");
+    return 1;
+  }
   const size_t n = mib * (1u << 20) / sizeof(float);
   const double bytes = n * sizeof(float);
   constexpr double kRuleBytes = 44;  // per element per sweep, see the top of this file
   constexpr double kDramBytes = 24;  // the part that must reach DRAM when slots stay in cache
 
   const double bw = MemcpyBandwidth(n, secs);
-  std::printf("buffer %zu MiB (%zu floats); memcpy bandwidth %.2f GB/s (read+write)\n", mib, n, bw / 1e9);
-  std::printf("bound = bandwidth / (44 B x n) = %.2f sweeps/s = %.2f GB/s of weights\n\n",
-              bw / (kRuleBytes * n), bw / (kRuleBytes * n) * bytes / 1e9);
-  std::printf("%-7s %-8s %10s %13s %18s %9s %12s\n", "access", "chunk", "sweeps/s", "weights GB/s",
-              "rule traffic GB/s", "of bound", "of 24B bound");
+  if (json) {
+    std::printf("{\"row\":\"memcpy\",\"mib\":%zu,\"floats\":%zu,\"bandwidth_gbs\":%.4f,"
+                "\"bound_sweeps_per_s\":%.4f}\n", mib, n, bw / 1e9, bw / (kRuleBytes * n));
+  } else {
+    std::printf("buffer %zu MiB (%zu floats); memcpy bandwidth %.2f GB/s (read+write)\n", mib, n, bw / 1e9);
+    std::printf("bound = bandwidth / (44 B x n) = %.2f sweeps/s = %.2f GB/s of weights\n\n",
+                bw / (kRuleBytes * n), bw / (kRuleBytes * n) * bytes / 1e9);
+    std::printf("%-7s %-8s %10s %13s %18s %9s %12s\n", "access", "chunk", "sweeps/s", "weights GB/s",
+                "rule traffic GB/s", "of bound", "of 24B bound");
+  }
 
   Buffer master = Alloc(n, 1), slave = Alloc(n, 1);
   const size_t kib[] = {4, 16, 64, 256, 1024, 4096};
@@ -108,10 +128,18 @@ int main(int argc, char** argv) {
       const double rate = SweepRate(master.get(), slave.get(), n, chunk, access, secs);
       char label[16];
       std::snprintf(label, sizeof label, k >= 1024 ? "%zu MiB" : "%zu KiB", k >= 1024 ? k / 1024 : k);
-      std::printf("%-7s %-8s %10.2f %13.2f %18.2f %8.0f%% %11.0f%%\n",
-                  access == Access::kPlain ? "plain" : "atomic", label, rate, rate * bytes / 1e9,
-                  rate * kRuleBytes * n / 1e9, 100 * rate * kRuleBytes * n / bw,
-                  100 * rate * kDramBytes * n / bw);
+      if (json) {
+        std::printf("{\"row\":\"sweep\",\"access\":\"%s\",\"chunk_kib\":%zu,\"sweeps_per_s\":%.4f,"
+                    "\"weights_gbs\":%.4f,\"rule_traffic_gbs\":%.4f,\"of_bound\":%.4f,"
+                    "\"of_24b_bound\":%.4f}\n",
+                    access == Access::kPlain ? "plain" : "atomic", k, rate, rate * bytes / 1e9,
+                    rate * kRuleBytes * n / 1e9, rate * kRuleBytes * n / bw, rate * kDramBytes * n / bw);
+      } else {
+        std::printf("%-7s %-8s %10.2f %13.2f %18.2f %8.0f%% %11.0f%%\n",
+                    access == Access::kPlain ? "plain" : "atomic", label, rate, rate * bytes / 1e9,
+                    rate * kRuleBytes * n / 1e9, 100 * rate * kRuleBytes * n / bw,
+                    100 * rate * kDramBytes * n / bw);
+      }
       std::fflush(stdout);
     }
   }

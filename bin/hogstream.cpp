@@ -6,6 +6,7 @@
 //   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
 //   hogstream test     --model=NET --weights=MODEL [--iterations=50]
 //   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
+//   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
 #include "data/convert.hpp"
+#include "observe/plot.hpp"
 
 namespace hogstream {
 namespace {
@@ -33,12 +35,15 @@ const char kUsage[] =
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
+    "           [--metrics=[HOST:]PORT] [--stats_json=FILE]  Prometheus endpoint, JSON lines\n"
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
     "           scores a trained model on the TEST phase of NET\n"
     "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
     "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
+    "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
+    "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
     "defaults to the batch size).\n";
 
@@ -94,6 +99,7 @@ int Train(int argc, char** argv) {
   SolverOptions opt;
   opt.input_shapes = h.input_shapes;
   opt.action = h.action;
+  opt.stats = h.stats;
   Context ctx(Mode::CPU, 0, param.random_seed() >= 0 ? param.random_seed() : 0);
   ContextScope scope(&ctx);
   auto solver = CreateSolver(param, opt);
@@ -114,16 +120,22 @@ int Test(int argc, char** argv) {
   opt.input_shapes = InputShapes(f);
   Net net(ReadNetText(f.get("model"), &opt.source), opt);
   net.CopyTrainedLayersFromFiles(f.get("weights"));
+  // `caffe test`'s lines, outputs in Caffe's order (by name): "Batch i, NAME = v" per batch,
+  // then "Loss: L" and "NAME = mean (* w = w*mean loss)".
+  const std::vector<OutputSlot> slots = CaffeOutputOrder(net);
+  const int iterations = static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX));
+  LOG(INFO) << "Running for " << iterations << " iterations.";
   double loss = 0;
-  const std::vector<double> mean =
-      net.ForwardMean(static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX)), &loss, [](int i, double running) {
-        LOG(INFO) << "Batch " << i << ", running mean loss = " << running;
-      });
+  const std::vector<double> mean = net.ForwardMean(iterations, &loss, [&](int i, double) {
+    for (const OutputSlot& s : slots)
+      LOG(INFO) << "Batch " << i << ", " << s.name << " = " << s.blob->cpu_data()[s.element];
+  });
   LOG(INFO) << "Loss: " << loss;
-  size_t k = 0;
-  for (size_t j = 0; j < net.output_blobs().size(); ++j) {
-    const std::string& name = net.blob_names()[net.output_blob_indices()[j]];
-    for (int e = 0; e < net.output_blobs()[j]->count(); ++e, ++k) LOG(INFO) << name << " = " << mean[k];
+  for (const OutputSlot& s : slots) {
+    const float v = static_cast<float>(mean[s.flat]);
+    std::ostringstream suffix;
+    if (s.loss_weight != 0.f) suffix << " (* " << s.loss_weight << " = " << s.loss_weight * v << " loss)";
+    LOG(INFO) << s.name << " = " << v << suffix.str();
   }
   return 0;
 }
@@ -149,6 +161,37 @@ int Convert(int argc, char** argv) {
   return 0;
 }
 
+int PlotCommand(int argc, char** argv) {
+  Flags f(argc, argv, 2, {"out", "x", "y"});
+  PlotOptions o;
+  // `-o OUT` (one dash, as the usage has it) arrives among the positional arguments.
+  const auto& a = f.positional();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == "-o") {
+      HS_REQUIRE(i + 1 < a.size()) << "-o needs a file name (OUT.png or OUT.svg)";
+      o.out = a[++i];
+    } else if (a[i].rfind("-o", 0) == 0 && a[i].size() > 2 && a[i][2] != '-') {
+      o.out = a[i].substr(2);
+    } else {
+      HS_REQUIRE(a[i].empty() || a[i][0] != '-' || a[i] == "-")
+          << "unknown option '" << a[i] << "' (plot takes -o, --x, --y)";
+      o.logs.push_back(a[i]);
+    }
+  }
+  if (f.has("out")) o.out = f.get("out");
+  o.x = f.get("x", o.x);
+  if (f.has("y")) {
+    o.y.clear();
+    std::stringstream ss(f.get("y"));
+    for (std::string q; std::getline(ss, q, ',');)
+      if (!q.empty()) o.y.push_back(q);
+  }
+  const int series = Plot(o);
+  std::cout << "wrote " << o.out << " (" << series << " series from " << o.logs.size() << " log"
+            << (o.logs.size() == 1 ? "" : "s") << ")\n";
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
     std::cout << kUsage;
@@ -160,6 +203,7 @@ int Main(int argc, char** argv) {
   if (cmd == "train") return Train(argc, argv);
   if (cmd == "test") return Test(argc, argv);
   if (cmd == "convert") return Convert(argc, argv);
+  if (cmd == "plot") return PlotCommand(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 

@@ -2,6 +2,7 @@
 //
 //   hogwild.bin SOLVER SOLVERS [--shm=NAME] [--private] [--snapshot=STATE | --weights=MODEL]
 //               [--iterations=N] [--chunk=FLOATS] [--sigint_effect=...] [--sighup_effect=...]
+//               [--metrics=[HOST:]PORT] [--stats_json=FILE]
 //
 // SOLVERS is [gpu_id:]*cpu_count ("4" = four CPU solver threads). Run the same line in
 // several shells with --shm=NAME and the processes train one shared copy of the weights.
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
     if (f.positional().size() != 2) {
       std::cerr << "usage: hogwild.bin SOLVER.prototxt SOLVERS [--shm=NAME] [--private] "
                    "[--snapshot=STATE | --weights=MODEL] [--iterations=N] [--chunk=FLOATS]\n"
+                   "                   [--metrics=[HOST:]PORT] [--stats_json=FILE]\n"
                    "  SOLVERS: [gpu_id:]*cpu_count, e.g. 4 (four CPU solver threads)\n";
       return 1;
     }

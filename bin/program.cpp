@@ -1,6 +1,8 @@
 #include "bin/program.hpp"
 
 #include "core/signals.hpp"
+#include "observe/metrics.hpp"
+#include "observe/stats_json.hpp"
 
 #include <glog/logging.h>
 
@@ -53,6 +55,15 @@ std::map<std::string, std::vector<int>> InputShapes(const Flags& f) {
   return shapes;
 }
 
+std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f) {
+  std::vector<std::shared_ptr<StatsSink>> sinks;
+  if (f.has("metrics")) sinks.push_back(StartMetrics(f.get("metrics")));
+  if (f.has("stats_json")) sinks.push_back(std::make_shared<JsonLinesSink>(f.get("stats_json")));
+  if (sinks.empty()) return nullptr;
+  if (sinks.size() == 1) return sinks[0];
+  return std::make_shared<TeeSink>(std::move(sinks));
+}
+
 HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   HS_REQUIRE(!(f.has("snapshot") && f.has("weights")))
       << "give --snapshot (resume) or --weights (fine-tune), not both";
@@ -68,6 +79,9 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   h.input_shapes = InputShapes(f);
   // Before any solver thread exists, so that every thread inherits the blocked signals.
   h.action = InstallSignalActions(f.get("sigint_effect", "stop"), f.get("sighup_effect", "snapshot"));
+  // After the signals are blocked: the metrics server's threads must not take a SIGINT (it
+  // would kill the process instead of stopping the job cleanly).
+  h.stats = StatsFromFlags(f);
   return h;
 }
 

@@ -23,7 +23,10 @@ std::map<std::string, std::vector<int>> InputShapes(const Flags& f);
 // The flags both `hogstream train --solvers=...` and hogwild.bin take.
 inline const std::vector<std::string> kHogwildFlags = {
     "shm", "private", "chunk", "snapshot", "weights", "iterations", "sigint_effect",
-    "sighup_effect", "input"};
+    "sighup_effect", "input", "metrics", "stats_json"};
+// --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to (null when
+// neither is given). The endpoint starts here, so a port in use fails before any training.
+std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f);
 // HogwildOptions from those flags, for the SOLVERS spec `solvers`.
 HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers);
 

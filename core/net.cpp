@@ -588,4 +588,19 @@ void Net::ToProto(pb::NetParameter* param, bool write_diff) const {
   }
 }
 
+std::vector<OutputSlot> CaffeOutputOrder(const Net& net) {
+  std::vector<OutputSlot> slots;
+  size_t flat = 0;
+  for (size_t j = 0; j < net.output_blobs().size(); ++j) {
+    const int id = net.output_blob_indices()[j];
+    const Blob* b = net.output_blobs()[j];
+    for (int e = 0; e < b->count(); ++e)
+      slots.push_back({net.blob_names()[id], b, e, flat++, net.blob_loss_weight(id)});
+  }
+  // Stable: the elements of one blob keep their order, as in Caffe.
+  std::stable_sort(slots.begin(), slots.end(),
+                   [](const OutputSlot& a, const OutputSlot& b) { return a.name < b.name; });
+  return slots;
+}
+
 }  // namespace hogstream

@@ -158,6 +158,19 @@ class Net {
   size_t flat_size_ = 0, num_learnable_ = 0;
 };
 
+// Caffe's numbering of a net's outputs in its logs ("Train net output #k", "Test net output
+// #k", `caffe test`): Caffe keeps the outputs in a std::set of blob names, so #k counts in name
+// order, and Caffe's log tools (parse_log.sh) read the columns by that position. We keep net
+// order inside; this is the order to print in. One slot per output element.
+struct OutputSlot {
+  std::string name;
+  const Blob* blob;   // the output blob
+  int element;        // within the blob
+  size_t flat;        // index in ForwardMean's flattened (net-order) values
+  float loss_weight;  // Caffe's " (* w = w*v loss)" suffix when non-zero
+};
+std::vector<OutputSlot> CaffeOutputOrder(const Net& net);
+
 // True when `state` passes the layer's include/exclude rules.
 bool StateMeetsRules(const pb::NetState& state, const pb::LayerParameter& layer);
 // Applies the rules: the layers kept for `state`.

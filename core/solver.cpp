@@ -251,14 +251,25 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
   const double per_s = lapse > 0 ? (iter_ - last_iter) / lapse : 0;
   SLOG << "Iteration " << iter_ << " (" << per_s << " iter/s, " << lapse << "s/"
        << param_.display() << " iters), loss = " << smoothed_loss_;
-  int index = 0;
-  for (size_t j = 0; j < net_->output_blobs().size(); ++j) {
-    const Blob* b = net_->output_blobs()[j];
-    const std::string& name = net_->blob_names()[net_->output_blob_indices()[j]];
-    const float w = net_->blob_loss_weight(net_->output_blob_indices()[j]);
-    for (int k = 0; k < b->count(); ++k) {
-      SLOG << "    Train net output #" << index++ << ": " << name << " = " << b->cpu_data()[k]
-           << LossSuffix(w, b->cpu_data()[k]);
+  TrainFigures fig;
+  // Numbered as Caffe numbers them (by name), so that its log tools find each column.
+  const std::vector<OutputSlot> slots = CaffeOutputOrder(*net_);
+  for (size_t k = 0; k < slots.size(); ++k) {
+    const float v = slots[k].blob->cpu_data()[slots[k].element];
+    SLOG << "    Train net output #" << k << ": " << slots[k].name << " = " << v
+         << LossSuffix(slots[k].loss_weight, v);
+    fig.outputs.push_back({slots[k].name, v});
+  }
+  const int batch = BatchSize();
+  // Per solver in a group: iterations done and images/s since the last display.
+  SolverGroup* g = options_.group;
+  if (g) {
+    const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
+    if (solver_done_.size() < static_cast<size_t>(n)) solver_done_.resize(n, 0);
+    for (int r = 0; r < n; ++r) {
+      const int64_t d = g->done[r].load(std::memory_order_relaxed);
+      fig.solvers.push_back({r, d, (d - solver_done_[r]) * batch / std::max(lapse, 1e-9)});
+      solver_done_[r] = d;
     }
   }
   // Progress: throughput since the start of this run (all solvers of a group together), per
@@ -270,25 +281,34 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     const long eta = static_cast<long>((param_.max_iter() - iter_) / ips);
     std::ostringstream os;
     os << "Progress: " << iter_ << "/" << param_.max_iter() << " iterations, "
-       << std::fixed << std::setprecision(0) << ips * BatchSize() << " img/s, ETA "
+       << std::fixed << std::setprecision(0) << ips * batch << " img/s, ETA "
        << eta / 3600 << "h" << std::setw(2) << std::setfill('0') << eta / 60 % 60 << "m"
        << std::setw(2) << eta % 60 << "s";
-    SolverGroup* g = options_.group;
     if (g) {
       os << "; per solver img/s:";
-      const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
-      if (solver_done_.size() < static_cast<size_t>(n)) solver_done_.resize(n, 0);
-      for (int r = 0; r < n; ++r) {
-        const int64_t d = g->done[r].load(std::memory_order_relaxed);
-        os << " " << std::setprecision(0) << (d - solver_done_[r]) * BatchSize() / std::max(lapse, 1e-9);
-        solver_done_[r] = d;
-      }
+      for (const SolverFigures& s : fig.solvers) os << " " << std::setprecision(0) << s.img_per_s;
     }
     SLOG << os.str();
   }
   if (options_.extra_stats) {
     const std::string extra = options_.extra_stats();
     if (!extra.empty()) SLOG << extra;
+  }
+  if (options_.stats) {
+    fig.iter = iter_;
+    fig.max_iter = param_.max_iter();
+    fig.seconds = total;
+    // In a group, from the solvers' own counters: the global count between two of the leader's
+    // displays also holds what the others ran while the leader was testing.
+    fig.img_per_s = per_s * batch;
+    if (g) {
+      fig.img_per_s = 0;
+      for (const SolverFigures& s : fig.solvers) fig.img_per_s += s.img_per_s;
+    }
+    fig.loss = smoothed_loss_;
+    fig.lr = GetLearningRate();
+    fig.leader = options_.rank;
+    options_.stats->OnTrain(fig);
   }
   last = now;
   last_iter = iter_;
@@ -507,16 +527,21 @@ std::vector<std::vector<float>> Solver::TestAll() {
     double loss = 0;
     const std::vector<double> mean = tn.ForwardMean(n, &loss);
     if (param_.test_compute_loss()) SLOG << "Test loss: " << loss;
-    std::vector<float> means;
-    size_t k = 0;
-    for (size_t j = 0; j < tn.output_blobs().size(); ++j) {
-      const std::string& name = tn.blob_names()[tn.output_blob_indices()[j]];
-      const float w = tn.blob_loss_weight(tn.output_blob_indices()[j]);
-      for (int e = 0; e < tn.output_blobs()[j]->count(); ++e, ++k) {
-        means.push_back(static_cast<float>(mean[k]));
-        SLOG << "    Test net output #" << k << ": " << name << " = " << means.back()
-             << LossSuffix(w, means.back());
-      }
+    // Returned in net order; logged in Caffe's (by name), each value with its own name.
+    std::vector<float> means(mean.begin(), mean.end());
+    TestFigures fig;
+    const std::vector<OutputSlot> slots = CaffeOutputOrder(tn);
+    for (size_t k = 0; k < slots.size(); ++k) {
+      const float v = means[slots[k].flat];
+      SLOG << "    Test net output #" << k << ": " << slots[k].name << " = " << v
+           << LossSuffix(slots[k].loss_weight, v);
+      fig.outputs.push_back({slots[k].name, v});
+    }
+    if (options_.stats) {
+      fig.iter = iter_;
+      fig.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+      fig.net = static_cast<int>(t);
+      options_.stats->OnTest(fig);
     }
     all.push_back(means);
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/net.hpp"
+#include "core/stats.hpp"
 
 namespace hogstream {
 
@@ -75,6 +76,9 @@ struct SolverOptions {
   // Called once after this solver's last iteration, before it counts as finished (a private
   // copy hands its last deltas to the master here, so the final snapshot holds them).
   std::function<void()> on_train_end;
+  // Where the leader sends its figures at each display interval and test pass (--metrics,
+  // --stats_json); null: nowhere.
+  std::shared_ptr<StatsSink> stats;
 };
 
 class Solver {

@@ -13,6 +13,8 @@ HS_PACKAGES=(
   libgoogle-glog-dev libgflags-dev    # Caffe-format logs
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS
+  libcairo2-dev                       # hogstream plot (PNG and SVG)
+  prometheus-cpp-dev                  # --metrics (Prometheus pull endpoint)
 )
 
 hs_ensure_packages() {

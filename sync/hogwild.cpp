@@ -53,6 +53,28 @@ struct Local {
   std::unique_ptr<Segment> segment;
 };
 
+// Adds the segment figures of this process's private copies to the leader's display record;
+// the leader's thread calls it while every Local (and its segment) is alive.
+class SegmentFiguresSink : public StatsSink {
+ public:
+  SegmentFiguresSink(std::shared_ptr<StatsSink> next, const std::vector<Local>* locals)
+      : next_(std::move(next)), locals_(locals) {}
+  void OnTrain(TrainFigures& f) override {
+    for (const Local& l : *locals_) {
+      if (!l.segment) continue;
+      const SegmentStats s = l.segment->stats();
+      f.segments.push_back({l.rank, s.bytes_moved, s.chunks_sent, s.dropped, s.sweeps,
+                            s.stale_ignored, s.sweeps_per_sec});
+    }
+    next_->OnTrain(f);
+  }
+  void OnTest(const TestFigures& f) override { next_->OnTest(f); }
+
+ private:
+  std::shared_ptr<StatsSink> next_;
+  const std::vector<Local>* locals_;
+};
+
 }  // namespace
 
 HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
@@ -77,6 +99,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   std::thread heartbeat;
   std::atomic<bool> heartbeat_stop{false};
   std::vector<std::exception_ptr> errors(n);
+  std::shared_ptr<StatsSink> stats;
+  if (opt.stats)
+    stats = opt.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &locals) : opt.stats;
 
   auto segment_stats = [&locals]() {
     std::ostringstream os;
@@ -105,6 +130,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
       so.action = opt.action;
       so.log = opt.log;
       so.reseed = false;
+      so.stats = stats;
       me.solver = CreateSolver(param, so);
       Net& net = me.solver->net();
       sync.arrive_and_wait();

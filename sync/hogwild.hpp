@@ -40,6 +40,9 @@ struct HogwildOptions {
   std::map<std::string, std::vector<int>> input_shapes;
   std::function<SolverAction()> action;
   bool log = true;  // Caffe-format log lines (tests turn them off)
+  // The leader's figures at each display and test pass (--metrics, --stats_json); RunHogwild
+  // adds this process's segment figures. Null: none.
+  std::shared_ptr<StatsSink> stats;
 };
 
 // What this process's solvers did, for callers and tests.

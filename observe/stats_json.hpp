@@ -1,0 +1,38 @@
+// --stats_json=FILE: the leader's figures as JSON lines, one object per display interval
+// ("type":"train") and one per test pass ("type":"test"), appended and flushed each time so
+// `tail -f FILE | jq` follows a job. The field names are stable; README.md lists them.
+//
+// Not a general JSON library: it writes these two records and nothing else.
+#pragma once
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "core/stats.hpp"
+
+namespace hogstream {
+
+class JsonLinesSink : public StatsSink {
+ public:
+  // Opens FILE for appending (created if absent); Error when it cannot be.
+  explicit JsonLinesSink(const std::string& path);
+  ~JsonLinesSink() override;
+  JsonLinesSink(const JsonLinesSink&) = delete;
+  JsonLinesSink& operator=(const JsonLinesSink&) = delete;
+
+  void OnTrain(TrainFigures& f) override;
+  void OnTest(const TestFigures& f) override;
+
+  // The records as text (one line, no newline), for tests and for the sink itself.
+  static std::string TrainLine(const TrainFigures& f, double unix_time);
+  static std::string TestLine(const TestFigures& f, double unix_time);
+
+ private:
+  void Write(const std::string& line);
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  std::mutex mu_;  // a leader that dies mid-write is replaced by another thread
+};
+
+}  // namespace hogstream

@@ -1,0 +1,164 @@
+// --metrics end to end: a short hogwild.bin run serves /metrics (fetched here with a plain
+// socket), the global iteration grows between scrapes, and the names are all there. A port
+// already taken is one line and exit 1, before any training.
+#include "observe/metrics.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include "core/common.hpp"
+#include "test/program_runner.hpp"
+
+namespace hogstream {
+namespace {
+
+// A listening socket on 127.0.0.1 and a free port; closed (or kept, to make the port busy).
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return;
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { Close(); }
+  void Close() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+};
+
+// GET /metrics over plain HTTP/1.0; "" when nothing answers within the socket timeouts.
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return body;
+}
+
+// The value of an unlabelled or labelled sample ("hogstream_iteration", or
+// "hogstream_solver_iteration{solver=\"1\"}"); -1 when absent.
+double Sample(const std::string& text, const std::string& name) {
+  const size_t p = text.find("\n" + name + " ");
+  return p == std::string::npos ? -1 : std::stod(text.substr(p + name.size() + 2));
+}
+
+TEST(Metrics, AddressSpec) {
+  EXPECT_EQ(MetricsAddress("9100"), "127.0.0.1:9100");
+  EXPECT_EQ(MetricsAddress("0.0.0.0:9100"), "0.0.0.0:9100");
+  for (const char* bad : {"", "abc", "127.0.0.1:", ":9100", "70000", "1:2:x"})
+    EXPECT_THROW(MetricsAddress(bad), Error) << bad;
+}
+
+TEST(Metrics, ServedDuringHogwildRun) {
+  if (!MetricsAvailable()) GTEST_SKIP() << "built without prometheus-cpp";
+  test::ScratchDir dir("metrics");
+  int port = 0;
+  {
+    Listener probe;  // a port that was free a moment ago
+    ASSERT_GT(probe.port, 0);
+    port = probe.port;
+  }
+  // Long enough to outlast the scrapes; stopped with SIGINT (snapshot, exit 0) once done.
+  const std::string solver = test::ThreeOutputSolver(dir, 2000000);
+  test::Child run(HS_HOGWILD_BIN,
+                  {solver, "2", "--private", "--chunk=64", "--metrics=127.0.0.1:" + std::to_string(port)},
+                  dir);
+  auto scrape_until = [&](const std::function<bool(const std::string&)>& ok, double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    std::string text;
+    while (std::chrono::steady_clock::now() < deadline && run.running()) {
+      text = Scrape(port);
+      if (ok(text)) return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return std::string();
+  };
+  const std::string first =
+      scrape_until([](const std::string& t) { return Sample(t, "hogstream_iteration") > 0; }, 60);
+  ASSERT_FALSE(first.empty()) << "no iteration served within 60 s:\n" << run.err();
+  EXPECT_EQ(first.rfind("HTTP/1.", 0), 0u);
+  for (const char* name :
+       {"hogstream_iteration", "hogstream_max_iterations", "hogstream_images_per_second", "hogstream_loss",
+        "hogstream_learning_rate", "hogstream_leader_rank", "hogstream_solver_iteration{solver=\"0\"}",
+        "hogstream_solver_iteration{solver=\"1\"}", "hogstream_solver_images_per_second{solver=\"1\"}",
+        "hogstream_train_output{output=\"aux\"}", "hogstream_segment_bytes_total{solver=\"0\"}",
+        "hogstream_segment_chunks_total{solver=\"1\"}", "hogstream_segment_dropped_total{solver=\"0\"}",
+        "hogstream_segment_sweeps_total{solver=\"0\"}", "hogstream_segment_sweeps_per_second{solver=\"1\"}",
+        "hogstream_segment_stale_ignored_total{solver=\"0\"}"})
+    EXPECT_GE(Sample(first, name), 0) << name << " missing in:\n" << first;
+  EXPECT_EQ(Sample(first, "hogstream_max_iterations"), 2000000);
+  EXPECT_EQ(Sample(first, "hogstream_leader_rank"), 0);
+  EXPECT_GT(Sample(first, "hogstream_learning_rate"), 0);
+  const double it0 = Sample(first, "hogstream_iteration");
+  const std::string later = scrape_until(
+      [&](const std::string& t) {
+        return Sample(t, "hogstream_iteration") > it0 &&
+               Sample(t, "hogstream_test_output{net=\"0\",output=\"top1_accuracy\"}") >= 0;
+      },
+      60);
+  ASSERT_FALSE(later.empty()) << "the iteration did not grow past " << it0 << " within 60 s";
+  EXPECT_GE(Sample(later, "hogstream_segment_sweeps_total{solver=\"0\"}"),
+            Sample(first, "hogstream_segment_sweeps_total{solver=\"0\"}"));
+  // Done: SIGINT snapshots (into the scratch folder) and stops cleanly.
+  ASSERT_TRUE(run.running());
+  kill(run.pid(), SIGINT);
+  const test::Finished r = run.Wait(60);
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST(Metrics, PortInUseIsOneLineBeforeTraining) {
+  if (!MetricsAvailable()) GTEST_SKIP() << "built without prometheus-cpp";
+  test::ScratchDir dir("metrics");
+  Listener busy;
+  ASSERT_GT(busy.port, 0);
+  const test::Finished r =
+      test::RunProgram(HS_HOGWILD_BIN,
+                       {test::ThreeOutputSolver(dir, 50), "2", "--metrics=" + std::to_string(busy.port)},
+                       dir, 60);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(r.last_line().rfind("hogwild.bin: --metrics: cannot serve on 127.0.0.1:" +
+                                    std::to_string(busy.port), 0),
+            0u)
+      << r.err;
+  EXPECT_EQ(r.err.find("Iteration"), std::string::npos) << "it trained first:\n" << r.err;
+}
+
+TEST(Metrics, BadSpecIsOneLine) {
+  test::ScratchDir dir("metrics");
+  const test::Finished r = test::RunProgram(
+      HS_HOGSTREAM_BIN, {"train", "--solver=" + test::ThreeOutputSolver(dir, 50), "--metrics=localhost"}, dir, 60);
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.last_line().find("--metrics wants [HOST:]PORT"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace hogstream

@@ -1,0 +1,122 @@
+// --stats_json: every line is one JSON object with the documented keys; train records come in
+// increasing iteration order; test records carry each output by name.
+#include "observe/stats_json.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "core/common.hpp"
+#include "test/json_reader.hpp"
+#include "test/program_runner.hpp"
+
+namespace hogstream {
+namespace {
+
+using test::Json;
+
+std::vector<Json> Lines(const std::string& text) {
+  std::vector<Json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    SCOPED_TRACE(line);
+    EXPECT_NO_THROW(out.push_back(Json::Parse(line)));
+  }
+  return out;
+}
+
+TEST(StatsJson, RecordsAreJson) {
+  TrainFigures f;
+  f.iter = 300;
+  f.max_iter = 1000;
+  f.loss = std::nanf("");  // a diverged loss is null, not "nan"
+  f.lr = 0.01f;
+  f.outputs = {{"acc\"top\\5", 0.5f}, {"prob", 0.1f}, {"prob", 0.9f}};
+  f.solvers = {{0, 150, 100.5}, {1, 150, 99.5}};
+  f.segments = {{1, 4096, 3, 1, 2, 0, 250.0}};
+  const Json t = Json::Parse(JsonLinesSink::TrainLine(f, 1700000000.25));
+  EXPECT_EQ(t["type"].str, "train");
+  EXPECT_EQ(t["iter"].num, 300);
+  EXPECT_EQ(t["loss"].kind, Json::NUL);
+  EXPECT_DOUBLE_EQ(t["time"].num, 1700000000.25);  // not rounded to %g's 9 digits
+  EXPECT_TRUE(t["outputs"].has("acc\"top\\5"));  // escaped and read back
+  EXPECT_FLOAT_EQ(t["outputs"]["prob[1]"].num, 0.9f);  // repeated names stay distinct
+  ASSERT_EQ(t["solvers"].arr.size(), 2u);
+  EXPECT_EQ(t["solvers"].arr[1]["rank"].num, 1);
+  ASSERT_EQ(t["segments"].arr.size(), 1u);
+  for (const char* k : {"rank", "bytes", "chunks", "dropped", "sweeps", "stale", "sweeps_per_s"})
+    EXPECT_TRUE(t["segments"].arr[0].has(k)) << k;
+  EXPECT_EQ(t["segments"].arr[0]["bytes"].num, 4096);
+
+  TestFigures g;
+  g.iter = 400;
+  g.net = 1;
+  g.outputs = {{"accuracy", 0.75f}};
+  const Json u = Json::Parse(JsonLinesSink::TestLine(g, 1.0));
+  EXPECT_EQ(u["type"].str, "test");
+  EXPECT_EQ(u["net"].num, 1);
+  EXPECT_FLOAT_EQ(u["outputs"]["accuracy"].num, 0.75f);
+}
+
+TEST(StatsJson, UnwritableFileIsAnError) {
+  EXPECT_THROW(JsonLinesSink("/nonexistent/dir/stats.jsonl"), Error);
+}
+
+// A real run, one solver (`hogstream train`) and two with private copies (hogwild.bin).
+void CheckRun(const std::string& program, const std::vector<std::string>& args, int solvers,
+              bool segments) {
+  test::ScratchDir dir("stats");
+  const std::string jsonl = dir / "stats.jsonl";
+  std::vector<std::string> argv = args;
+  const std::string solver = test::ThreeOutputSolver(dir, 100);
+  for (std::string& a : argv)
+    if (a.find("SOLVER") != std::string::npos) a.replace(a.find("SOLVER"), 6, solver);
+  argv.push_back("--stats_json=" + jsonl);
+  const test::Finished r = test::RunProgram(program, argv, dir, 120);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<Json> lines = Lines(test::ReadFile(jsonl));
+  int train = 0, tests = 0;
+  double last_iter = -1, last_elapsed = -1;
+  for (const Json& j : lines) {
+    if (j["type"].str == "train") {
+      ++train;
+      for (const char* k : {"iter", "max_iter", "time", "elapsed", "loss", "lr", "img_per_s",
+                            "leader", "outputs", "solvers", "segments"})
+        EXPECT_TRUE(j.has(k)) << k;
+      EXPECT_GT(j["iter"].num, last_iter) << "train records in increasing iteration order";
+      EXPECT_GE(j["elapsed"].num, last_elapsed);
+      last_iter = j["iter"].num;
+      last_elapsed = j["elapsed"].num;
+      EXPECT_EQ(j["max_iter"].num, 100);
+      EXPECT_GT(j["lr"].num, 0);
+      EXPECT_TRUE(j["outputs"].has("aux") && j["outputs"].has("loss") &&
+                  j["outputs"].has("top1_accuracy"));
+      EXPECT_EQ(j["solvers"].arr.size(), static_cast<size_t>(solvers > 1 ? solvers : 0));
+      EXPECT_EQ(j["segments"].arr.empty(), !segments);
+    } else {
+      ASSERT_EQ(j["type"].str, "test");
+      ++tests;
+      const Json& o = j["outputs"];
+      EXPECT_EQ(o.obj.size(), 3u);
+      EXPECT_GE(o["top1_accuracy"].num, 0);
+      EXPECT_LE(o["top1_accuracy"].num, 1);
+    }
+  }
+  // Alone: displays at 0, 10, ..., 90 and tests at 0, 20, ..., 80 and the final one at 100.
+  // In a group the leader displays and tests at the first iteration it claims past each
+  // multiple, so a busy machine can starve it of all but its first display and the final test.
+  EXPECT_GE(train, solvers > 1 ? 1 : 10);
+  EXPECT_GE(tests, solvers > 1 ? 1 : 6);
+}
+
+TEST(StatsJson, OneSolverTrain) {
+  CheckRun(HS_HOGSTREAM_BIN, {"train", "--solver=SOLVER"}, 1, false);
+}
+
+TEST(StatsJson, TwoPrivateCopies) {
+  CheckRun(HS_HOGWILD_BIN, {"SOLVER", "2", "--private", "--chunk=64"}, 2, true);
+}
+
+}  // namespace
+}  // namespace hogstream
