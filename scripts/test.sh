@@ -19,6 +19,7 @@ if [[ ${1:-} == --sanitize ]]; then
   # Leaks count too; a UB report stops the process, so the test that caused it fails.
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$HS_ROOT/scripts/lsan.supp:print_suppressions=0}
 fi
 source scripts/setup.sh
 hs_ensure_packages
