@@ -39,7 +39,8 @@ hs_build() {
   echo "== configure ($BUILD_DIR)"
   mkdir -p "$BUILD_DIR"
   # Paths relative to the checkout in ccache's keys: a fresh clone elsewhere (CI) hits the cache.
-  export CCACHE_BASEDIR="$HS_ROOT"
+  # (-g, as in the sanitizer build, would otherwise put the build folder itself in the key.)
+  export CCACHE_BASEDIR="$HS_ROOT" CCACHE_NOHASHDIR=1
   if ! cmake -S "$HS_ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
       -DHOGSTREAM_CUDA="${HOGSTREAM_CUDA:-AUTO}" -DHOGSTREAM_VERBS="${HOGSTREAM_VERBS:-AUTO}" \
       -DHOGSTREAM_SANITIZE="${HOGSTREAM_SANITIZE:-OFF}" -DHOGSTREAM_BENCH="${HOGSTREAM_BENCH:-ON}" \
