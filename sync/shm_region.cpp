@@ -234,6 +234,8 @@ ShmRegion::~ShmRegion() {
     fcntl(fd_, F_OFD_SETLK, &fl);
     slot_ = -1;
     if (Members() == 0) shm_unlink(name_.c_str());
+  } else if (slot_ >= 0) {
+    shm_unlink(name_.c_str());  // a creator that failed before its segment was even mapped
   }
   // A refused attach was never a member: it leaves the job, and its file, as they were.
   if (header_) munmap(header_, bytes_);
