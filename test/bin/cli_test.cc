@@ -2,67 +2,24 @@
 // "PROGRAM: message" as the last line of stderr, exit status 1, and nothing trained or written
 // first; never an abort, a C++ library message ("stoi"), or a stack dump.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "test/program_runner.hpp"
 
 namespace hogstream {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int rc = -1;  // exit status; 128 + N for signal N; -1 for a hang past the deadline
-  std::string err;
-  std::string last_line() const {
-    const std::string t = err.substr(0, err.find_last_not_of('\n') + 1);
-    return t.substr(t.find_last_of('\n') == std::string::npos ? 0 : t.find_last_of('\n') + 1);
-  }
-};
-
 class Cli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("hs_cli_" + std::to_string(getpid()) + "_" +
-                                        std::to_string(std::random_device{}()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
+  using Result = test::Finished;
   Result Run(const char* program, const std::vector<std::string>& args, int seconds = 60) {
-    const std::string log = (dir_ / "stderr.txt").string();
-    const pid_t pid = fork();
-    if (pid == 0) {
-      if (!freopen(log.c_str(), "w", stderr) || !freopen("/dev/null", "w", stdout)) _exit(126);
-      std::vector<char*> argv{const_cast<char*>(program)};
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(program, argv.data());
-      _exit(127);
-    }
-    Result r;
-    int status = 0;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (waitpid(pid, &status, WNOHANG) != pid) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        status = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (status != -1) r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::ifstream in(log);
-    r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return r;
+    return test::RunProgram(program, args, scratch_, seconds);
   }
 
   // A solver for a tiny net on DummyData; `extra` is appended to the solver text.
@@ -92,7 +49,8 @@ class Cli : public ::testing::Test {
       EXPECT_EQ(r.err.find(bad), std::string::npos) << bad << " in:\n" << r.err;
   }
 
-  fs::path dir_;
+  test::ScratchDir scratch_{"cli"};
+  const fs::path dir_ = scratch_.path();
 };
 
 TEST_F(Cli, MissingSolverFile) {
