@@ -360,6 +360,16 @@ void Solver::StepTo(int64_t stop_iter) {
   // names them. In a group the one at the very end waits for Solve, which takes it once every
   // solver is done (and every private copy has handed in its last deltas).
   const int64_t last_periodic = g ? stop_iter - 1 : stop_iter;
+  // Every multiple gets its file, even one the count passed while this leader was busy (a
+  // test pass, descheduled) or after its last iteration: scripts look for each
+  // _iter_<k * snapshot>.
+  auto snapshot_multiples = [&] {
+    const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
+    while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
+      Snapshot(next_snapshot_);
+      next_snapshot_ += param_.snapshot();
+    }
+  };
   int64_t last_takeover_check = 0;
   while (!(g && g->stop.load(std::memory_order_relaxed))) {
     const int64_t it = Claim(stop_iter);
@@ -387,13 +397,7 @@ void Solver::StepTo(int64_t stop_iter) {
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
     const SolverAction action = PollAction();
     if (lead) {
-      // Every multiple gets its file, even one the count passed while this leader was busy
-      // (a test pass, or descheduled): scripts look for each _iter_<k * snapshot>.
-      const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
-      while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
-        Snapshot(next_snapshot_);
-        next_snapshot_ += param_.snapshot();
-      }
+      snapshot_multiples();
       if (action == SolverAction::SNAPSHOT && last_snapshot_iter_ != iter_) Snapshot();
     }
     if (action == SolverAction::STOP) {
@@ -402,6 +406,8 @@ void Solver::StepTo(int64_t stop_iter) {
       break;
     }
   }
+  // The others may have run the count past a multiple after this leader's last iteration.
+  if (g && leader() && !stopped_early_) snapshot_multiples();
   if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), stop_iter));
 }
 
