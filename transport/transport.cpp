@@ -22,6 +22,7 @@ const char* RejectName(Reject r) {
     case Reject::kVersion: return "version";
     case Reject::kJob: return "job";
     case Reject::kChecksum: return "checksum";
+    case Reject::kMac: return "mac";
     case Reject::kLength: return "length";
     case Reject::kHeader: return "header";
     case Reject::kCount: break;

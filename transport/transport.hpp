@@ -102,8 +102,9 @@ enum class Reject : uint8_t {
   kShort = 0,    // shorter than a frame header
   kMagic,        // not one of ours at all
   kVersion,      // a wire version we do not speak
-  kJob,          // another job's frame (or, with a job key, a bad MAC)
-  kChecksum,     // corrupt
+  kJob,          // another job's frame (its job id, or keyed where we are not, or back)
+  kChecksum,     // corrupt (XXH3 mismatch)
+  kMac,          // keyed MAC mismatch: another key, a forgery, or corrupt
   kLength,       // header length disagrees with the bytes received, or over max_payload
   kHeader,       // a field out of range (unknown kind, encoding)
   kCount
