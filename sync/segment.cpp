@@ -229,7 +229,7 @@ size_t SlaveEndpoint::PollPositions() {
     }
     t_->Release(1);
   }
-  if (answered) t_->Flush();
+  t_->Flush();  // also whatever a decorator or an earlier call left queued
   return answered;
 }
 

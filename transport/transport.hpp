@@ -138,13 +138,14 @@ class Transport {
   // ---- sender thread
   // A free slot of caps().max_payload bytes (aligned to caps().alignment) to fill, or nullptr
   // when every slot is in flight (counted in send_full). Calling it again before CommitSend
-  // returns the same slot: abandoning a filled slot is free.
+  // or Flush returns the same slot: abandoning a filled slot is free.
   virtual std::byte* AcquireSend() = 0;
   // Queues the slot from AcquireSend with h.length bytes of payload for `to`. It may leave at
   // once or only at the next Flush(). h.length > max_payload, or no slot acquired, is a Bug.
   virtual void CommitSend(Dest to, const Header& h) = 0;
   // Hands what was committed to the wire (one sendmmsg, one doorbell). Never blocks: what the
-  // kernel or NIC will not take now stays queued, and goes at a later Flush.
+  // kernel or NIC will not take now stays queued, and goes at a later Flush. A slot acquired
+  // and not committed is abandoned: the caller must not write it after Flush.
   virtual void Flush() = 0;
   // AcquireSend + copy + CommitSend (no Flush); false = no free slot, nothing sent. A payload
   // longer than max_payload is a Bug, raised before anything is copied.

@@ -137,7 +137,10 @@ void FaultEndpoint::CommitSend(Dest to, const Header& h) {
 }
 
 void FaultEndpoint::Flush() {
-  if (!acquired_) ReleaseDue();
+  // Flush abandons an acquired slot (transport.hpp), so held messages can use it: a caller that
+  // keeps a slot acquired between messages must not keep them back for ever.
+  acquired_ = nullptr;
+  ReleaseDue();
   inner_->Flush();
 }
 

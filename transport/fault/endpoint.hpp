@@ -5,8 +5,8 @@
 //
 // Faults act on the sender side, at CommitSend, on the sender thread. A held message (reordered,
 // delayed, or the second copy of a duplicate) lives in one of `hold` buffers owned here and is
-// committed to the inner transport later, by the sender's next AcquireSend, CommitSend or
-// Flush, once it is due and the inner transport has a free slot:
+// committed to the inner transport later, by the sender's next AcquireSend (with no slot
+// outstanding), CommitSend or Flush, once it is due and the inner transport has a free slot:
 //   reordered: due after one later message went out (so it arrives behind it);
 //   delayed:   due `delay_us` after it was committed;
 //   duplicate: due at once (the copy follows the original).
