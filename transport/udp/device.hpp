@@ -29,6 +29,7 @@ struct UdpOptions {
   uint32_t peer_timeout_ms = 0;       // silence after which a heard peer is down; 0 = 10 heartbeats
   uint32_t rcvbuf_bytes = 0;          // socket receive buffer; 0 = derived (see endpoint.cpp)
   uint8_t multicast_ttl = 1;
+  bool gso = true;                    // UDP GSO (UDP_SEGMENT) where the kernel has it
 };
 
 class UdpDevice final : public Device {

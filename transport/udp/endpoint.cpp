@@ -3,12 +3,14 @@
 #include "transport/udp/endpoint.hpp"
 
 #include <arpa/inet.h>
+#include <netinet/udp.h>
 #include <errno.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 
 namespace hogstream {
@@ -17,6 +19,8 @@ namespace {
 
 constexpr size_t kLine = 64;
 constexpr size_t kMaxDatagram = 65507;  // IPv4 UDP payload limit
+constexpr size_t kMaxGsoBytes = 65000;  // one GSO send is one IP packet before segmentation
+constexpr size_t kMaxSegments = 64;     // UDP_MAX_SEGMENTS of older kernels
 
 using Clock = std::chrono::steady_clock;
 
@@ -112,7 +116,11 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   ring_.resize(opt_.recv_slots);
   for (uint32_t s = 0; s < opt_.recv_slots; ++s) ring_[s] = s;
   send_msgs_.resize(opt_.max_batch);
-  send_iov_.resize(opt_.max_batch);
+  send_iov_.resize(opt_.send_slots);  // a batch can carry every queued frame (GSO runs)
+  send_cmsg_.resize(opt_.max_batch);
+  // UDP GSO where the kernel has it (Linux 4.18+): probe with a socket-wide size of 0 (off).
+  const int no_segment = 0;
+  gso_ = opt_.gso && setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) == 0;
   recv_msgs_.resize(opt_.max_batch);
   recv_iov_.resize(opt_.max_batch);
   recv_from_.resize(opt_.max_batch);
@@ -232,38 +240,74 @@ void UdpEndpoint::Flush() {
     last_refill_ = now;
   }
   while (queue_head_ < queue_.size()) {
-    // The batch: as many queued frames as fit max_batch and (paced) the tokens.
-    size_t n = 0;
+    // The batch: up to max_batch datagrams. With GSO, one datagram entry carries a run of
+    // frames to one destination, all of one size but the last (the kernel cuts them apart
+    // again at gso_size; a receiver without UDP_GRO gets them one by one).
+    size_t entries = 0, frames = 0;
     double cost = 0;
-    while (queue_head_ + n < queue_.size() && n < opt_.max_batch) {
-      const Queued& q = queue_[queue_head_ + n];
+    run_frames_.clear();
+    while (queue_head_ + frames < queue_.size() && entries < opt_.max_batch) {
+      const size_t first = queue_head_ + frames;
+      const Queued& q = queue_[first];
       if (opt_.pace_bytes_per_s && cost + q.bytes > tokens_) break;
+      size_t run = 1, total = q.bytes;
       cost += q.bytes;
-      send_iov_[n] = {SendSlot(q.slot), q.bytes};
-      send_msgs_[n] = {};
-      send_msgs_[n].msg_hdr.msg_name = const_cast<sockaddr_in*>(&q.to);
-      send_msgs_[n].msg_hdr.msg_namelen = sizeof(sockaddr_in);
-      send_msgs_[n].msg_hdr.msg_iov = &send_iov_[n];
-      send_msgs_[n].msg_hdr.msg_iovlen = 1;
-      ++n;
+      while (gso_ && first + run < queue_.size() && run < kMaxSegments) {
+        const Queued& next = queue_[first + run];
+        if (!Same(next.to, q.to) || next.bytes > q.bytes || queue_[first + run - 1].bytes != q.bytes ||
+            total + next.bytes > kMaxGsoBytes || (opt_.pace_bytes_per_s && cost + next.bytes > tokens_))
+          break;
+        total += next.bytes;
+        cost += next.bytes;
+        ++run;
+      }
+      for (size_t i = 0; i < run; ++i)
+        send_iov_[frames + i] = {SendSlot(queue_[first + i].slot), queue_[first + i].bytes};
+      mmsghdr& m = send_msgs_[entries];
+      m = {};
+      m.msg_hdr.msg_name = const_cast<sockaddr_in*>(&q.to);
+      m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      m.msg_hdr.msg_iov = &send_iov_[frames];
+      m.msg_hdr.msg_iovlen = run;
+      if (run > 1) {
+        auto& buf = send_cmsg_[entries];
+        m.msg_hdr.msg_control = buf.data();
+        m.msg_hdr.msg_controllen = buf.size();
+        cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t seg = static_cast<uint16_t>(q.bytes);
+        std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+      }
+      run_frames_.push_back(run);
+      frames += run;
+      ++entries;
     }
-    if (n == 0) break;  // paced: wait for tokens
-    const int sent = sendmmsg(fd_, send_msgs_.data(), static_cast<unsigned>(n), MSG_DONTWAIT);
+    if (entries == 0) break;  // paced: wait for tokens
+    const int sent = sendmmsg(fd_, send_msgs_.data(), static_cast<unsigned>(entries), MSG_DONTWAIT);
     if (sent < 0) {
       const int err = errno;
       if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS || err == EINTR || err == ECONNREFUSED)
         break;  // the kernel is full, or reported an old ICMP error: this frame goes next time
-      // Anything else will not get better by retrying: latch it, drop the frame, go on.
+      if (gso_ && err == EIO && run_frames_[0] > 1) {
+        gso_ = false;  // the path cannot segment (as Tailscale found): plain datagrams from now
+        continue;
+      }
+      // Anything else will not get better by retrying: latch it, drop the frames, go on.
       Latch(Status::kIoError, kNoPeer, "udp: sendmmsg: " + ErrnoText(err));
-      free_.push_back(queue_[queue_head_++].slot);
+      for (size_t i = 0; i < run_frames_[0]; ++i) free_.push_back(queue_[queue_head_++].slot);
       continue;
     }
-    for (int i = 0; i < sent; ++i) {
-      const Queued& q = queue_[queue_head_++];
-      if (opt_.pace_bytes_per_s) tokens_ -= q.bytes;
-      free_.push_back(q.slot);
+    for (int e = 0; e < sent; ++e) {
+      if (run_frames_[e] > 1) ++gso_sends_;
+      for (size_t i = 0; i < run_frames_[e]; ++i) {
+        const Queued& q = queue_[queue_head_++];
+        if (opt_.pace_bytes_per_s) tokens_ -= q.bytes;
+        free_.push_back(q.slot);
+      }
     }
-    if (static_cast<size_t>(sent) < n) break;
+    if (static_cast<size_t>(sent) < entries) break;
   }
   if (queue_head_ == queue_.size()) {
     queue_.clear();

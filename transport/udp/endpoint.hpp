@@ -2,7 +2,9 @@
 // multicast group; frames (transport/frame.hpp) in preallocated slots; sendmmsg / recvmmsg in
 // batches; a token-bucket pacer; heartbeats and a peer timeout for "peer down".
 // Not for: reliability (a lost datagram is lost; the delta rule tolerates it), GRO (a slot
-// holds one datagram: receiving coalesced segments is not done yet).
+// holds one datagram: receiving coalesced segments is not done yet). GSO: runs of equal-size
+// frames to one destination go as one send with UDP_SEGMENT where the kernel takes it (probed
+// at set-up; turned off for good at the first EIO, as a path that cannot segment answers).
 //
 // Threads: as transport.hpp (one sender thread, one receiver thread). Set-up calls (AddPeer,
 // AddGroup) come from the owner before either thread uses the endpoint.
@@ -18,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -46,6 +49,8 @@ class UdpEndpoint final : public Transport {
   bool AddGroup(uint16_t group, const std::string& ip, uint16_t port, bool join);
   uint16_t port() const { return port_; }
   int rcvbuf_bytes() const { return rcvbuf_; }  // what the kernel granted
+  bool gso() const { return gso_; }             // sender thread: UDP GSO in use
+  uint64_t gso_sends() const { return gso_sends_; }  // sender thread: datagrams sent as GSO runs
 
   PeerId self() const override { return self_; }
   Caps caps() const override;
@@ -90,6 +95,10 @@ class UdpEndpoint final : public Transport {
   std::chrono::steady_clock::time_point last_refill_, last_heartbeat_;
   std::vector<::mmsghdr> send_msgs_;
   std::vector<::iovec> send_iov_;
+  std::vector<std::array<char, CMSG_SPACE(sizeof(uint16_t))>> send_cmsg_;  // UDP_SEGMENT per entry
+  std::vector<size_t> run_frames_;  // frames per entry of the batch being sent
+  bool gso_ = false;
+  uint64_t gso_sends_ = 0;
 
   // Receiver thread.
   std::vector<uint32_t> ring_;  // slot indices; [first, first + held) are handed out

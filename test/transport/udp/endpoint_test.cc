@@ -190,6 +190,51 @@ TEST(UdpTransportTest, PacingBoundsTheRate) {
   EXPECT_LT(secs, 2.0);
 }
 
+// Runs of equal frames to one peer go as GSO sends where the kernel has UDP_SEGMENT, and
+// arrive as separate whole messages (the receiver does not ask for GRO); the same with GSO off.
+TEST(UdpTransportTest, GsoRunsArriveAsSeparateWholeMessages) {
+  for (bool gso : {true, false}) {
+    SCOPED_TRACE(gso ? "gso on" : "gso off");
+    UdpOptions o = Opts();
+    o.gso = gso;
+    o.send_slots = o.recv_slots = 64;
+    auto a = Open(0, o), b = Open(1, o);
+    a->AddPeer(1, "127.0.0.1", b->port());
+    const size_t kCount = 41;
+    for (size_t i = 0; i < kCount; ++i) {
+      std::byte* slot = a->AcquireSend();
+      ASSERT_NE(slot, nullptr);
+      Header h;
+      h.kind = MsgKind::kPosition;
+      h.seq = i + 1;
+      h.length = i + 1 < kCount ? 1024 : 96;  // the last one shorter: still in the run
+      for (uint32_t j = 0; j < h.length; ++j) slot[j] = static_cast<std::byte>((i + j) & 0xff);
+      a->CommitSend(Dest::Peer(1), h);
+    }
+    a->Flush();
+    if (gso && !a->gso()) GTEST_SKIP() << "this kernel has no UDP GSO (UDP_SEGMENT)";
+    if (gso) {
+      EXPECT_GE(a->gso_sends(), 1u);
+    } else {
+      EXPECT_EQ(a->gso_sends(), 0u);
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    size_t got = 0, bad = 0;
+    Message m[8];
+    while (got < kCount && Clock::now() < deadline) {
+      const size_t k = b->Poll(m, 8);
+      for (size_t i = 0; i < k; ++i, ++got) {
+        bad += m[i].h.seq != got + 1 || m[i].h.length != (got + 1 < kCount ? 1024u : 96u);
+        for (uint32_t j = 0; j < m[i].h.length; ++j) bad += m[i].payload[j] != static_cast<std::byte>((got + j) & 0xff);
+      }
+      b->Release(k);
+    }
+    EXPECT_EQ(got, kCount);
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(b->counters().rejected_total(), 0u);
+  }
+}
+
 TEST(UdpTransportTest, WaitFdWakesPoll) {
   auto a = Open(0), b = Open(1);
   a->AddPeer(1, "127.0.0.1", b->port());
