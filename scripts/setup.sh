@@ -15,6 +15,7 @@ HS_PACKAGES=(
   libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS
   libcairo2-dev                       # hogstream plot (PNG and SVG)
   prometheus-cpp-dev                  # --metrics (Prometheus pull endpoint)
+  libxxhash-dev libsodium-dev         # transport frames: XXH3 checksum, keyed MAC (--job-key)
 )
 
 hs_ensure_packages() {

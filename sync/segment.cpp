@@ -11,6 +11,7 @@
 #include <new>
 
 #include "core/common.hpp"
+#include "transport/inproc/device.hpp"
 
 namespace hogstream {
 
@@ -86,25 +87,32 @@ uint32_t ChunkLayout::length(uint32_t c) const {
 // ---------------------------------------------------------------- MasterEndpoint
 
 MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport,
-                               Access access)
+                               Dest slaves, Access access)
     : w_(master),
       layout_(n, chunk_floats),
       t_(transport),
+      slaves_(slaves),
       access_(access),
       seq_(layout_.count, 0),
       high_(layout_.count, 0),
       seen_(layout_.count, 1) {  // seq 0 is never sent: mark it applied
-  HS_REQUIRE(layout_.length(0) <= t_->max_payload())
+  HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
-      << t_->max_payload();
+      << t_->caps().max_payload << " bytes";
 }
 
 bool MasterEndpoint::PostNextPosition() {
-  float* slot = t_->AcquireSend();
+  std::byte* slot = t_->AcquireSend();
   if (!slot) return false;
   const uint32_t c = next_, len = layout_.length(c);
-  ReadChunk(w_ + layout_.offset(c), slot, len, access_);
-  t_->CommitSend(MsgKind::kPosition, c, ++seq_[c], len);
+  ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
+  Header h;
+  h.kind = MsgKind::kPosition;
+  h.chunk = c;
+  h.seq = ++seq_[c];
+  h.length = len * sizeof(float);
+  t_->CommitSend(slaves_, h);
+  t_->Flush();
   Add(positions_sent_);
   Add(bytes_sent_, sizeof(float) * len);
   if (++next_ == layout_.count) {
@@ -139,17 +147,21 @@ bool MasterEndpoint::Fresh(uint32_t c, uint64_t seq) {
 
 size_t MasterEndpoint::PollDeltas() {
   size_t applied = 0;
-  Message m;
-  while (t_->Poll(&m)) {
-    if (m.kind != MsgKind::kDelta || m.chunk >= layout_.count || m.length != layout_.length(m.chunk) ||
-        m.seq == 0 || m.seq > seq_[m.chunk]) {
-      Add(malformed_);
-    } else if (Fresh(m.chunk, m.seq)) {
-      MasterApply(w_ + layout_.offset(m.chunk), m.payload, m.length, access_);
-      Add(deltas_applied_);
-      ++applied;
+  constexpr size_t kBatch = 16;
+  Message batch[kBatch];
+  for (size_t got; (got = t_->Poll(batch, kBatch)) > 0;) {
+    for (size_t i = 0; i < got; ++i) {
+      const Header& h = batch[i].h;
+      if (h.kind != MsgKind::kDelta || h.encoding != Encoding::kFloat32 || h.chunk >= layout_.count ||
+          h.length != layout_.length(h.chunk) * sizeof(float) || h.seq == 0 || h.seq > seq_[h.chunk]) {
+        Add(malformed_);
+      } else if (Fresh(h.chunk, h.seq)) {
+        MasterApply(w_ + layout_.offset(h.chunk), batch[i].floats(), batch[i].float_count(), access_);
+        Add(deltas_applied_);
+        ++applied;
+      }
     }
-    t_->Release();
+    t_->Release(got);
   }
   return applied;
 }
@@ -169,9 +181,9 @@ SlaveEndpoint::SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Tran
       t_(transport),
       access_(access),
       seq_(layout_.count, 0) {
-  HS_REQUIRE(layout_.length(0) <= t_->max_payload())
+  HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
-      << t_->max_payload();
+      << t_->caps().max_payload << " bytes";
   const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
   last_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
   if (!last_) throw std::bad_alloc();
@@ -184,32 +196,40 @@ size_t SlaveEndpoint::PollPositions() {
   size_t answered = 0;
   Message m;
   // Take a position only when its answer has a slot to go into: back-pressure, never a drop.
-  while (float* out = t_->AcquireSend()) {
-    if (!t_->Poll(&m)) break;
-    const uint32_t c = m.chunk;
-    if (m.kind != MsgKind::kPosition || c >= layout_.count || m.length != layout_.length(c)) {
+  while (std::byte* slot = t_->AcquireSend()) {
+    if (t_->Poll(&m, 1) == 0) break;
+    const uint32_t c = m.h.chunk;
+    if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
+        m.h.length != layout_.length(c) * sizeof(float)) {
       Add(malformed_);
-    } else if (m.seq <= seq_[c]) {
+    } else if (m.h.seq <= seq_[c]) {
       Add(positions_stale_);  // a duplicate, or overtaken by a newer position
     } else {
-      const size_t off = layout_.offset(c);
+      const size_t off = layout_.offset(c), len = m.float_count();
+      float* out = reinterpret_cast<float*>(slot);
       if (access_ == Access::kPlain) {
-        SlaveRulePlain(w_ + off, last_.get() + off, m.payload, out, m.length);
+        SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);
       } else {
-        SlaveRuleAtomic(w_ + off, last_.get() + off, m.payload, out, m.length);
+        SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
       }
-      seq_[c] = m.seq;
-      const uint32_t len = m.length;
-      const uint64_t seq = m.seq;
-      t_->Release();
-      t_->CommitSend(MsgKind::kDelta, c, seq, len);
+      seq_[c] = m.h.seq;
+      Header h;
+      h.kind = MsgKind::kDelta;
+      h.chunk = c;
+      h.seq = m.h.seq;
+      h.epoch = m.h.epoch;
+      h.length = m.h.length;
+      const PeerId master = m.h.source;
+      t_->Release(1);
+      t_->CommitSend(Dest::Peer(master), h);
       Add(positions_applied_);
-      Add(bytes_sent_, sizeof(float) * len);
+      Add(bytes_sent_, h.length);
       ++answered;
       continue;
     }
-    t_->Release();
+    t_->Release(1);
   }
+  t_->Flush();  // also whatever a decorator or an earlier call left queued
   return answered;
 }
 
@@ -227,13 +247,23 @@ FaultOptions Reseeded(FaultOptions f, uint64_t salt) {
 }
 }  // namespace
 
+Segment::Link Segment::MakeLink(const SegmentOptions& opt, size_t n) {
+  HS_REQUIRE(opt.chunk_floats > 0) << "chunk size must be at least one float";
+  InprocOptions o;
+  o.max_payload = static_cast<uint32_t>(
+      sizeof(float) * std::min<size_t>(opt.chunk_floats, std::max<size_t>(n, 1)));
+  o.slots = opt.slots;
+  auto [to_slave, to_master] = InprocDevice::MakePair(o);
+  return {std::make_unique<FaultEndpoint>(std::move(to_slave), opt.faults),
+          std::make_unique<FaultEndpoint>(std::move(to_master),
+                                          Reseeded(opt.faults, 0x9e3779b97f4a7c15ull))};
+}
+
 Segment::Segment(float* master, float* slave, size_t n, SegmentOptions options)
     : opt_(std::move(options)),
-      link_(InprocTransport::MakePair(
-          static_cast<uint32_t>(std::min<size_t>(opt_.chunk_floats, std::max<size_t>(n, 1))),
-          opt_.slots, opt_.faults, Reseeded(opt_.faults, 0x9e3779b97f4a7c15ull))),
-      master_(master, n, opt_.chunk_floats, link_.first.get(), opt_.access),
-      slave_(slave, n, opt_.chunk_floats, link_.second.get(), opt_.access) {}
+      link_(MakeLink(opt_, n)),
+      master_(master, n, opt_.chunk_floats, link_.to_slave.get(), Dest::Peer(1), opt_.access),
+      slave_(slave, n, opt_.chunk_floats, link_.to_master.get(), opt_.access) {}
 
 Segment::~Segment() { Stop(); }
 
@@ -278,8 +308,8 @@ void Segment::Run() {
 
 void Segment::Sweep() {
   HS_CHECK(!running()) << "Segment::Sweep while the daemon runs";
-  link_.first->set_faults_enabled(false);  // also lets go of messages held back for reordering
-  link_.second->set_faults_enabled(false);
+  link_.to_slave->set_enabled(false);  // also lets go of messages held back
+  link_.to_master->set_enabled(false);
   auto drain = [this] {
     size_t moved = 0;
     for (size_t step; (step = slave_.PollPositions() + master_.PollDeltas()) > 0;) moved += step;
@@ -299,14 +329,14 @@ void Segment::Sweep() {
     drain();
   }
   drain();
-  link_.first->set_faults_enabled(true);
-  link_.second->set_faults_enabled(true);
+  link_.to_slave->set_enabled(true);
+  link_.to_master->set_enabled(true);
 }
 
 SegmentStats Segment::stats() const {
   const auto m = master_.stats();
   const auto s = slave_.stats();
-  const auto a = link_.first->counters(), b = link_.second->counters();
+  const auto a = link_.to_slave->counters(), b = link_.to_master->counters();
   SegmentStats st;
   st.chunks_sent = m.positions_sent;
   st.bytes_moved = m.bytes_sent + s.bytes_sent;

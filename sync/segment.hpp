@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "sync/inproc_transport.hpp"
-#include "sync/transport.hpp"
+#include "transport/fault/endpoint.hpp"
+#include "transport/transport.hpp"
 
 namespace hogstream {
 
@@ -62,12 +62,13 @@ struct ChunkLayout {
 // Master side. One thread at a time drives it (PostNextPosition, PollDeltas); stats() from any.
 class MasterEndpoint {
  public:
-  // `master` is borrowed; solver threads may write it concurrently.
-  MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport,
+  // `master` is borrowed; solver threads may write it concurrently. Positions go to `slaves`
+  // (a peer, or a group of them); deltas are accepted from any peer.
+  MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport, Dest slaves,
                  Access access = Access::kPlain);
 
-  // Posts the POSITION of the next chunk in round-robin order. false = no send slot; the same
-  // chunk goes next time.
+  // Posts (and flushes) the POSITION of the next chunk in round-robin order. false = no send
+  // slot; the same chunk goes next time.
   bool PostNextPosition();
   // Applies every DELTA waiting. Returns how many were applied.
   size_t PollDeltas();
@@ -87,6 +88,7 @@ class MasterEndpoint {
   float* w_;
   ChunkLayout layout_;
   Transport* t_;
+  Dest slaves_;
   Access access_;
   uint32_t next_ = 0;
   std::vector<uint64_t> seq_;   // last seq posted, per chunk
@@ -103,7 +105,8 @@ class SlaveEndpoint {
   SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Transport* transport,
                 Access access = Access::kPlain);
 
-  // Answers waiting POSITIONs with DELTAs while a send slot is free. Returns how many.
+  // Answers waiting POSITIONs with DELTAs (to the peer that sent each) while a send slot is
+  // free, then flushes. Returns how many.
   size_t PollPositions();
 
   const ChunkLayout& layout() const { return layout_; }
@@ -130,6 +133,7 @@ struct SegmentOptions {
   uint32_t chunk_floats = 16384;  // 64 KiB of floats
   uint32_t slots = 4;             // transport slots per direction
   FaultOptions faults;            // injected on both directions (seeds derived from faults.seed)
+                                  // by transport/fault/ over the in-process pair
   uint32_t pause_us = 0;          // sleep between sweeps; 0 = full speed
   Access access = Access::kPlain;
 };
@@ -168,7 +172,14 @@ class Segment {
   void Run();    // the daemon
 
   SegmentOptions opt_;
-  InprocTransport::Pair link_;  // first: master's end, second: slave's end
+  // The master's end (peer 0) and the slave's (peer 1): in-process endpoints under fault
+  // decorators (which pass straight through while no fault is asked for). Declared before the
+  // endpoints that borrow them, so they are destroyed after them.
+  struct Link {
+    std::unique_ptr<FaultEndpoint> to_slave, to_master;
+  };
+  static Link MakeLink(const SegmentOptions& opt, size_t n);
+  Link link_;
   MasterEndpoint master_;
   SlaveEndpoint slave_;
   std::thread thread_;

@@ -6,6 +6,7 @@
 #include "sync/segment.hpp"
 
 #include "core/common.hpp"
+#include "transport/inproc/device.hpp"
 
 #include "test/test_seed.hpp"
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -118,14 +120,19 @@ TEST_P(SegmentTest, LosesExactlyTheDroppedDeltasUnderFaults) {
   f.drop = f.duplicate = f.reorder = 0.2;
   f.seed = seed_;
   f.on_drop = [&](const Message& m) {
-    if (m.kind != MsgKind::kDelta) return;
+    if (m.h.kind != MsgKind::kDelta) return;
     ++lost_deltas;
-    for (uint32_t i = 0; i < m.length; ++i) lost[size_t{m.chunk} * chunk_ + i] += m.payload[i];
+    for (uint32_t i = 0; i < m.float_count(); ++i) lost[size_t{m.h.chunk} * chunk_ + i] += m.floats()[i];
   };
   FaultOptions g = f;
   g.seed = seed_ + 1;
-  auto [to_slave, to_master] = InprocTransport::MakePair(chunk_, 8, f, g);
-  MasterEndpoint me(master.data(), n_, chunk_, to_slave.get());
+  InprocOptions o;
+  o.max_payload = chunk_ * sizeof(float);
+  o.slots = 8;
+  auto [a, b] = InprocDevice::MakePair(o);
+  auto to_slave = std::make_unique<FaultEndpoint>(std::move(a), f);
+  auto to_master = std::make_unique<FaultEndpoint>(std::move(b), g);
+  MasterEndpoint me(master.data(), n_, chunk_, to_slave.get(), Dest::Peer(1));
   SlaveEndpoint se(slave.data(), n_, chunk_, to_master.get());
   const uint32_t chunks = me.layout().count;
   const int rounds = static_cast<int>(std::max<uint32_t>(200, 10 * chunks));
@@ -142,8 +149,8 @@ TEST_P(SegmentTest, LosesExactlyTheDroppedDeltasUnderFaults) {
     ASSERT_TRUE(std::isfinite(master[i]) && std::isfinite(slave[i])) << i;
     ASSERT_LE(std::fabs(master[i] - ledger.total[i]), slave_incs.abs[i] + kTol) << i;
   }
-  to_slave->set_faults_enabled(false);
-  to_master->set_faults_enabled(false);
+  to_slave->set_enabled(false);
+  to_master->set_enabled(false);
   for (uint32_t r = 0; r < 3 * chunks; ++r) {
     me.PostNextPosition();
     se.PollPositions();
@@ -179,8 +186,8 @@ TEST_P(SegmentTest, DaemonWithFaultsLosesOnlyDroppedDeltas) {
   opt.faults.drop = opt.faults.duplicate = opt.faults.reorder = 0.2;
   opt.faults.seed = seed_;
   opt.faults.on_drop = [&](const Message& m) {  // runs on the daemon thread; read after Stop
-    if (m.kind != MsgKind::kDelta) return;
-    for (uint32_t i = 0; i < m.length; ++i) lost[size_t{m.chunk} * chunk_ + i] += m.payload[i];
+    if (m.h.kind != MsgKind::kDelta) return;
+    for (uint32_t i = 0; i < m.float_count(); ++i) lost[size_t{m.h.chunk} * chunk_ + i] += m.floats()[i];
   };
   Segment seg(master.data(), slave.data(), n_, opt);
   for (int phase = 0; phase < 5; ++phase) {

@@ -1,0 +1,255 @@
+// Typed tests over every backend (inproc; udp on 127.0.0.1): messages arrive whole and once;
+// a sender with every slot committed answers "no slot" instead of blocking; the segment's exact
+// ledger (master == initial + increments - exactly the dropped deltas) holds through the fault
+// decorator over the backend; a closed peer becomes "peer down" within a deadline. Every wait
+// has a deadline: a stuck link fails, it does not hang.
+#include "transport/transport.hpp"
+
+#include "core/common.hpp"
+#include "sync/segment.hpp"
+#include "transport/fault/endpoint.hpp"
+#include "transport/inproc/device.hpp"
+#include "transport/udp/device.hpp"
+#include "transport/udp/endpoint.hpp"
+
+#include "test/test_seed.hpp"
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace hogstream {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Link = std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>>;
+
+struct InprocBackend {
+  static Link Make(uint32_t max_payload, uint32_t slots) {
+    InprocOptions o;
+    o.max_payload = max_payload;
+    o.slots = slots;
+    return InprocDevice::MakePair(o);
+  }
+};
+
+struct UdpBackend {
+  static Link Make(uint32_t max_payload, uint32_t slots) {
+    UdpOptions o;
+    o.max_payload = (max_payload + 15) / 16 * 16;
+    o.send_slots = o.recv_slots = slots;
+    o.job = 0x5eed;
+    o.heartbeat_ms = 10;
+    o.peer_timeout_ms = 200;
+    UdpDevice d(o);
+    auto a = d.Open(0), b = d.Open(1);
+    auto* ua = static_cast<UdpEndpoint*>(a.get());
+    auto* ub = static_cast<UdpEndpoint*>(b.get());
+    ua->AddPeer(1, "127.0.0.1", ub->port());
+    ub->AddPeer(0, "127.0.0.1", ua->port());
+    return {std::move(a), std::move(b)};
+  }
+};
+
+template <class B>
+class TransportTest : public testing::Test {};
+using Backends = testing::Types<InprocBackend, UdpBackend>;
+class BackendNames {
+ public:
+  template <class T>
+  static std::string GetName(int) {
+    return std::is_same_v<T, InprocBackend> ? "inproc" : "udp";
+  }
+};
+TYPED_TEST_SUITE(TransportTest, Backends, BackendNames);
+
+Header Hdr(MsgKind kind, uint32_t chunk, uint64_t seq, uint32_t bytes) {
+  Header h;
+  h.kind = kind;
+  h.chunk = chunk;
+  h.seq = seq;
+  h.clock = seq * 3;
+  h.epoch = 5;
+  h.length = bytes;
+  return h;
+}
+
+// Messages of random lengths (0 to max_payload) in batches, both ways; each arrives once, with
+// its header and every payload byte.
+TYPED_TEST(TransportTest, MessagesArriveWhole) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  const uint32_t kMax = 4096;
+  auto [a, b] = TypeParam::Make(kMax, 16);
+  for (auto [from, to] : {std::pair{a.get(), b.get()}, std::pair{b.get(), a.get()}}) {
+    const PeerId dest = to->self();
+    std::map<uint64_t, uint32_t> want;  // seq -> length
+    uint64_t seq = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    for (int batch = 0; batch < 50; ++batch) {
+      for (int k = 0; k < 8; ++k) {
+        std::byte* slot = from->AcquireSend();
+        ASSERT_NE(slot, nullptr);
+        const uint32_t len = (gen() % (kMax / 4 + 1)) * 4;
+        ++seq;
+        for (uint32_t i = 0; i < len; ++i) slot[i] = static_cast<std::byte>((seq * 131 + i) & 0xff);
+        from->CommitSend(Dest::Peer(dest), Hdr(MsgKind::kPosition, static_cast<uint32_t>(seq % 7), seq, len));
+        want[seq] = len;
+      }
+      from->Flush();
+      Message m[8];
+      while (!want.empty() && want.begin()->first <= seq) {
+        ASSERT_LT(Clock::now(), deadline) << want.size() << " messages never arrived";
+        const size_t n = to->Poll(m, 8);
+        for (size_t i = 0; i < n; ++i) {
+          const Header& h = m[i].h;
+          auto it = want.find(h.seq);
+          ASSERT_NE(it, want.end()) << "seq " << h.seq << " arrived twice or was never sent";
+          EXPECT_EQ(h.length, it->second);
+          EXPECT_EQ(h.source, from->self());
+          EXPECT_EQ(h.chunk, h.seq % 7);
+          EXPECT_EQ(h.clock, h.seq * 3);
+          EXPECT_EQ(h.epoch, 5u);
+          EXPECT_EQ(reinterpret_cast<uintptr_t>(m[i].payload) % 16, 0u);
+          size_t bad = 0;
+          for (uint32_t j = 0; j < h.length; ++j) bad += m[i].payload[j] != static_cast<std::byte>((h.seq * 131 + j) & 0xff);
+          EXPECT_EQ(bad, 0u) << "seq " << h.seq;
+          want.erase(it);
+        }
+        to->Release(n);
+        if (n == 0) std::this_thread::yield();
+      }
+    }
+    EXPECT_EQ(to->counters().rejected_total(), 0u);
+    EXPECT_EQ(from->counters().sent, seq);
+  }
+}
+
+// Every slot committed and nothing flushed or received: "no slot", at once.
+TYPED_TEST(TransportTest, FullSenderAnswersNoSlot) {
+  auto [a, b] = TypeParam::Make(64, 4);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_NE(a->AcquireSend(), nullptr);
+    a->CommitSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 0, i + 1, 16));
+  }
+  EXPECT_EQ(a->AcquireSend(), nullptr);
+  EXPECT_GE(a->counters().send_full, 1u);
+  std::vector<std::byte> big(4096);
+  EXPECT_THROW(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 0, 9, 4096), big.data()), Bug);
+}
+
+// The segment ledger over the backend with 20% drop, duplicate and reorder each way: after
+// clean sweeps, master == slave == initial + every increment - exactly the dropped deltas.
+TYPED_TEST(TransportTest, SegmentLedgerIsExactUnderFaults) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  const size_t n = 3001;
+  const uint32_t chunk = 64;
+  std::normal_distribution<float> normal;
+  std::vector<float> init(n);
+  for (float& x : init) x = normal(gen);
+  std::vector<float> master = init, slave = init;
+  std::vector<double> total(init.begin(), init.end()), lost(n, 0);
+  auto bump = [&](std::vector<float>& w) {
+    const size_t at = gen() % n;
+    const float u = std::uniform_real_distribution<float>(-0.05f, 0.05f)(gen);
+    w[at] += u;
+    total[at] += u;
+  };
+  FaultOptions f;
+  f.drop = f.duplicate = f.reorder = 0.2;
+  f.seed = seed;
+  f.on_drop = [&](const Message& m) {
+    if (m.h.kind != MsgKind::kDelta) return;
+    for (uint32_t i = 0; i < m.float_count(); ++i) lost[size_t{m.h.chunk} * chunk + i] += m.floats()[i];
+  };
+  FaultOptions g = f;
+  g.seed = seed + 1;
+  auto [a, b] = TypeParam::Make(chunk * sizeof(float), 16);
+  FaultEndpoint to_slave(std::move(a), f), to_master(std::move(b), g);
+  MasterEndpoint me(master.data(), n, chunk, &to_slave, Dest::Peer(1));
+  SlaveEndpoint se(slave.data(), n, chunk, &to_master);
+  const uint32_t chunks = me.layout().count;
+  for (uint32_t r = 0; r < 10 * chunks; ++r) {
+    me.PostNextPosition();
+    bump(master);
+    bump(slave);
+    se.PollPositions();
+    me.PollDeltas();
+  }
+  to_slave.set_enabled(false);
+  to_master.set_enabled(false);
+  auto settle = [&] {  // until every delta sent was applied or dropped, and nothing is held
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < deadline) {
+      to_slave.Flush();
+      se.PollPositions();
+      me.PollDeltas();
+      if (to_slave.held() + to_master.held() == 0 &&
+          me.stats().deltas_applied + to_master.counters().dropped == se.stats().positions_applied &&
+          se.stats().positions_applied + se.stats().positions_stale + to_slave.counters().dropped ==
+              me.stats().positions_sent + to_slave.counters().duplicated)
+        return true;
+      std::this_thread::yield();
+    }
+    ADD_FAILURE() << "held " << to_slave.held() << "+" << to_master.held() << " applied "
+                  << me.stats().deltas_applied << " dup " << me.stats().deltas_duplicate << " old "
+                  << me.stats().deltas_too_old << " ddrop " << to_master.counters().dropped << " papplied "
+                  << se.stats().positions_applied << " stale " << se.stats().positions_stale << " pdrop "
+                  << to_slave.counters().dropped << " psent " << me.stats().positions_sent << " pdup "
+                  << to_slave.counters().duplicated << " ddup " << to_master.counters().duplicated
+                  << " rej " << to_slave.counters().rejected_total() + to_master.counters().rejected_total();
+    return false;
+  };
+  ASSERT_TRUE(settle()) << "the link did not settle (10 s deadline)";
+  for (uint32_t r = 0; r < 3 * chunks; ++r) {
+    me.PostNextPosition();
+    se.PollPositions();
+    me.PollDeltas();
+  }
+  ASSERT_TRUE(settle()) << "the link did not settle (10 s deadline)";
+  size_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    bad += !(std::fabs(master[i] - (total[i] - lost[i])) <= 2e-4);
+    bad += !(std::fabs(slave[i] - master[i]) <= 2e-4);
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(to_master.counters().dropped, 0u);
+  EXPECT_GT(to_slave.counters().duplicated + to_master.counters().duplicated, 0u);
+  EXPECT_GT(to_slave.counters().reordered + to_master.counters().reordered, 0u);
+  EXPECT_EQ(me.stats().malformed + se.stats().malformed, 0u);
+}
+
+// A peer that goes away latches "peer down" in the other's status, within a deadline.
+TYPED_TEST(TransportTest, ClosedPeerBecomesPeerDown) {
+  auto [a, b] = TypeParam::Make(64, 4);
+  const float p = 1;
+  ASSERT_TRUE(b->PostSend(Dest::Peer(0), Hdr(MsgKind::kJoin, 0, 1, 4), &p));
+  b->Flush();
+  Message m;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  while (a->Poll(&m, 1) == 0) ASSERT_LT(Clock::now(), deadline) << "the first message never came";
+  EXPECT_EQ(m.h.kind, MsgKind::kJoin);
+  a->Release(1);
+  EXPECT_TRUE(a->status().ok());
+  b.reset();
+  while (a->status().ok()) {
+    ASSERT_LT(Clock::now(), deadline) << "no peer-down within 5 s";
+    a->Flush();
+    a->Poll(&m, 1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(a->status().code, Status::kPeerDown);
+  EXPECT_EQ(a->status().peer, 1);
+  EXPECT_FALSE(a->status().what.empty());
+}
+
+}  // namespace
+}  // namespace hogstream

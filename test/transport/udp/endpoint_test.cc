@@ -1,0 +1,336 @@
+// Tests of transport/udp beyond the typed ones (test/transport/transport_test.cc): foreign,
+// corrupt, short, oversized and unknown-version datagrams are counted per reason and dropped;
+// multicast on loopback reaches every member (skipped where the kernel refuses the group);
+// pacing bounds the send rate; wait_fd wakes a poll(); a SIGKILLed peer process becomes "peer
+// down" within a deadline; bad settings are one-line Errors. Traffic: 127.0.0.1 and
+// 239.255.0.0/16 on lo only, bounded in count and time.
+#include "transport/udp/endpoint.hpp"
+
+#include "core/common.hpp"
+#include "transport/frame.hpp"
+
+#include "test/test_seed.hpp"
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace hogstream {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+UdpOptions Opts() {
+  UdpOptions o;
+  o.max_payload = 1024;
+  o.send_slots = o.recv_slots = 32;
+  o.job = 77;
+  o.heartbeat_ms = 10;
+  o.peer_timeout_ms = 200;
+  return o;
+}
+
+std::unique_ptr<UdpEndpoint> Open(PeerId self, const UdpOptions& o = Opts()) {
+  return std::make_unique<UdpEndpoint>(self, o);
+}
+
+// Sends raw bytes to 127.0.0.1:port from a plain socket.
+void SendRaw(uint16_t port, const std::vector<std::byte>& bytes) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+  EXPECT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+            static_cast<ssize_t>(bytes.size()));
+  close(fd);
+}
+
+std::vector<std::byte> Frame(const FrameFormat& fmt, uint32_t payload_bytes) {
+  std::vector<std::byte> f(payload_bytes + fmt.overhead(), std::byte{1});
+  Header h;
+  h.kind = MsgKind::kDelta;
+  h.seq = 1;
+  h.length = payload_bytes;
+  fmt.Seal(f.data(), h);
+  return f;
+}
+
+// Polls until `want` messages arrived or `limit` passed; returns how many did.
+size_t PollFor(Transport* t, size_t want, std::vector<Header>* got = nullptr,
+               std::chrono::milliseconds limit = std::chrono::seconds(5)) {
+  const auto deadline = Clock::now() + limit;
+  size_t n = 0;
+  Message m[8];
+  while (n < want && Clock::now() < deadline) {
+    const size_t k = t->Poll(m, 8);
+    for (size_t i = 0; i < k; ++i)
+      if (got) got->push_back(m[i].h);
+    t->Release(k);
+    n += k;
+    if (!k) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return n;
+}
+
+TEST(UdpTransportTest, BadFramesAreCountedPerReasonAndDropped) {
+  auto a = Open(0);
+  const FrameFormat ours(77), theirs(78);
+  SendRaw(a->port(), Frame(theirs, 64));  // another job
+  auto corrupt = Frame(ours, 64);
+  corrupt[60] ^= std::byte{4};
+  SendRaw(a->port(), corrupt);
+  SendRaw(a->port(), std::vector<std::byte>(10, std::byte{0}));  // short
+  SendRaw(a->port(), Frame(ours, 2048));                          // over max_payload (1024)
+  SendRaw(a->port(), std::vector<std::byte>(8000, std::byte{0}));  // larger than a slot: truncated
+  auto version = Frame(ours, 64);
+  version[4] = std::byte{9};
+  SendRaw(a->port(), version);
+  SendRaw(a->port(), Frame(ours, 64));  // the one good frame
+  std::vector<Header> got;
+  EXPECT_EQ(PollFor(a.get(), 1, &got), 1u);
+  EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u) << "a bad frame was delivered";
+  const TransportCounters c = a->counters();
+  auto rejected = [&](Reject r) { return c.rejected[static_cast<size_t>(r)]; };
+  EXPECT_EQ(rejected(Reject::kJob), 1u);
+  EXPECT_EQ(rejected(Reject::kChecksum), 1u);
+  EXPECT_EQ(rejected(Reject::kShort), 1u);
+  EXPECT_EQ(rejected(Reject::kLength), 2u);
+  EXPECT_EQ(rejected(Reject::kVersion), 1u);
+  EXPECT_EQ(c.rejected_total(), 6u);
+  EXPECT_EQ(c.received, 1u);
+  EXPECT_TRUE(a->status().ok());
+}
+
+TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
+  UdpOptions o = Opts();
+  JobKey k{};
+  k[3] = 1;
+  o.key = k;
+  auto a = Open(0, o), b = Open(1, o);
+  UdpOptions other = o;
+  other.key->at(3) = 2;
+  auto c = Open(2, other);
+  for (auto* from : {b.get(), c.get()}) {
+    from->AddPeer(0, "127.0.0.1", a->port());
+    const float p = 1;
+    Header h;
+    h.kind = MsgKind::kDelta;
+    h.length = 4;
+    ASSERT_TRUE(from->PostSend(Dest::Peer(0), h, &p));
+    from->Flush();
+  }
+  SendRaw(a->port(), Frame(FrameFormat(77), 64));  // unkeyed
+  EXPECT_EQ(PollFor(a.get(), 1), 1u);
+  EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
+  EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kMac)], 1u);
+  EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kJob)], 1u);
+}
+
+TEST(UdpTransportTest, MulticastReachesEveryMember) {
+  const uint32_t seed = TestSeed();
+  const uint16_t port = static_cast<uint16_t>(30000 + seed % 20000);
+  const std::string group = "239.255." + std::to_string(seed % 200 + 1) + "." + std::to_string(seed / 200 % 200 + 1);
+  auto a = Open(0), b = Open(1), c = Open(2);
+  if (!b->AddGroup(7, group, port, true) || !c->AddGroup(7, group, port, true))
+    GTEST_SKIP() << "the kernel refused to join " << group << " on lo (no multicast here)";
+  ASSERT_TRUE(a->AddGroup(7, group, port, false));
+  for (uint64_t s = 1; s <= 20; ++s) {
+    Header h;
+    h.kind = MsgKind::kPosition;
+    h.seq = s;
+    h.length = 16;
+    const float p[4] = {1, 2, 3, 4};
+    ASSERT_TRUE(a->PostSend(Dest::Group(7), h, p));
+  }
+  a->Flush();
+  std::vector<Header> at_b, at_c;
+  EXPECT_EQ(PollFor(b.get(), 20, &at_b), 20u);
+  EXPECT_EQ(PollFor(c.get(), 20, &at_c), 20u);
+  ASSERT_FALSE(at_b.empty());
+  EXPECT_EQ(at_b.back().seq, 20u);
+  EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u) << "the sender is no member";
+}
+
+TEST(UdpTransportTest, PacingBoundsTheRate) {
+  UdpOptions o = Opts();
+  o.max_payload = 4096;
+  o.send_slots = o.recv_slots = 128;
+  o.max_batch = 8;
+  o.pace_bytes_per_s = 2'000'000;
+  auto a = Open(0, o), b = Open(1, o);
+  a->AddPeer(1, "127.0.0.1", b->port());
+  const size_t kCount = 100;  // ~415 KB of frames: at least ~0.19 s at 2 MB/s after the first batch
+  std::vector<std::byte> p(4096, std::byte{3});
+  Header h;
+  h.kind = MsgKind::kDelta;
+  h.length = 4096;
+  const auto t0 = Clock::now();
+  size_t received = 0;
+  Message m[8];
+  for (size_t sent = 0; (sent < kCount || received < kCount) && Clock::now() - t0 < std::chrono::seconds(10);) {
+    if (sent < kCount && a->PostSend(Dest::Peer(1), h, p.data())) ++sent;
+    a->Flush();
+    const size_t k = b->Poll(m, 8);
+    b->Release(k);
+    received += k;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_EQ(received, kCount);
+  EXPECT_GE(secs, 0.15) << "faster than the pace allows";
+  EXPECT_LT(secs, 2.0);
+}
+
+// Runs of equal frames to one peer go as GSO sends where the kernel has UDP_SEGMENT, and
+// arrive as separate whole messages (the receiver does not ask for GRO); the same with GSO off.
+TEST(UdpTransportTest, GsoRunsArriveAsSeparateWholeMessages) {
+  for (bool gso : {true, false}) {
+    SCOPED_TRACE(gso ? "gso on" : "gso off");
+    UdpOptions o = Opts();
+    o.gso = gso;
+    o.send_slots = o.recv_slots = 64;
+    auto a = Open(0, o), b = Open(1, o);
+    a->AddPeer(1, "127.0.0.1", b->port());
+    const size_t kCount = 41;
+    for (size_t i = 0; i < kCount; ++i) {
+      std::byte* slot = a->AcquireSend();
+      ASSERT_NE(slot, nullptr);
+      Header h;
+      h.kind = MsgKind::kPosition;
+      h.seq = i + 1;
+      h.length = i + 1 < kCount ? 1024 : 96;  // the last one shorter: still in the run
+      for (uint32_t j = 0; j < h.length; ++j) slot[j] = static_cast<std::byte>((i + j) & 0xff);
+      a->CommitSend(Dest::Peer(1), h);
+    }
+    a->Flush();
+    if (gso && !a->gso()) GTEST_SKIP() << "this kernel has no UDP GSO (UDP_SEGMENT)";
+    if (gso) {
+      EXPECT_GE(a->gso_sends(), 1u);
+    } else {
+      EXPECT_EQ(a->gso_sends(), 0u);
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(5);
+    size_t got = 0, bad = 0;
+    Message m[8];
+    while (got < kCount && Clock::now() < deadline) {
+      const size_t k = b->Poll(m, 8);
+      for (size_t i = 0; i < k; ++i, ++got) {
+        bad += m[i].h.seq != got + 1 || m[i].h.length != (got + 1 < kCount ? 1024u : 96u);
+        for (uint32_t j = 0; j < m[i].h.length; ++j) bad += m[i].payload[j] != static_cast<std::byte>((got + j) & 0xff);
+      }
+      b->Release(k);
+    }
+    EXPECT_EQ(got, kCount);
+    EXPECT_EQ(bad, 0u);
+    EXPECT_EQ(b->counters().rejected_total(), 0u);
+  }
+}
+
+TEST(UdpTransportTest, WaitFdWakesPoll) {
+  auto a = Open(0), b = Open(1);
+  a->AddPeer(1, "127.0.0.1", b->port());
+  pollfd pfd{b->wait_fd(), POLLIN, 0};
+  EXPECT_EQ(poll(&pfd, 1, 0), 0);  // nothing yet: an idle daemon would sleep here
+  const float p = 1;
+  Header h;
+  h.length = 4;
+  ASSERT_TRUE(a->PostSend(Dest::Peer(1), h, &p));
+  a->Flush();
+  EXPECT_EQ(poll(&pfd, 1, 5000), 1);
+  EXPECT_EQ(PollFor(b.get(), 1), 1u);
+}
+
+// A peer process that dies without a word (SIGKILL) is "peer down" within the timeout.
+TEST(UdpTransportTest, KilledPeerProcessBecomesPeerDown) {
+  UdpOptions o = Opts();
+  o.peer_timeout_ms = 1000;  // generous: a busy CI machine may starve the live child a while
+  auto a = Open(0, o);
+  int ports[2];
+  ASSERT_EQ(pipe(ports), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the peer: joins, then beats until killed (bounded: 20 s)
+    close(ports[0]);
+    auto b = Open(1);
+    b->AddPeer(0, "127.0.0.1", a->port());
+    const uint16_t port = b->port();
+    if (write(ports[1], &port, sizeof port) != sizeof port) _exit(1);
+    Header h;
+    h.kind = MsgKind::kJoin;
+    h.length = 4;
+    const float p = 1;
+    b->PostSend(Dest::Peer(0), h, &p);
+    const auto end = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < end) {
+      b->Flush();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    _exit(0);
+  }
+  close(ports[1]);
+  uint16_t port = 0;
+  ASSERT_EQ(read(ports[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  close(ports[0]);
+  a->AddPeer(1, "127.0.0.1", port);
+  std::vector<Header> got;
+  const size_t joined = PollFor(a.get(), 1, &got);
+  // Let it beat a while: a live peer is not down.
+  const auto alive_until = Clock::now() + std::chrono::milliseconds(300);
+  Message m;
+  while (Clock::now() < alive_until) {
+    a->Release(a->Poll(&m, 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool ok_while_alive = a->status().ok();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_EQ(joined, 1u);
+  ASSERT_EQ(got[0].kind, MsgKind::kJoin);
+  EXPECT_EQ(got[0].source, 1);
+  EXPECT_TRUE(ok_while_alive);
+  const auto t0 = Clock::now();
+  while (a->status().ok() && Clock::now() - t0 < std::chrono::seconds(6)) {
+    a->Release(a->Poll(&m, 1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const Status s = a->status();
+  ASSERT_EQ(s.code, Status::kPeerDown) << "no peer-down within 6 s";
+  EXPECT_EQ(s.peer, 1);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
+}
+
+TEST(UdpTransportTest, BadSettingsAreOneLineErrors) {
+  UdpOptions o = Opts();
+  o.max_payload = 70000;
+  EXPECT_THROW(UdpEndpoint(0, o), Error);
+  o = Opts();
+  o.address = "not-an-address";
+  try {
+    UdpEndpoint e(0, o);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not-an-address"), std::string::npos) << e.what();
+  }
+  auto a = Open(0);
+  o = Opts();
+  o.port = a->port();  // taken
+  EXPECT_THROW(UdpEndpoint(1, o), Error);
+  EXPECT_THROW(a->AddGroup(1, "127.0.0.1", 5000, false), Error);  // not multicast
+  std::byte* s = a->AcquireSend();
+  ASSERT_NE(s, nullptr);
+  Header h;
+  EXPECT_THROW(a->CommitSend(Dest::Peer(9), h), Error);  // no address for that peer
+}
+
+}  // namespace
+}  // namespace hogstream

@@ -1,0 +1,64 @@
+// What one message looks like on a wire (udp/, raw/; verbs later): a fixed 48-byte header,
+// the payload in place, and a trailer: an XXH3-64 checksum, or with a job key a 16-byte keyed
+// BLAKE2b MAC (libsodium crypto_generichash) that also authenticates the sender as one of the
+// job. Not for: the in-process transport (no bytes leave the process).
+//
+// Layout (little-endian; the payload starts at byte 48, so a slot aligned to 16 stays aligned):
+//    0 magic u32 'HSF1'   4 version u8   5 kind u8   6 encoding u8   7 flags u8 (bit 0: keyed)
+//    8 job u64           16 source u16  18 zero u16  20 epoch u32
+//   24 chunk u32         28 length u32 (payload bytes)
+//   32 seq u64           40 clock u64
+//   48 payload[length]   then the trailer: 8 bytes (XXH3) or 16 (MAC), over bytes [0, 48+length)
+//
+// Parse never trusts the bytes: anything not exactly a frame of this job and version is
+// answered with a Reject reason (the caller counts it per reason and drops it), never applied,
+// never a crash. Thread-safe: a FrameFormat is immutable after construction.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "transport/transport.hpp"
+
+namespace hogstream {
+
+// The secret behind --job-key=FILE: the BLAKE2b hash of the file's bytes (any length > 0).
+using JobKey = std::array<uint8_t, 32>;
+// Reads FILE into a JobKey. A missing, unreadable or empty file is a user Error.
+JobKey LoadJobKey(const std::string& path);
+
+class FrameFormat {
+ public:
+  static constexpr uint32_t kMagic = 0x31465348;  // "HSF1" read as little-endian bytes
+  static constexpr uint8_t kVersion = 1;
+  static constexpr size_t kHeaderBytes = 48;
+
+  // `job` tells jobs apart on a shared wire; `key` (optional) makes every frame carry a MAC.
+  explicit FrameFormat(uint64_t job, std::optional<JobKey> key = std::nullopt);
+
+  uint64_t job() const { return job_; }
+  bool keyed() const { return key_.has_value(); }
+  size_t trailer_bytes() const { return keyed() ? 16 : 8; }
+  // Bytes a frame adds to its payload.
+  size_t overhead() const { return kHeaderBytes + trailer_bytes(); }
+
+  // Writes the header and trailer around a payload already in place at frame + kHeaderBytes
+  // (h.length bytes). The buffer holds h.length + overhead() bytes. Returns the frame's size.
+  size_t Seal(std::byte* frame, const Header& h) const;
+
+  // Checks `bytes` bytes at `frame`. nullopt: a good frame; *h and *payload (pointing into the
+  // frame) are set. Otherwise why it was refused; *h and *payload are untouched.
+  std::optional<Reject> Parse(const std::byte* frame, size_t bytes, uint32_t max_payload, Header* h,
+                              const std::byte** payload) const;
+
+ private:
+  void Trailer(const std::byte* data, size_t n, uint8_t* out) const;  // trailer_bytes() bytes
+
+  uint64_t job_;
+  std::optional<JobKey> key_;
+};
+
+}  // namespace hogstream

@@ -1,0 +1,49 @@
+// Names for logs and counters, and the counters' snapshot (see transport.hpp).
+#include "transport/transport.hpp"
+
+namespace hogstream {
+
+const char* MsgKindName(MsgKind k) {
+  switch (k) {
+    case MsgKind::kPosition: return "position";
+    case MsgKind::kDelta: return "delta";
+    case MsgKind::kJoin: return "join";
+    case MsgKind::kLeave: return "leave";
+    case MsgKind::kHeartbeat: return "heartbeat";
+    case MsgKind::kIteration: return "iteration";
+  }
+  return "unknown";
+}
+
+const char* RejectName(Reject r) {
+  switch (r) {
+    case Reject::kShort: return "short";
+    case Reject::kMagic: return "magic";
+    case Reject::kVersion: return "version";
+    case Reject::kJob: return "job";
+    case Reject::kChecksum: return "checksum";
+    case Reject::kMac: return "mac";
+    case Reject::kLength: return "length";
+    case Reject::kHeader: return "header";
+    case Reject::kCount: break;
+  }
+  return "unknown";
+}
+
+TransportCounters Transport::Counters::Snapshot() const {
+  constexpr auto r = std::memory_order_relaxed;
+  TransportCounters c;
+  c.sent = sent.load(r);
+  c.bytes_sent = bytes_sent.load(r);
+  c.send_full = send_full.load(r);
+  c.received = received.load(r);
+  c.bytes_received = bytes_received.load(r);
+  c.dropped = dropped.load(r);
+  c.duplicated = duplicated.load(r);
+  c.reordered = reordered.load(r);
+  c.delayed = delayed.load(r);
+  for (size_t i = 0; i < rejected.size(); ++i) c.rejected[i] = rejected[i].load(r);
+  return c;
+}
+
+}  // namespace hogstream

@@ -1,0 +1,212 @@
+// The one interface sync/ uses to move messages between peers: non-blocking, zero-copy slots,
+// batched. Every backend implements it (transport/inproc/ in one process; udp/, raw/, verbs/
+// over wires); the delta rule (sync/segment.hpp) sees only this, never a socket.
+// Not for: framing, checksums, addresses, sockets (each backend's own files), fault injection
+// (transport/fault/ wraps any backend).
+//
+// Model. A Device makes endpoints (a Transport); one endpoint serves every peer of a job. A
+// send names a destination, a peer or a multicast group; a received message names its source
+// peer. Each endpoint owns a fixed set of send slots and receive slots, preallocated: nothing
+// is allocated per message, and the slave writes its delta straight into an outgoing slot.
+//
+// Threads: an endpoint has ONE sender thread (AcquireSend, CommitSend, PostSend, Flush) and ONE
+// receiver thread (Poll, Release); they may be the same thread. status(), caps(), counters()
+// and wait_fd() may be called from any thread. The peers may be threads, processes or hosts.
+//
+// Non-blocking contract (the NCCL net plugin's): no method blocks or sleeps. "No slot", "nothing
+// yet" and "not ready yet" are ordinary answers (nullptr, 0, false), and the caller tries again
+// later, typically after poll()ing wait_fd(). A failure that will not go away by retrying (a
+// peer down, an I/O error) latches in status(); the methods then keep answering "nothing".
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "core/common.hpp"
+
+namespace hogstream {
+
+using PeerId = uint16_t;
+constexpr PeerId kNoPeer = 0xffff;
+
+enum class MsgKind : uint8_t {
+  kPosition = 1,   // master -> slave: the master's current values of one chunk
+  kDelta = 2,      // slave -> master: the slave's progress on that chunk, answering a position
+  kJoin = 3,       // control: a peer enters the job (payload: backend-defined address)
+  kLeave = 4,      // control: a peer leaves in good order
+  kHeartbeat = 5,  // control: "still alive"; no payload
+  kIteration = 6,  // control: the global iteration; `clock` carries it, no payload
+};
+constexpr int kMsgKinds = 7;  // one past the largest MsgKind value (for per-kind tables)
+const char* MsgKindName(MsgKind k);
+
+// How the payload's bytes encode values. Only float32 today; codecs (fp16, int8, top-k) later.
+enum class Encoding : uint8_t { kFloat32 = 1 };
+
+// What a message says about itself. The sender fills everything but `source`, which the
+// transport sets (a receiver must not trust a claimed source).
+struct Header {
+  MsgKind kind = MsgKind::kPosition;
+  Encoding encoding = Encoding::kFloat32;
+  PeerId source = kNoPeer;  // set by the transport: the peer that sent it
+  uint32_t epoch = 0;       // the sender's incarnation: a restarted master starts a new one
+  uint32_t chunk = 0;       // chunk index in the flat buffer
+  uint64_t seq = 0;         // per-chunk sequence number, set by the master, echoed by the slave
+  uint64_t clock = 0;       // the sender's iteration clock (staleness policies read it)
+  uint32_t length = 0;      // payload bytes
+};
+
+// A received message: the header and a view of the payload, valid until its Release.
+struct Message {
+  Header h;
+  const std::byte* payload = nullptr;  // caps().alignment-aligned
+  const float* floats() const { return reinterpret_cast<const float*>(payload); }
+  uint32_t float_count() const { return h.length / sizeof(float); }
+};
+
+// Where a send goes: one peer, or every member of a multicast group.
+struct Dest {
+  static Dest Peer(PeerId p) { return {false, p}; }
+  static Dest Group(uint16_t g) { return {true, g}; }
+  bool group = false;
+  uint16_t id = 0;
+};
+
+enum class MemoryKind : uint8_t { kHost = 1, kPinned = 2, kDevice = 4 };
+
+// What an endpoint can do, fixed once it exists.
+struct Caps {
+  uint32_t max_payload = 0;   // bytes one message can carry
+  uint32_t alignment = 16;    // every payload (sent or received) starts on this many bytes, >= 16
+  uint32_t send_slots = 0;    // slots a sender may have in flight
+  uint32_t max_batch = 0;     // most messages one Poll returns (and one Flush moves at once)
+  bool multicast = false;     // Dest::Group reaches several peers in one send
+  uint8_t memory = static_cast<uint8_t>(MemoryKind::kHost);  // MemoryKind bits Register accepts
+};
+
+// Latched: once not kOk it stays so (the daemon reads it, reports and tears down).
+struct Status {
+  enum Code : uint8_t { kOk = 0, kPeerDown, kIoError } code = kOk;
+  PeerId peer = kNoPeer;  // kPeerDown: which
+  std::string what;       // one line for the user
+  bool ok() const { return code == kOk; }
+};
+
+// Why a received frame was refused (transport/frame.hpp parses; every backend counts).
+enum class Reject : uint8_t {
+  kShort = 0,    // shorter than a frame header
+  kMagic,        // not one of ours at all
+  kVersion,      // a wire version we do not speak
+  kJob,          // another job's frame (its job id, or keyed where we are not, or back)
+  kChecksum,     // corrupt (XXH3 mismatch)
+  kMac,          // keyed MAC mismatch: another key, a forgery, or corrupt
+  kLength,       // header length disagrees with the bytes received, or over max_payload
+  kHeader,       // a field out of range (unknown kind, encoding)
+  kCount
+};
+const char* RejectName(Reject r);
+
+// Snapshot of an endpoint's counters. `injected_*` come from a fault decorator (zero otherwise).
+struct TransportCounters {
+  uint64_t sent = 0;            // messages committed
+  uint64_t received = 0;        // messages handed out by Poll
+  uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes
+  uint64_t send_full = 0;       // AcquireSend answered "no slot"
+  uint64_t dropped = 0, duplicated = 0, reordered = 0, delayed = 0;  // injected faults
+  std::array<uint64_t, static_cast<size_t>(Reject::kCount)> rejected{};  // per reason
+  uint64_t rejected_total() const {
+    uint64_t s = 0;
+    for (uint64_t r : rejected) s += r;
+    return s;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  // Any thread. This endpoint's own peer id.
+  virtual PeerId self() const = 0;
+  // Any thread. Fixed for the endpoint's life.
+  virtual Caps caps() const = 0;
+
+  // ---- sender thread
+  // A free slot of caps().max_payload bytes (aligned to caps().alignment) to fill, or nullptr
+  // when every slot is in flight (counted in send_full). Calling it again before CommitSend
+  // or Flush returns the same slot: abandoning a filled slot is free.
+  virtual std::byte* AcquireSend() = 0;
+  // Queues the slot from AcquireSend with h.length bytes of payload for `to`. It may leave at
+  // once or only at the next Flush(). h.length > max_payload, or no slot acquired, is a Bug.
+  virtual void CommitSend(Dest to, const Header& h) = 0;
+  // Hands what was committed to the wire (one sendmmsg, one doorbell). Never blocks: what the
+  // kernel or NIC will not take now stays queued, and goes at a later Flush. A slot acquired
+  // and not committed is abandoned: the caller must not write it after Flush.
+  virtual void Flush() = 0;
+  // AcquireSend + copy + CommitSend (no Flush); false = no free slot, nothing sent. A payload
+  // longer than max_payload is a Bug, raised before anything is copied.
+  bool PostSend(Dest to, const Header& h, const void* payload) {
+    HS_CHECK_LE(h.length, caps().max_payload) << "PostSend: message longer than a slot";
+    std::byte* slot = AcquireSend();
+    if (!slot) return false;
+    std::memcpy(slot, payload, h.length);
+    CommitSend(to, h);
+    return true;
+  }
+
+  // ---- receiver thread
+  // Up to `max` messages received since the last Poll, oldest first, into out[0..n); 0 =
+  // nothing waiting. Each stays valid until released. Messages already held count against the
+  // receive slots: an endpoint whose caller holds everything returns 0 until Release.
+  virtual size_t Poll(Message* out, size_t max) = 0;
+  // Hands back the oldest n messages still held (their slots go back to the wire).
+  virtual void Release(size_t n) = 0;
+
+  // ---- any thread
+  // The latched status: kOk, or the first peer-down / I/O error seen.
+  virtual Status status() const = 0;
+  // A file descriptor that poll() reports readable when Poll may have something (or a peer
+  // went down): the daemon sleeps on it when idle. -1: this backend has none; poll Poll.
+  virtual int wait_fd() const { return -1; }
+  virtual TransportCounters counters() const { return counters_.Snapshot(); }
+
+  // Memory registration (verbs, GPUDirect): makes [p, p + bytes) of `kind` usable as a
+  // source/target of this endpoint. Host memory needs nothing; another kind this backend does
+  // not have (see caps().memory) is a user Error.
+  virtual void Register(const void* p, size_t bytes, MemoryKind kind) {
+    HS_REQUIRE(caps().memory & static_cast<uint8_t>(kind))
+        << "this transport cannot use " << (kind == MemoryKind::kDevice ? "device" : "pinned")
+        << " memory";
+  }
+  virtual void Deregister(const void* p) {}
+
+ protected:
+  // Counters: each written by one thread (sender or receiver, as named), read by any, so a
+  // relaxed load + store (no locked add) is enough.
+  struct Counters {
+    std::atomic<uint64_t> sent{0}, bytes_sent{0}, send_full{0};      // sender thread
+    std::atomic<uint64_t> received{0}, bytes_received{0};            // receiver thread
+    std::atomic<uint64_t> dropped{0}, duplicated{0}, reordered{0}, delayed{0};  // sender thread
+    std::array<std::atomic<uint64_t>, static_cast<size_t>(Reject::kCount)> rejected{};  // receiver
+    TransportCounters Snapshot() const;
+  };
+  static void Bump(std::atomic<uint64_t>& c, uint64_t v = 1) {
+    c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+  }
+  Counters counters_;
+};
+
+// Makes endpoints. Set-up never blocks: Open answers nullptr for "not ready yet" (a peer not
+// yet reachable, an address not yet resolved), and the caller calls it again later.
+class Device {
+ public:
+  virtual ~Device() = default;
+  // Owner thread. The endpoint of peer `self`, or nullptr = not yet. A bad setting is an Error.
+  virtual std::unique_ptr<Transport> Open(PeerId self) = 0;
+};
+
+}  // namespace hogstream

@@ -1,0 +1,422 @@
+// UDP endpoint: sockets, buffer sizing, the send queue and pacer, the receive ring, heartbeats
+// (see endpoint.hpp for the contract).
+#include "transport/udp/endpoint.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/udp.h>
+#include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace hogstream {
+
+namespace {
+
+constexpr size_t kLine = 64;
+constexpr size_t kMaxDatagram = 65507;  // IPv4 UDP payload limit
+constexpr size_t kMaxGsoBytes = 65000;  // one GSO send is one IP packet before segmentation
+constexpr size_t kMaxSegments = 64;     // UDP_MAX_SEGMENTS of older kernels
+
+using Clock = std::chrono::steady_clock;
+
+sockaddr_in Addr(const std::string& ip, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  HS_REQUIRE(inet_pton(AF_INET, ip.c_str(), &a.sin_addr) == 1) << "udp: '" << ip << "' is not an IPv4 address";
+  return a;
+}
+
+bool Same(const sockaddr_in& a, const sockaddr_in& b) {
+  return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+
+std::unique_ptr<std::byte[], void (*)(void*)> Slots(size_t bytes) {
+  std::unique_ptr<std::byte[], void (*)(void*)> p{static_cast<std::byte*>(std::aligned_alloc(kLine, bytes)), std::free};
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+// A receive buffer that holds a full burst: every receive slot's frame twice over (the kernel
+// charges roughly twice a datagram's size for its skb), at least 4 MiB.
+int DerivedRcvbuf(const UdpOptions& o, size_t frame_stride) {
+  const size_t want = std::max<size_t>(size_t{4} << 20, 2 * size_t{o.recv_slots} * frame_stride);
+  return static_cast<int>(std::min<size_t>(want, size_t{1} << 30));
+}
+
+// Root may exceed net.core.rmem_max (SO_RCVBUFFORCE); anyone else gets at most rmem_max.
+void SizeRcvbuf(int fd, int bytes) {
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+int Rcvbuf(int fd) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &len);
+  return v;
+}
+
+}  // namespace
+
+UdpDevice::UdpDevice(UdpOptions opt) : opt_(std::move(opt)) {}
+
+std::unique_ptr<Transport> UdpDevice::Open(PeerId self) { return std::make_unique<UdpEndpoint>(self, opt_); }
+
+UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
+    : self_(self),
+      opt_(opt),
+      fmt_(opt.job, opt.key),
+      frame_stride_((opt.max_payload + fmt_.overhead() + kLine - 1) / kLine * kLine) {
+  HS_REQUIRE(opt_.max_payload >= 16 && opt_.max_payload % 16 == 0)
+      << "udp: max_payload must be a positive multiple of 16 bytes";
+  HS_REQUIRE(opt_.max_payload + fmt_.overhead() <= kMaxDatagram)
+      << "udp: max_payload " << opt_.max_payload << " does not fit one datagram (at most "
+      << kMaxDatagram - fmt_.overhead() << " bytes)";
+  HS_REQUIRE(opt_.send_slots > 0 && opt_.recv_slots > 0 && opt_.max_batch > 0)
+      << "udp: slots and batch must be > 0";
+  HS_REQUIRE(opt_.heartbeat_ms > 0) << "udp: heartbeat_ms must be > 0";
+  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  HS_REQUIRE(fd_ >= 0) << "udp: socket: " << ErrnoText(errno);
+  sockaddr_in me = Addr(opt_.address, opt_.port);
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
+    const int err = errno;
+    close(fd_);
+    HS_FAIL() << "udp: cannot bind " << opt_.address << ":" << opt_.port << ": " << ErrnoText(err);
+  }
+  socklen_t len = sizeof me;
+  getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &len);
+  port_ = ntohs(me.sin_port);
+  SizeRcvbuf(fd_, opt_.rcvbuf_bytes ? static_cast<int>(opt_.rcvbuf_bytes) : DerivedRcvbuf(opt_, frame_stride_));
+  rcvbuf_ = Rcvbuf(fd_);
+  // Multicast goes out of the bound address's interface (lo for 127.0.0.1) and loops back to
+  // members on this host.
+  in_addr mif = me.sin_addr;
+  setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_IF, &mif, sizeof mif);
+  const unsigned char loop = 1, ttl = opt_.multicast_ttl;
+  setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_LOOP, &loop, sizeof loop);
+  setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof ttl);
+
+  epoll_ = epoll_create1(EPOLL_CLOEXEC);
+  HS_REQUIRE(epoll_ >= 0) << "udp: epoll_create1: " << ErrnoText(errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd_;
+  HS_CHECK(epoll_ctl(epoll_, EPOLL_CTL_ADD, fd_, &ev) == 0) << ErrnoText(errno);
+
+  send_mem_ = Slots(frame_stride_ * opt_.send_slots);
+  recv_mem_ = Slots(frame_stride_ * opt_.recv_slots);
+  for (uint32_t s = opt_.send_slots; s-- > 0;) free_.push_back(s);
+  queue_.reserve(opt_.send_slots);
+  ring_.resize(opt_.recv_slots);
+  for (uint32_t s = 0; s < opt_.recv_slots; ++s) ring_[s] = s;
+  send_msgs_.resize(opt_.max_batch);
+  send_iov_.resize(opt_.send_slots);  // a batch can carry every queued frame (GSO runs)
+  send_cmsg_.resize(opt_.max_batch);
+  // UDP GSO where the kernel has it (Linux 4.18+): probe with a socket-wide size of 0 (off).
+  const int no_segment = 0;
+  gso_ = opt_.gso && setsockopt(fd_, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) == 0;
+  recv_msgs_.resize(opt_.max_batch);
+  recv_iov_.resize(opt_.max_batch);
+  recv_from_.resize(opt_.max_batch);
+  last_refill_ = last_heartbeat_ = Clock::now();
+  tokens_ = static_cast<double>(frame_stride_ * opt_.max_batch);  // one full batch may go at once
+}
+
+UdpEndpoint::~UdpEndpoint() {
+  for (int fd : group_fds_) close(fd);
+  if (epoll_ >= 0) close(epoll_);
+  if (fd_ >= 0) close(fd_);
+}
+
+void UdpEndpoint::AddPeer(PeerId peer, const std::string& ip, uint16_t port) {
+  peers_[peer] = Addr(ip, port);
+}
+
+bool UdpEndpoint::AddGroup(uint16_t group, const std::string& ip, uint16_t port, bool join) {
+  const sockaddr_in a = Addr(ip, port);
+  HS_REQUIRE(IN_MULTICAST(ntohl(a.sin_addr.s_addr))) << "udp: " << ip << " is not a multicast address";
+  if (join) {
+    // Its own socket, bound to the group address: it receives that group and nothing else.
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    HS_REQUIRE(fd >= 0) << "udp: socket: " << ErrnoText(errno);
+    const int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // several members on one host
+    // Default 1 delivers every group joined by ANY socket on this port (network.md §2.3).
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero);
+    ip_mreqn req{};
+    req.imr_multiaddr = a.sin_addr;
+    req.imr_address = Addr(opt_.address, 0).sin_addr;
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &req, sizeof req) != 0) {
+      close(fd);
+      return false;
+    }
+    SizeRcvbuf(fd, opt_.rcvbuf_bytes ? static_cast<int>(opt_.rcvbuf_bytes) : DerivedRcvbuf(opt_, frame_stride_));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    HS_CHECK(epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0) << ErrnoText(errno);
+    group_fds_.push_back(fd);
+  }
+  groups_[group] = a;
+  return true;
+}
+
+Caps UdpEndpoint::caps() const {
+  Caps c;
+  c.max_payload = opt_.max_payload;
+  c.alignment = 16;  // slots are cache-line aligned; the payload starts 48 bytes in
+  c.send_slots = opt_.send_slots;
+  c.max_batch = opt_.max_batch;
+  c.multicast = true;
+  return c;
+}
+
+void UdpEndpoint::Latch(Status::Code code, PeerId peer, const std::string& what) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  if (status_.code != Status::kOk) return;
+  status_.code = code;
+  status_.peer = peer;
+  status_.what = what;
+  failed_.store(true, std::memory_order_release);
+}
+
+Status UdpEndpoint::status() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return status_;
+}
+
+// ---------------------------------------------------------------- sender thread
+
+std::byte* UdpEndpoint::AcquireSend() {
+  if (acquired_ < 0) {
+    Heartbeats();
+    if (free_.empty()) {  // every slot committed and not yet taken by the kernel: Flush
+      Bump(counters_.send_full);
+      return nullptr;
+    }
+    acquired_ = free_.back();
+    free_.pop_back();
+  }
+  return SendSlot(static_cast<uint32_t>(acquired_)) + FrameFormat::kHeaderBytes;
+}
+
+void UdpEndpoint::CommitSend(Dest to, const Header& h) {
+  HS_CHECK(acquired_ >= 0) << "CommitSend without AcquireSend";
+  HS_CHECK_LE(h.length, opt_.max_payload);
+  sockaddr_in addr;
+  if (to.group) {
+    auto it = groups_.find(to.id);
+    HS_REQUIRE(it != groups_.end()) << "udp: no address for group " << to.id;
+    addr = it->second;
+  } else {
+    auto it = peers_.find(to.id);
+    HS_REQUIRE(it != peers_.end()) << "udp: no address for peer " << to.id;
+    addr = it->second;
+  }
+  Header stamped = h;
+  stamped.source = self_;
+  const uint32_t s = static_cast<uint32_t>(acquired_);
+  acquired_ = -1;
+  const size_t bytes = fmt_.Seal(SendSlot(s), stamped);
+  queue_.push_back({s, addr, static_cast<uint32_t>(bytes)});
+  Bump(counters_.sent);
+  Bump(counters_.bytes_sent, h.length);
+}
+
+void UdpEndpoint::Flush() {
+  Heartbeats();
+  if (opt_.pace_bytes_per_s) {
+    const auto now = Clock::now();
+    const double burst = static_cast<double>(frame_stride_ * opt_.max_batch);
+    tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - last_refill_).count() *
+                                            static_cast<double>(opt_.pace_bytes_per_s));
+    last_refill_ = now;
+  }
+  while (queue_head_ < queue_.size()) {
+    // The batch: up to max_batch datagrams. With GSO, one datagram entry carries a run of
+    // frames to one destination, all of one size but the last (the kernel cuts them apart
+    // again at gso_size; a receiver without UDP_GRO gets them one by one).
+    size_t entries = 0, frames = 0;
+    double cost = 0;
+    run_frames_.clear();
+    while (queue_head_ + frames < queue_.size() && entries < opt_.max_batch) {
+      const size_t first = queue_head_ + frames;
+      const Queued& q = queue_[first];
+      if (opt_.pace_bytes_per_s && cost + q.bytes > tokens_) break;
+      size_t run = 1, total = q.bytes;
+      cost += q.bytes;
+      while (gso_ && first + run < queue_.size() && run < kMaxSegments) {
+        const Queued& next = queue_[first + run];
+        if (!Same(next.to, q.to) || next.bytes > q.bytes || queue_[first + run - 1].bytes != q.bytes ||
+            total + next.bytes > kMaxGsoBytes || (opt_.pace_bytes_per_s && cost + next.bytes > tokens_))
+          break;
+        total += next.bytes;
+        cost += next.bytes;
+        ++run;
+      }
+      for (size_t i = 0; i < run; ++i)
+        send_iov_[frames + i] = {SendSlot(queue_[first + i].slot), queue_[first + i].bytes};
+      mmsghdr& m = send_msgs_[entries];
+      m = {};
+      m.msg_hdr.msg_name = const_cast<sockaddr_in*>(&q.to);
+      m.msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      m.msg_hdr.msg_iov = &send_iov_[frames];
+      m.msg_hdr.msg_iovlen = run;
+      if (run > 1) {
+        auto& buf = send_cmsg_[entries];
+        m.msg_hdr.msg_control = buf.data();
+        m.msg_hdr.msg_controllen = buf.size();
+        cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const uint16_t seg = static_cast<uint16_t>(q.bytes);
+        std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+      }
+      run_frames_.push_back(run);
+      frames += run;
+      ++entries;
+    }
+    if (entries == 0) break;  // paced: wait for tokens
+    const int sent = sendmmsg(fd_, send_msgs_.data(), static_cast<unsigned>(entries), MSG_DONTWAIT);
+    if (sent < 0) {
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK || err == ENOBUFS || err == EINTR || err == ECONNREFUSED)
+        break;  // the kernel is full, or reported an old ICMP error: this frame goes next time
+      if (gso_ && err == EIO && run_frames_[0] > 1) {
+        gso_ = false;  // the path cannot segment (as Tailscale found): plain datagrams from now
+        continue;
+      }
+      // Anything else will not get better by retrying: latch it, drop the frames, go on.
+      Latch(Status::kIoError, kNoPeer, "udp: sendmmsg: " + ErrnoText(err));
+      for (size_t i = 0; i < run_frames_[0]; ++i) free_.push_back(queue_[queue_head_++].slot);
+      continue;
+    }
+    for (int e = 0; e < sent; ++e) {
+      if (run_frames_[e] > 1) ++gso_sends_;
+      for (size_t i = 0; i < run_frames_[e]; ++i) {
+        const Queued& q = queue_[queue_head_++];
+        if (opt_.pace_bytes_per_s) tokens_ -= q.bytes;
+        free_.push_back(q.slot);
+      }
+    }
+    if (static_cast<size_t>(sent) < entries) break;
+  }
+  if (queue_head_ == queue_.size()) {
+    queue_.clear();
+    queue_head_ = 0;
+  }
+}
+
+void UdpEndpoint::Heartbeats() {
+  const auto now = Clock::now();
+  if (now - last_heartbeat_ < std::chrono::milliseconds(opt_.heartbeat_ms)) return;
+  last_heartbeat_ = now;
+  alignas(kLine) std::byte frame[FrameFormat::kHeaderBytes + 16];
+  Header h;
+  h.kind = MsgKind::kHeartbeat;
+  h.source = self_;
+  const size_t bytes = fmt_.Seal(frame, h);
+  for (const auto& [peer, addr] : peers_)  // best effort: a full socket skips one beat
+    sendto(fd_, frame, bytes, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+}
+
+// ---------------------------------------------------------------- receiver thread
+
+size_t UdpEndpoint::Receive(int fd, size_t room) {
+  const size_t R = ring_.size();
+  const size_t k = std::min<size_t>(room, opt_.max_batch);
+  for (size_t j = 0; j < k; ++j) {
+    recv_iov_[j] = {RecvSlot(ring_[(first_ + held_ + j) % R]), frame_stride_};
+    recv_msgs_[j] = {};
+    recv_msgs_[j].msg_hdr.msg_name = &recv_from_[j];
+    recv_msgs_[j].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+    recv_msgs_[j].msg_hdr.msg_iov = &recv_iov_[j];
+    recv_msgs_[j].msg_hdr.msg_iovlen = 1;
+  }
+  const int got = recvmmsg(fd, recv_msgs_.data(), static_cast<unsigned>(k), MSG_DONTWAIT, nullptr);
+  if (got <= 0) {
+    const int err = errno;
+    if (got < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNREFUSED)
+      Latch(Status::kIoError, kNoPeer, "udp: recvmmsg: " + ErrnoText(err));
+    return 0;
+  }
+  return static_cast<size_t>(got);
+}
+
+size_t UdpEndpoint::Poll(Message* out, size_t max) {
+  const auto now = Clock::now();
+  const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
+  for (const auto& [peer, when] : heard_) {
+    if (now - when > timeout && !failed_.load(std::memory_order_acquire))
+      Latch(Status::kPeerDown, peer,
+            "udp: peer " + std::to_string(peer) + " silent for " + std::to_string(timeout.count()) + " ms");
+  }
+  const size_t R = ring_.size();
+  size_t n = 0;
+  const size_t fds = 1 + group_fds_.size();
+  for (size_t tried = 0; tried < fds && n < max && held_ < R;) {
+    const int fd = next_fd_ == 0 ? fd_ : group_fds_[next_fd_ - 1];
+    const size_t base = first_ + held_;  // ring position of the first datagram received
+    const size_t got = Receive(fd, std::min(max - n, R - held_));
+    if (got == 0) {
+      next_fd_ = (next_fd_ + 1) % fds;
+      ++tried;
+      continue;
+    }
+    for (size_t j = 0; j < got; ++j) {
+      const size_t pos = (base + j) % R;
+      const std::byte* frame = RecvSlot(ring_[pos]);
+      const mmsghdr& m = recv_msgs_[j];
+      Header h;
+      const std::byte* payload = nullptr;
+      std::optional<Reject> why;
+      if (m.msg_hdr.msg_flags & MSG_TRUNC) {
+        why = Reject::kLength;  // larger than any frame of ours
+      } else {
+        why = fmt_.Parse(frame, m.msg_len, opt_.max_payload, &h, &payload);
+      }
+      if (why) {
+        Bump(counters_.rejected[static_cast<size_t>(*why)]);
+        continue;
+      }
+      // The source is who the datagram came from, where we know it; else what the frame says.
+      // Only known peers are watched for silence.
+      for (const auto& [peer, addr] : peers_) {
+        if (Same(addr, recv_from_[j])) {
+          h.source = peer;
+          heard_[peer] = now;
+          break;
+        }
+      }
+      if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
+      // Keep it: move its slot to the next handed-out position (earlier drops leave holes).
+      const size_t keep = (first_ + held_) % R;
+      std::swap(ring_[keep], ring_[pos]);
+      ++held_;
+      out[n++] = Message{h, payload};
+    }
+  }
+  if (n) {
+    Bump(counters_.received, n);
+    uint64_t b = 0;
+    for (size_t i = 0; i < n; ++i) b += out[i].h.length;
+    Bump(counters_.bytes_received, b);
+  }
+  return n;
+}
+
+void UdpEndpoint::Release(size_t n) {
+  HS_CHECK_LE(n, held_) << "Release of more messages than Poll handed out";
+  first_ = (first_ + n) % ring_.size();
+  held_ -= n;
+}
+
+}  // namespace hogstream

@@ -1,0 +1,117 @@
+// UDP endpoint: one non-blocking socket serves every peer (unicast) plus one socket per joined
+// multicast group; frames (transport/frame.hpp) in preallocated slots; sendmmsg / recvmmsg in
+// batches; a token-bucket pacer; heartbeats and a peer timeout for "peer down".
+// Not for: reliability (a lost datagram is lost; the delta rule tolerates it), GRO (a slot
+// holds one datagram: receiving coalesced segments is not done yet). GSO: runs of equal-size
+// frames to one destination go as one send with UDP_SEGMENT where the kernel takes it (probed
+// at set-up; turned off for good at the first EIO, as a path that cannot segment answers).
+//
+// Threads: as transport.hpp (one sender thread, one receiver thread). Set-up calls (AddPeer,
+// AddGroup) come from the owner before either thread uses the endpoint.
+// Liveness: the sender thread sends a heartbeat to every peer from Flush() / AcquireSend() at
+// least every heartbeat_ms while it is called that often (an idle daemon: poll(wait_fd) with a
+// timeout <= heartbeat_ms, then Flush). The receiver thread latches kPeerDown in Poll() once a
+// peer it has heard from is silent for peer_timeout_ms. Heartbeats never reach the caller.
+// Teardown: the destructor closes the sockets; nothing is in flight in user memory (slots are
+// ours), so any order of destroying endpoints is safe.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "transport/frame.hpp"
+#include "transport/transport.hpp"
+#include "transport/udp/device.hpp"
+
+namespace hogstream {
+
+class UdpEndpoint final : public Transport {
+ public:
+  UdpEndpoint(PeerId self, const UdpOptions& opt);
+  ~UdpEndpoint() override;
+  UdpEndpoint(const UdpEndpoint&) = delete;
+  UdpEndpoint& operator=(const UdpEndpoint&) = delete;
+
+  // Set-up (owner thread, before traffic). A bad address is a one-line Error.
+  void AddPeer(PeerId peer, const std::string& ip, uint16_t port);
+  // Sends to Dest::Group(group) go to ip:port (a 239.0.0.0/8 address); with `join`, this
+  // endpoint also receives the group. false: the kernel refused the membership (no multicast
+  // here); the group is then unusable and nothing else changed.
+  bool AddGroup(uint16_t group, const std::string& ip, uint16_t port, bool join);
+  uint16_t port() const { return port_; }
+  int rcvbuf_bytes() const { return rcvbuf_; }  // what the kernel granted
+  bool gso() const { return gso_; }             // sender thread: UDP GSO in use
+  uint64_t gso_sends() const { return gso_sends_; }  // sender thread: datagrams sent as GSO runs
+
+  PeerId self() const override { return self_; }
+  Caps caps() const override;
+  std::byte* AcquireSend() override;
+  void CommitSend(Dest to, const Header& h) override;
+  void Flush() override;
+  size_t Poll(Message* out, size_t max) override;
+  void Release(size_t n) override;
+  Status status() const override;
+  int wait_fd() const override { return epoll_; }
+
+ private:
+  struct Queued {
+    uint32_t slot;
+    sockaddr_in to;
+    uint32_t bytes;  // frame bytes
+  };
+  std::byte* SendSlot(uint32_t s) { return send_mem_.get() + size_t{s} * frame_stride_; }
+  std::byte* RecvSlot(uint32_t s) { return recv_mem_.get() + size_t{s} * frame_stride_; }
+  void Heartbeats();  // sender thread
+  void Latch(Status::Code code, PeerId peer, const std::string& what);
+  size_t Receive(int fd, size_t room);  // receiver thread: datagrams into ring, returns good ones
+
+  const PeerId self_;
+  const UdpOptions opt_;
+  const FrameFormat fmt_;
+  const size_t frame_stride_;  // bytes per slot: max frame rounded up to a cache line
+  int fd_ = -1, epoll_ = -1;
+  uint16_t port_ = 0;
+  int rcvbuf_ = 0;
+  std::map<PeerId, sockaddr_in> peers_;
+  std::map<uint16_t, sockaddr_in> groups_;
+  std::vector<int> group_fds_;
+  std::unique_ptr<std::byte[], void (*)(void*)> send_mem_{nullptr, nullptr}, recv_mem_{nullptr, nullptr};
+
+  // Sender thread.
+  std::vector<uint32_t> free_;  // free send slots (a stack)
+  std::vector<Queued> queue_;   // committed, not yet taken by the kernel, oldest first
+  size_t queue_head_ = 0;
+  int64_t acquired_ = -1;
+  double tokens_ = 0;           // pacer: frame bytes we may send now
+  std::chrono::steady_clock::time_point last_refill_, last_heartbeat_;
+  std::vector<::mmsghdr> send_msgs_;
+  std::vector<::iovec> send_iov_;
+  std::vector<std::array<char, CMSG_SPACE(sizeof(uint16_t))>> send_cmsg_;  // UDP_SEGMENT per entry
+  std::vector<size_t> run_frames_;  // frames per entry of the batch being sent
+  bool gso_ = false;
+  uint64_t gso_sends_ = 0;
+
+  // Receiver thread.
+  std::vector<uint32_t> ring_;  // slot indices; [first, first + held) are handed out
+  size_t first_ = 0, held_ = 0;
+  std::vector<::mmsghdr> recv_msgs_;
+  std::vector<::iovec> recv_iov_;
+  std::vector<sockaddr_in> recv_from_;
+  std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
+  size_t next_fd_ = 0;  // round-robin over the unicast and group sockets
+
+  mutable std::mutex status_mu_;
+  std::atomic<bool> failed_{false};
+  Status status_;  // under status_mu_
+};
+
+}  // namespace hogstream
