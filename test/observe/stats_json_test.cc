@@ -69,7 +69,10 @@ void CheckRun(const std::string& program, const std::vector<std::string>& args, 
   test::ScratchDir dir("stats");
   const std::string jsonl = dir / "stats.jsonl";
   std::vector<std::string> argv = args;
-  const std::string solver = test::ThreeOutputSolver(dir, 100);
+  // A group's leader displays only at iterations it claims itself: give it enough of them that
+  // a loaded machine cannot starve it of every one.
+  const int max_iter = solvers > 1 ? 1000 : 100;
+  const std::string solver = test::ThreeOutputSolver(dir, max_iter);
   for (std::string& a : argv)
     if (a.find("SOLVER") != std::string::npos) a.replace(a.find("SOLVER"), 6, solver);
   argv.push_back("--stats_json=" + jsonl);
@@ -88,7 +91,7 @@ void CheckRun(const std::string& program, const std::vector<std::string>& args, 
       EXPECT_GE(j["elapsed"].num, last_elapsed);
       last_iter = j["iter"].num;
       last_elapsed = j["elapsed"].num;
-      EXPECT_EQ(j["max_iter"].num, 100);
+      EXPECT_EQ(j["max_iter"].num, max_iter);
       EXPECT_GT(j["lr"].num, 0);
       EXPECT_TRUE(j["outputs"].has("aux") && j["outputs"].has("loss") &&
                   j["outputs"].has("top1_accuracy"));
