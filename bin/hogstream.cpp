@@ -6,6 +6,7 @@
 //   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
 //   hogstream test     --model=NET --weights=MODEL [--iterations=50]
 //   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
+//   hogstream bench    --transport=inproc|udp --loopback [--chunk=4k,16k,...] [--seconds=1] [--json]
 //   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
 #include <glog/logging.h>
 
@@ -21,6 +22,7 @@
 #include "core/solver.hpp"
 #include "data/convert.hpp"
 #include "observe/plot.hpp"
+#include "sync/link_bench.hpp"
 
 namespace hogstream {
 namespace {
@@ -42,6 +44,8 @@ const char kUsage[] =
     "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
     "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
+    "  bench    --transport=inproc|udp --loopback [--chunk=4k,16k,32k] [--seconds=1] [--slots=64]\n"
+    "           [--json]  segment rate over a link next to the link's raw rate, per chunk size\n"
     "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
     "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
@@ -161,6 +165,50 @@ int Convert(int argc, char** argv) {
   return 0;
 }
 
+// "4k,16k,1M" -> bytes.
+std::vector<uint32_t> ByteSizes(const std::string& text) {
+  std::vector<uint32_t> sizes;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t pos = 0;
+    unsigned long v = 0;
+    try {
+      v = std::stoul(item, &pos);
+    } catch (...) {
+      pos = 0;
+    }
+    HS_REQUIRE(pos > 0 && item.size() - pos <= 1 && item.size() <= 9)
+        << "--chunk wants sizes like 4096, 16k or 1M, got '" << item << "'";
+    const char unit = pos < item.size() ? item[pos] : ' ';
+    HS_REQUIRE(unit == ' ' || unit == 'k' || unit == 'K' || unit == 'm' || unit == 'M')
+        << "--chunk: unknown unit in '" << item << "' (k or M)";
+    v *= unit == ' ' ? 1 : (unit == 'k' || unit == 'K') ? 1024 : 1024 * 1024;
+    HS_REQUIRE(v > 0 && v <= (1u << 24)) << "--chunk size " << item << " is out of range (16 MiB at most)";
+    sizes.push_back(static_cast<uint32_t>(v));
+  }
+  return sizes;
+}
+
+int Bench(int argc, char** argv) {
+  Flags f(argc, argv, 2, {"transport", "loopback", "chunk", "seconds", "slots", "json", "peers"},
+          {"loopback", "json"});
+  HS_REQUIRE(!f.has("peers"))
+      << "bench across machines (--peers) needs the distributed job, which is not built yet; use --loopback";
+  HS_REQUIRE(f.has("loopback")) << "bench needs --loopback (both ends in this process) for now";
+  LinkBenchOptions o;
+  o.transport = f.get("transport", "udp");
+  if (f.has("chunk")) o.chunk_bytes = ByteSizes(f.get("chunk"));
+  const std::string secs = f.get("seconds", "1");
+  try {
+    o.seconds = std::stod(secs);
+  } catch (...) {
+    HS_FAIL() << "--seconds wants a number, got '" << secs << "'";
+  }
+  o.slots = static_cast<uint32_t>(f.get_int("slots", 64, 1, 4096));
+  PrintLinkBench(RunLinkBench(o), std::cout, f.has("json"));
+  return 0;
+}
+
 int PlotCommand(int argc, char** argv) {
   Flags f(argc, argv, 2, {"out", "x", "y"});
   PlotOptions o;
@@ -204,6 +252,7 @@ int Main(int argc, char** argv) {
   if (cmd == "test") return Test(argc, argv);
   if (cmd == "convert") return Convert(argc, argv);
   if (cmd == "plot") return PlotCommand(argc, argv);
+  if (cmd == "bench") return Bench(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 

@@ -117,5 +117,19 @@ TEST_F(Cli, CleanRunExitsZero) {
   EXPECT_TRUE(fs::exists(dir_ / "snap_iter_50.caffemodel")) << r.err;
 }
 
+// `hogstream bench` prints a row per chunk size with the segment and raw rates; a transport
+// it does not have is one line.
+TEST_F(Cli, BenchOverUdpLoopback) {
+  const Result r = Run(HS_HOGSTREAM_BIN, {"bench", "--transport=udp", "--loopback", "--chunk=4k,8k",
+                                          "--seconds=0.2", "--json"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  size_t rows = 0;
+  for (size_t at = 0; (at = r.out.find("\"ratio\":", at)) != std::string::npos; ++at) ++rows;
+  EXPECT_EQ(rows, 2u) << r.out;
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"bench", "--transport=raw", "--loopback"}), "hogstream",
+                "--transport");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"bench", "--loopback", "--chunk=4q"}), "hogstream", "--chunk");
+}
+
 }  // namespace
 }  // namespace hogstream
