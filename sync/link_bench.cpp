@@ -13,7 +13,6 @@
 #include "sync/segment.hpp"
 #include "transport/inproc/device.hpp"
 #include "transport/udp/device.hpp"
-#include "transport/udp/endpoint.hpp"
 
 namespace hogstream {
 
@@ -41,12 +40,7 @@ Link MakeLink(const std::string& kind, uint32_t payload_bytes, uint32_t slots) {
                                      << " bytes does not fit one UDP datagram (at most 65000)";
   o.send_slots = o.recv_slots = slots;
   o.job = 0xbe4c;
-  UdpDevice d(o);
-  auto a = d.Open(0), b = d.Open(1);
-  auto* ua = static_cast<UdpEndpoint*>(a.get());
-  auto* ub = static_cast<UdpEndpoint*>(b.get());
-  ua->AddPeer(1, "127.0.0.1", ub->port());
-  ub->AddPeer(0, "127.0.0.1", ua->port());
+  auto [a, b] = UdpDevice(o).LoopbackPair();
   return {std::move(a), std::move(b)};
 }
 

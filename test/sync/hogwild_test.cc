@@ -540,10 +540,9 @@ TEST(ShmRegion, RefusedAttachLeavesTheJobIntact) {
   EXPECT_EQ(joiner->Members(), 2);
 }
 
-TEST(ShmRegion, StaleSegmentFromCrashedJobIsRefusedAndKept) {
-  if (!ShmUsable()) GTEST_SKIP() << "/dev/shm is not available";
-  const std::string name = UniqueName("stale");
-  ShmGuard guard(name);
+// A job of 100 weights (hash 7) whose only process "crashed": created, ready, and gone without
+// detaching. Returns the dead process's pid, or -1 if it did not end cleanly within 20 s.
+pid_t LeaveCrashedJob(const std::string& name) {
   const pid_t child = fork();
   if (child == 0) {
     bool created = false;
@@ -551,7 +550,15 @@ TEST(ShmRegion, StaleSegmentFromCrashedJobIsRefusedAndKept) {
     r->MarkReady();
     _exit(0);  // "crash": no detach
   }
-  ASSERT_EQ(WaitExit(child, 20), 0);
+  return WaitExit(child, 20) == 0 ? child : -1;
+}
+
+TEST(ShmRegion, StaleSegmentFromCrashedJobIsRefusedAndKept) {
+  if (!ShmUsable()) GTEST_SKIP() << "/dev/shm is not available";
+  const std::string name = UniqueName("stale");
+  ShmGuard guard(name);
+  const pid_t child = LeaveCrashedJob(name);
+  ASSERT_GT(child, 0);
   const std::string path = "/dev/shm/hogstream." + name;
   ASSERT_TRUE(fs::exists(path));
   bool created = false;
@@ -574,14 +581,8 @@ TEST(ShmRegion, PidReuseDoesNotMakeACrashedJobLookAlive) {
   if (!ShmUsable()) GTEST_SKIP() << "/dev/shm is not available";
   const std::string name = UniqueName("reuse");
   ShmGuard guard(name);
-  const pid_t child = fork();
-  if (child == 0) {
-    bool created = false;
-    auto r = ShmRegion::CreateOrAttach(name, 100, 7, &created);
-    r->MarkReady();
-    _exit(0);
-  }
-  ASSERT_EQ(WaitExit(child, 20), 0);
+  const pid_t child = LeaveCrashedJob(name);
+  ASSERT_GT(child, 0);
   // The pid table sits after the fixed fields; overwrite every int32 equal to the dead
   // child's pid with ours, as if the pid had been reused.
   const std::string path = "/dev/shm/hogstream." + name;

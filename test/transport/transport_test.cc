@@ -46,12 +46,7 @@ struct UdpBackend {
     o.job = 0x5eed;
     o.heartbeat_ms = 10;
     o.peer_timeout_ms = 200;
-    UdpDevice d(o);
-    auto a = d.Open(0), b = d.Open(1);
-    auto* ua = static_cast<UdpEndpoint*>(a.get());
-    auto* ub = static_cast<UdpEndpoint*>(b.get());
-    ua->AddPeer(1, "127.0.0.1", ub->port());
-    ub->AddPeer(0, "127.0.0.1", ua->port());
+    auto [a, b] = UdpDevice(o).LoopbackPair();
     return {std::move(a), std::move(b)};
   }
 };

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "transport/frame.hpp"
 #include "transport/transport.hpp"
@@ -38,6 +39,9 @@ class UdpDevice final : public Device {
   // Binds a socket for peer `self` (never "not yet": bind does not wait). Errors are one line.
   std::unique_ptr<Transport> Open(PeerId self) override;
   const UdpOptions& options() const { return opt_; }
+  // Peers 0 and 1 on 127.0.0.1 (kernel-chosen ports), each knowing the other: both ends of a
+  // link in one process, for `hogstream bench --loopback` and tests.
+  std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>> LoopbackPair();
 
  private:
   UdpOptions opt_;

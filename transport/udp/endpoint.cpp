@@ -68,6 +68,16 @@ UdpDevice::UdpDevice(UdpOptions opt) : opt_(std::move(opt)) {}
 
 std::unique_ptr<Transport> UdpDevice::Open(PeerId self) { return std::make_unique<UdpEndpoint>(self, opt_); }
 
+std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>> UdpDevice::LoopbackPair() {
+  UdpOptions o = opt_;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  auto a = std::make_unique<UdpEndpoint>(0, o), b = std::make_unique<UdpEndpoint>(1, o);
+  a->AddPeer(1, "127.0.0.1", b->port());
+  b->AddPeer(0, "127.0.0.1", a->port());
+  return {std::move(a), std::move(b)};
+}
+
 UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
     : self_(self),
       opt_(opt),
