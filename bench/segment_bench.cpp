@@ -29,7 +29,7 @@
 #include <thread>
 #include <vector>
 
-#include "sync/segment.hpp"
+#include "sync/local_segment.hpp"
 
 namespace {
 

@@ -6,11 +6,14 @@
 //   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
 //   hogstream test     --model=NET --weights=MODEL [--iterations=50]
 //   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
-//   hogstream bench    --transport=inproc|udp --loopback [--chunk=4k,16k,...] [--seconds=1] [--json]
+//   hogstream bench    --transport=inproc|udp|raw --loopback [--chunk=4k,16k,...] [--batch=1,16]
+//                      [--netns=A,B] [--where=ADDR_A,ADDR_B] [--multicast=GROUP] [--json]
 //   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 #include <iostream>
@@ -22,7 +25,7 @@
 #include "core/solver.hpp"
 #include "data/convert.hpp"
 #include "observe/plot.hpp"
-#include "sync/link_bench.hpp"
+#include "bin/link_bench.hpp"
 
 namespace hogstream {
 namespace {
@@ -44,8 +47,11 @@ const char kUsage[] =
     "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
     "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
-    "  bench    --transport=inproc|udp --loopback [--chunk=4k,16k,32k] [--seconds=1] [--slots=64]\n"
-    "           [--json]  segment rate over a link next to the link's raw rate, per chunk size\n"
+    "  bench    --transport=inproc|udp|raw|verbs --loopback [--chunk=4k,16k,32k] [--batch=16]\n"
+    "           [--seconds=1] [--repeat=1] [--slots=64] [--window=N] [--netns=NS_A,NS_B]\n"
+    "           [--where=A,B (udp: IPv4 per end; raw: interface per end)] [--multicast=GROUP]\n"
+    "           [--gso=on|off] [--job-key=FILE] [--json]\n"
+    "           segment rate over a link next to the link's raw rate, per chunk and batch size\n"
     "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
     "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
@@ -189,22 +195,54 @@ std::vector<uint32_t> ByteSizes(const std::string& text) {
   return sizes;
 }
 
+// "A,B": one value per end of the link (a single value serves both).
+std::array<std::string, 2> PerEnd(const std::string& flag, const std::string& v) {
+  const size_t comma = v.find(',');
+  if (comma == std::string::npos) return {v, v};
+  HS_REQUIRE(v.find(',', comma + 1) == std::string::npos)
+      << "--" << flag << " takes one value per end of the link (A,B), got '" << v << "'";
+  return {v.substr(0, comma), v.substr(comma + 1)};
+}
+
 int Bench(int argc, char** argv) {
-  Flags f(argc, argv, 2, {"transport", "loopback", "chunk", "seconds", "slots", "json", "peers"},
+  Flags f(argc, argv, 2,
+          {"transport", "loopback", "chunk", "batch", "seconds", "repeat", "slots", "window", "netns",
+           "where", "multicast", "gso", "job-key", "json", "peers"},
           {"loopback", "json"});
   HS_REQUIRE(!f.has("peers"))
-      << "bench across machines (--peers) needs the distributed job, which is not built yet; use --loopback";
+      << "bench across machines (--peers) needs the distributed job, which is not built yet; use "
+         "--loopback (with --netns=A,B for two namespaces)";
   HS_REQUIRE(f.has("loopback")) << "bench needs --loopback (both ends in this process) for now";
   LinkBenchOptions o;
   o.transport = f.get("transport", "udp");
   if (f.has("chunk")) o.chunk_bytes = ByteSizes(f.get("chunk"));
+  if (f.has("batch")) {
+    o.batches.clear();
+    std::stringstream ss(f.get("batch"));
+    for (std::string b; std::getline(ss, b, ',');) {
+      char* end = nullptr;
+      const long v = std::strtol(b.c_str(), &end, 10);
+      HS_REQUIRE(!b.empty() && *end == 0 && v >= 1 && v <= 1024)
+          << "--batch wants sizes in [1, 1024] like 1,16,64, got '" << b << "'";
+      o.batches.push_back(static_cast<uint32_t>(v));
+    }
+  }
   const std::string secs = f.get("seconds", "1");
   try {
     o.seconds = std::stod(secs);
   } catch (...) {
     HS_FAIL() << "--seconds wants a number, got '" << secs << "'";
   }
+  o.repeat = f.get_int("repeat", 1, 1, 100);
   o.slots = static_cast<uint32_t>(f.get_int("slots", 64, 1, 4096));
+  o.window = static_cast<uint32_t>(f.get_int("window", 0, 0, 65536));
+  if (f.has("netns")) o.netns = PerEnd("netns", f.get("netns"));
+  if (f.has("where")) o.where = PerEnd("where", f.get("where"));
+  o.multicast = f.get("multicast", "");
+  const std::string gso = f.get("gso", "on");
+  HS_REQUIRE(gso == "on" || gso == "off") << "--gso is on or off, got '" << gso << "'";
+  o.gso = gso == "on";
+  o.job_key = f.get("job-key", "");
   PrintLinkBench(RunLinkBench(o), std::cout, f.has("json"));
   return 0;
 }

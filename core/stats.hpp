@@ -22,7 +22,7 @@ struct SolverFigures {
   double img_per_s = 0;     // over the last display interval
 };
 
-// One private copy's sync segment (sync/segment.hpp's SegmentStats, by solver rank).
+// One private copy's sync segment (sync/local_segment.hpp's SegmentStats, by solver rank).
 struct SegmentFigures {
   int rank = 0;
   uint64_t bytes = 0, chunks = 0, dropped = 0, sweeps = 0;

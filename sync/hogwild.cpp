@@ -15,7 +15,7 @@
 
 #include "core/context.hpp"
 #include "core/io.hpp"
-#include "sync/segment.hpp"
+#include "sync/local_segment.hpp"
 #include "sync/shm_region.hpp"
 
 namespace hogstream {

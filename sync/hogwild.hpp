@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "core/solver.hpp"
-#include "sync/segment.hpp"
+#include "sync/local_segment.hpp"
 
 namespace hogstream {
 

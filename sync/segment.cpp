@@ -11,7 +11,6 @@
 #include <new>
 
 #include "core/common.hpp"
-#include "transport/inproc/device.hpp"
 
 namespace hogstream {
 
@@ -87,39 +86,84 @@ uint32_t ChunkLayout::length(uint32_t c) const {
 // ---------------------------------------------------------------- MasterEndpoint
 
 MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport,
-                               Dest slaves, Access access)
+                               Dest slaves, Access access, FlowOptions flow)
     : w_(master),
       layout_(n, chunk_floats),
       t_(transport),
       slaves_(slaves),
       access_(access),
+      flow_(flow),
       seq_(layout_.count, 0),
       high_(layout_.count, 0),
-      seen_(layout_.count, 1) {  // seq 0 is never sent: mark it applied
+      seen_(layout_.count, 1),  // seq 0 is never sent: mark it applied
+      pending_(flow.window ? layout_.count : 0, 0),
+      posted_(flow.window ? 2 * size_t{flow.window} : 0) {
   HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
 }
 
-bool MasterEndpoint::PostNextPosition() {
-  std::byte* slot = t_->AcquireSend();
-  if (!slot) return false;
-  const uint32_t c = next_, len = layout_.length(c);
-  ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
-  Header h;
-  h.kind = MsgKind::kPosition;
-  h.chunk = c;
-  h.seq = ++seq_[c];
-  h.length = len * sizeof(float);
-  t_->CommitSend(slaves_, h);
-  t_->Flush();
-  Add(positions_sent_);
-  Add(bytes_sent_, sizeof(float) * len);
-  if (++next_ == layout_.count) {
-    next_ = 0;
-    Add(sweeps_);
+namespace {
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void MasterEndpoint::Answered(uint32_t c, uint64_t seq) {
+  if (!flow_.window || pending_[c] != seq) return;  // not awaited (expired, or superseded)
+  pending_[c] = 0;
+  --in_flight_;
+}
+
+void MasterEndpoint::Expire() {
+  const int64_t now = NowUs();
+  while (posted_size_ > 0) {
+    const Posted& p = posted_[posted_head_];
+    const bool awaited = pending_[p.chunk] == p.seq;
+    // The oldest entry leaves when answered, when too old, or when the ring is full.
+    if (awaited && now - p.at_us < flow_.answer_timeout_us && posted_size_ < posted_.size()) break;
+    if (awaited) {
+      pending_[p.chunk] = 0;
+      --in_flight_;
+      Add(unanswered_);
+    }
+    posted_head_ = (posted_head_ + 1) % posted_.size();
+    --posted_size_;
   }
-  return true;
+}
+
+size_t MasterEndpoint::PostPositions(size_t max) {
+  size_t posted = 0;
+  if (flow_.window) Expire();
+  while (posted < max && (!flow_.window || in_flight_ < flow_.window)) {
+    std::byte* slot = t_->AcquireSend();
+    if (!slot) break;
+    const uint32_t c = next_, len = layout_.length(c);
+    ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
+    Header h;
+    h.kind = MsgKind::kPosition;
+    h.chunk = c;
+    h.seq = ++seq_[c];
+    h.length = len * sizeof(float);
+    t_->CommitSend(slaves_, h);
+    if (flow_.window) {
+      if (pending_[c] == 0) ++in_flight_;  // else the older position is superseded
+      pending_[c] = h.seq;
+      if (posted_size_ == posted_.size()) Expire();  // full of answered entries: drop them
+      posted_[(posted_head_ + posted_size_++) % posted_.size()] = {c, h.seq, NowUs()};
+    }
+    Add(positions_sent_);
+    Add(bytes_sent_, sizeof(float) * len);
+    if (++next_ == layout_.count) {
+      next_ = 0;
+      Add(sweeps_);
+    }
+    ++posted;
+  }
+  t_->Flush();
+  return posted;
 }
 
 bool MasterEndpoint::Fresh(uint32_t c, uint64_t seq) {
@@ -155,10 +199,13 @@ size_t MasterEndpoint::PollDeltas() {
       if (h.kind != MsgKind::kDelta || h.encoding != Encoding::kFloat32 || h.chunk >= layout_.count ||
           h.length != layout_.length(h.chunk) * sizeof(float) || h.seq == 0 || h.seq > seq_[h.chunk]) {
         Add(malformed_);
-      } else if (Fresh(h.chunk, h.seq)) {
-        MasterApply(w_ + layout_.offset(h.chunk), batch[i].floats(), batch[i].float_count(), access_);
-        Add(deltas_applied_);
-        ++applied;
+      } else {
+        Answered(h.chunk, h.seq);
+        if (Fresh(h.chunk, h.seq)) {
+          MasterApply(w_ + layout_.offset(h.chunk), batch[i].floats(), batch[i].float_count(), access_);
+          Add(deltas_applied_);
+          ++applied;
+        }
       }
     }
     t_->Release(got);
@@ -169,7 +216,7 @@ size_t MasterEndpoint::PollDeltas() {
 MasterEndpoint::Stats MasterEndpoint::stats() const {
   return {positions_sent_.load(kRelaxed), deltas_applied_.load(kRelaxed),
           deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
-          bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed)};
+          bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed)};
 }
 
 // ---------------------------------------------------------------- SlaveEndpoint
@@ -236,117 +283,6 @@ size_t SlaveEndpoint::PollPositions() {
 SlaveEndpoint::Stats SlaveEndpoint::stats() const {
   return {positions_applied_.load(kRelaxed), positions_stale_.load(kRelaxed), malformed_.load(kRelaxed),
           bytes_sent_.load(kRelaxed)};
-}
-
-// ---------------------------------------------------------------- Segment
-
-namespace {
-FaultOptions Reseeded(FaultOptions f, uint64_t salt) {
-  f.seed ^= salt;
-  return f;
-}
-}  // namespace
-
-Segment::Link Segment::MakeLink(const SegmentOptions& opt, size_t n) {
-  HS_REQUIRE(opt.chunk_floats > 0) << "chunk size must be at least one float";
-  InprocOptions o;
-  o.max_payload = static_cast<uint32_t>(
-      sizeof(float) * std::min<size_t>(opt.chunk_floats, std::max<size_t>(n, 1)));
-  o.slots = opt.slots;
-  auto [to_slave, to_master] = InprocDevice::MakePair(o);
-  return {std::make_unique<FaultEndpoint>(std::move(to_slave), opt.faults),
-          std::make_unique<FaultEndpoint>(std::move(to_master),
-                                          Reseeded(opt.faults, 0x9e3779b97f4a7c15ull))};
-}
-
-Segment::Segment(float* master, float* slave, size_t n, SegmentOptions options)
-    : opt_(std::move(options)),
-      link_(MakeLink(opt_, n)),
-      master_(master, n, opt_.chunk_floats, link_.to_slave.get(), Dest::Peer(1), opt_.access),
-      slave_(slave, n, opt_.chunk_floats, link_.to_master.get(), opt_.access) {}
-
-Segment::~Segment() { Stop(); }
-
-void Segment::Start() {
-  if (running()) return;
-  stop_.store(false, kRelaxed);
-  thread_ = std::thread([this] { Run(); });
-}
-
-void Segment::Stop() {
-  if (!running()) return;
-  stop_.store(true, kRelaxed);
-  thread_.join();  // join orders everything the daemon did before whatever the caller does next
-}
-
-void Segment::Round() {
-  master_.PostNextPosition();
-  slave_.PollPositions();
-  master_.PollDeltas();
-}
-
-void Segment::Run() {
-  using Clock = std::chrono::steady_clock;
-  auto window_start = Clock::now();
-  uint64_t window_sweeps = master_.stats().sweeps;
-  uint64_t sweeps = window_sweeps;
-  while (!stop_.load(kRelaxed)) {
-    Round();
-    const uint64_t now_sweeps = master_.stats().sweeps;
-    if (now_sweeps == sweeps) continue;
-    sweeps = now_sweeps;
-    const auto now = Clock::now();
-    const double secs = std::chrono::duration<double>(now - window_start).count();
-    if (secs >= 0.5) {
-      rate_.store(static_cast<double>(sweeps - window_sweeps) / secs, kRelaxed);
-      window_start = now;
-      window_sweeps = sweeps;
-    }
-    if (opt_.pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(opt_.pause_us));
-  }
-}
-
-void Segment::Sweep() {
-  HS_CHECK(!running()) << "Segment::Sweep while the daemon runs";
-  link_.to_slave->set_enabled(false);  // also lets go of messages held back
-  link_.to_master->set_enabled(false);
-  auto drain = [this] {
-    size_t moved = 0;
-    for (size_t step; (step = slave_.PollPositions() + master_.PollDeltas()) > 0;) moved += step;
-    return moved;
-  };
-  drain();  // what the daemon left in flight
-  // Every chunk once: a position out, its delta back and applied. A post that finds no slot is
-  // retried after draining; a link that stops moving is a bug, not a silent partial sweep.
-  uint32_t posted = 0;
-  for (int idle = 0; posted < master_.layout().count;) {
-    if (master_.PostNextPosition()) {
-      ++posted;
-      idle = 0;
-    } else {
-      HS_CHECK_LT(++idle, 1000) << "Segment::Sweep: the link made no progress";
-    }
-    drain();
-  }
-  drain();
-  link_.to_slave->set_enabled(true);
-  link_.to_master->set_enabled(true);
-}
-
-SegmentStats Segment::stats() const {
-  const auto m = master_.stats();
-  const auto s = slave_.stats();
-  const auto a = link_.to_slave->counters(), b = link_.to_master->counters();
-  SegmentStats st;
-  st.chunks_sent = m.positions_sent;
-  st.bytes_moved = m.bytes_sent + s.bytes_sent;
-  st.sweeps = m.sweeps;
-  st.dropped = a.dropped + b.dropped;
-  st.duplicated = a.duplicated + b.duplicated;
-  st.reordered = a.reordered + b.reordered;
-  st.stale_ignored = s.positions_stale + m.deltas_duplicate + m.deltas_too_old;
-  st.sweeps_per_sec = rate_.load(kRelaxed);
-  return st;
 }
 
 }  // namespace hogstream

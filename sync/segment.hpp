@@ -1,6 +1,6 @@
-// The delta rule between a MASTER and a SLAVE copy of a flat weight buffer, and the in-process
-// Segment that runs it with one daemon thread. Not for: choosing topology, other segment kinds'
-// devices (gpu, shm, net reuse the endpoints over their own transports).
+// The delta rule between a MASTER and a SLAVE copy of a flat weight buffer: the two endpoints
+// that run it over any transport (they see only transport/transport.hpp). Not for: threads and
+// topology (sync/local_segment.hpp runs it in one process; the network daemon later), backends.
 //
 // The buffer is cut into chunks (offset, length) of `chunk_floats` floats (the last may be
 // shorter). Per chunk, round-robin, forever:
@@ -39,10 +39,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "transport/fault/endpoint.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {
@@ -59,43 +57,71 @@ struct ChunkLayout {
   uint32_t length(uint32_t c) const;
 };
 
-// Master side. One thread at a time drives it (PostNextPosition, PollDeltas); stats() from any.
+// Flow control of a master: how many positions may await their delta at once. A network
+// link has no back-pressure of its own (a UDP or raw receiver that falls behind drops), so the
+// master keeps at most `window` positions unanswered, as a TCP sender keeps its window; a
+// position whose delta does not come back within `answer_timeout_us` (lost either way, or the
+// slave is slow) stops counting, so losses never stall the stream.
+struct FlowOptions {
+  uint32_t window = 0;               // positions awaiting a delta; 0 = no limit (slots only)
+  uint32_t answer_timeout_us = 20000;
+};
+
+// Master side. One thread at a time drives it (PostPositions, PollDeltas); stats() from any.
 class MasterEndpoint {
  public:
   // `master` is borrowed; solver threads may write it concurrently. Positions go to `slaves`
   // (a peer, or a group of them); deltas are accepted from any peer.
   MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport, Dest slaves,
-                 Access access = Access::kPlain);
+                 Access access = Access::kPlain, FlowOptions flow = {});
 
-  // Posts (and flushes) the POSITION of the next chunk in round-robin order. false = no send
-  // slot; the same chunk goes next time.
-  bool PostNextPosition();
+  // Posts the POSITIONs of up to `max` next chunks in round-robin order, as many as send slots
+  // and the window allow, then one Flush (one sendmmsg, one ring kick, one doorbell). Returns
+  // how many went; a chunk that found no slot goes first next time.
+  size_t PostPositions(size_t max);
+  // One position and its Flush: PostPositions(1) == 1.
+  bool PostNextPosition() { return PostPositions(1) == 1; }
   // Applies every DELTA waiting. Returns how many were applied.
   size_t PollDeltas();
 
   const ChunkLayout& layout() const { return layout_; }
   uint32_t next_chunk() const { return next_; }
+  uint32_t in_flight() const { return in_flight_; }  // positions awaiting their delta
 
   struct Stats {
     uint64_t positions_sent, deltas_applied, deltas_duplicate, deltas_too_old, malformed,
-        bytes_sent, sweeps;
+        bytes_sent, sweeps, unanswered;  // unanswered: positions whose delta never came in time
   };
   Stats stats() const;
 
  private:
   bool Fresh(uint32_t chunk, uint64_t seq);  // marks seq applied; false if seen or too old
+  void Answered(uint32_t chunk, uint64_t seq);  // a delta for (chunk, seq) came back
+  void Expire();  // stops counting positions unanswered for answer_timeout_us
 
   float* w_;
   ChunkLayout layout_;
   Transport* t_;
   Dest slaves_;
   Access access_;
+  FlowOptions flow_;
   uint32_t next_ = 0;
   std::vector<uint64_t> seq_;   // last seq posted, per chunk
   std::vector<uint64_t> high_;  // highest delta seq applied, per chunk
   std::vector<uint64_t> seen_;  // bit k: delta high_ - k applied (a 64-seq replay window)
+  // The window: pending_[c] = seq of chunk c's position awaiting its delta (0 = none);
+  // posted_ = (chunk, seq, time posted) oldest first, entries no longer pending skipped lazily.
+  struct Posted {
+    uint32_t chunk;
+    uint64_t seq;
+    int64_t at_us;
+  };
+  std::vector<uint64_t> pending_;
+  std::vector<Posted> posted_;  // a ring of capacity window
+  size_t posted_head_ = 0, posted_size_ = 0;
+  uint32_t in_flight_ = 0;
   std::atomic<uint64_t> positions_sent_{0}, deltas_applied_{0}, deltas_duplicate_{0},
-      deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0};
+      deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0};
 };
 
 // Slave side. One thread at a time drives it (PollPositions); stats() from any.
@@ -127,64 +153,6 @@ class SlaveEndpoint {
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
   std::vector<uint64_t> seq_;  // last position seq applied, per chunk
   std::atomic<uint64_t> positions_applied_{0}, positions_stale_{0}, malformed_{0}, bytes_sent_{0};
-};
-
-struct SegmentOptions {
-  uint32_t chunk_floats = 16384;  // 64 KiB of floats
-  uint32_t slots = 4;             // transport slots per direction
-  FaultOptions faults;            // injected on both directions (seeds derived from faults.seed)
-                                  // by transport/fault/ over the in-process pair
-  uint32_t pause_us = 0;          // sleep between sweeps; 0 = full speed
-  Access access = Access::kPlain;
-};
-
-struct SegmentStats {
-  uint64_t chunks_sent = 0;    // positions posted
-  uint64_t bytes_moved = 0;    // payload bytes posted, both directions
-  uint64_t sweeps = 0;         // full passes of the master over all chunks
-  uint64_t dropped = 0, duplicated = 0, reordered = 0;  // injected by the transport
-  uint64_t stale_ignored = 0;  // stale positions + duplicate / too-old deltas ignored
-  double sweeps_per_sec = 0;   // over the last completed measuring window (~0.5 s)
-};
-
-// A master buffer and a slave buffer of n floats linked by one daemon thread that drives both
-// endpoints over an in-process transport pair. Control (Start, Stop, Sweep, destructor) from one
-// owner thread; stats() from any thread. Both buffers must stay alive while it exists.
-class Segment {
- public:
-  Segment(float* master, float* slave, size_t n, SegmentOptions options = {});
-  ~Segment();
-  Segment(const Segment&) = delete;
-  Segment& operator=(const Segment&) = delete;
-
-  void Start();  // spawns the daemon; no-op when running
-  void Stop();   // asks it to stop and joins; no-op when stopped
-  bool running() const { return thread_.joinable(); }
-  // One synchronous pass over every chunk with faults off, on the calling thread, after
-  // draining anything in flight. For a final sync and for tests. Must not run while the daemon
-  // does (checked). With no concurrent writers, master == slave afterwards up to rounding.
-  void Sweep();
-
-  SegmentStats stats() const;
-
- private:
-  void Round();  // post one position, answer it, apply the delta
-  void Run();    // the daemon
-
-  SegmentOptions opt_;
-  // The master's end (peer 0) and the slave's (peer 1): in-process endpoints under fault
-  // decorators (which pass straight through while no fault is asked for). Declared before the
-  // endpoints that borrow them, so they are destroyed after them.
-  struct Link {
-    std::unique_ptr<FaultEndpoint> to_slave, to_master;
-  };
-  static Link MakeLink(const SegmentOptions& opt, size_t n);
-  Link link_;
-  MasterEndpoint master_;
-  SlaveEndpoint slave_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::atomic<double> rate_{0};
 };
 
 }  // namespace hogstream

@@ -3,9 +3,11 @@
 // exactly the dropped deltas and nothing else; it stays finite and converges under Hogwild
 // threads. Parameterised over chunk size x buffer length (including chunks that do not divide
 // the length and chunks longer than the buffer). Seeds are fresh and printed on failure.
+#include "sync/local_segment.hpp"
 #include "sync/segment.hpp"
 
 #include "core/common.hpp"
+#include "transport/fault/endpoint.hpp"
 #include "transport/inproc/device.hpp"
 
 #include "test/test_seed.hpp"
@@ -341,6 +343,90 @@ TEST(SegmentOneSlotTest, ReorderingWithOneSlotStillSyncs) {
   seg.Sweep();
   ExpectNear(master, ledger.total, "master");
   ExpectNear(slave, ledger.total, "slave");
+}
+
+// The master's window: at most `window` positions await their delta; answers reopen it; a
+// position superseded by a newer one of its chunk counts once; an answer that never comes
+// stops counting after answer_timeout_us (so a lossy link never stalls the stream).
+TEST(SegmentWindowTest, BoundsPositionsAwaitingDeltas) {
+  const uint32_t chunk = 64, chunks = 10;
+  const size_t n = size_t{chunk} * chunks;
+  std::mt19937 gen(TestSeed());
+  std::vector<float> master = RandomVector(n, gen), slave = master;
+  InprocOptions o;
+  o.max_payload = chunk * sizeof(float);
+  o.slots = 16;
+  auto [a, b] = InprocDevice::MakePair(o);
+  FlowOptions flow;
+  flow.window = 3;
+  flow.answer_timeout_us = 10'000'000;  // never, in this test
+  MasterEndpoint me(master.data(), n, chunk, a.get(), Dest::Peer(1), Access::kPlain, flow);
+  SlaveEndpoint se(slave.data(), n, chunk, b.get());
+  EXPECT_EQ(me.PostPositions(10), 3u);
+  EXPECT_EQ(me.in_flight(), 3u);
+  EXPECT_EQ(me.PostPositions(10), 0u) << "the window is full";
+  EXPECT_EQ(se.PollPositions(), 3u);
+  EXPECT_EQ(me.PollDeltas(), 3u);
+  EXPECT_EQ(me.in_flight(), 0u);
+  EXPECT_EQ(me.PostPositions(2), 2u);
+  EXPECT_EQ(me.next_chunk(), 5u);
+  EXPECT_EQ(me.PostPositions(10), 1u);
+  EXPECT_EQ(se.PollPositions(), 3u);
+  EXPECT_EQ(me.PollDeltas(), 3u);
+  EXPECT_EQ(me.stats().unanswered, 0u);
+}
+
+TEST(SegmentWindowTest, NewerPositionOfAChunkSupersedesTheOlder) {
+  const uint32_t chunk = 32;
+  std::mt19937 gen(TestSeed());
+  std::vector<float> master = RandomVector(chunk, gen), slave = master;
+  InprocOptions o;
+  o.max_payload = chunk * sizeof(float);
+  o.slots = 16;
+  auto [a, b] = InprocDevice::MakePair(o);
+  FlowOptions flow;
+  flow.window = 2;
+  flow.answer_timeout_us = 10'000'000;
+  MasterEndpoint me(master.data(), chunk, chunk, a.get(), Dest::Peer(1), Access::kPlain, flow);
+  SlaveEndpoint se(slave.data(), chunk, chunk, b.get());
+  EXPECT_EQ(me.PostPositions(5), 5u) << "one chunk: each position supersedes the last";
+  EXPECT_EQ(me.in_flight(), 1u);
+  EXPECT_EQ(se.PollPositions(), 5u);
+  EXPECT_EQ(me.PollDeltas(), 5u);
+  EXPECT_EQ(me.in_flight(), 0u);
+}
+
+TEST(SegmentWindowTest, LostAnswersStopCountingAfterTheTimeout) {
+  const uint32_t chunk = 64, chunks = 8;
+  const size_t n = size_t{chunk} * chunks;
+  std::mt19937 gen(TestSeed());
+  std::vector<float> master = RandomVector(n, gen), slave = master;
+  InprocOptions o;
+  o.max_payload = chunk * sizeof(float);
+  o.slots = 16;
+  auto [a, b] = InprocDevice::MakePair(o);
+  FaultOptions all;
+  all.drop = 1.0;  // every delta is lost
+  FaultEndpoint to_master(std::move(b), all);
+  FlowOptions flow;
+  flow.window = 2;
+  flow.answer_timeout_us = 20'000;
+  MasterEndpoint me(master.data(), n, chunk, a.get(), Dest::Peer(1), Access::kPlain, flow);
+  SlaveEndpoint se(slave.data(), n, chunk, &to_master);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(me.PostPositions(8), 2u);
+  EXPECT_EQ(se.PollPositions(), 2u);
+  EXPECT_EQ(me.PollDeltas(), 0u);
+  if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15))
+    EXPECT_EQ(me.PostPositions(8), 0u) << "still awaiting the lost answers";
+  size_t posted = 0;
+  const auto deadline = t0 + std::chrono::seconds(10);
+  while ((posted = me.PostPositions(8)) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(posted, 2u) << "the window reopened after the timeout";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
+  EXPECT_EQ(me.stats().unanswered, 2u);
+  EXPECT_EQ(to_master.counters().dropped, 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),

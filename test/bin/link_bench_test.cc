@@ -1,6 +1,6 @@
 // `hogstream bench`'s measurement: over each loopback transport, both the segment and the raw
 // blast move data, the ratio is theirs, and bad settings are one-line errors.
-#include "sync/link_bench.hpp"
+#include "bin/link_bench.hpp"
 
 #include <gtest/gtest.h>
 
