@@ -241,10 +241,22 @@ void SlaveEndpoint::FreeDelete::operator()(float* p) const { std::free(p); }
 
 size_t SlaveEndpoint::PollPositions() {
   size_t answered = 0;
-  Message m;
-  // Take a position only when its answer has a slot to go into: back-pressure, never a drop.
-  while (std::byte* slot = t_->AcquireSend()) {
-    if (t_->Poll(&m, 1) == 0) break;
+  for (;;) {
+    if (next_ == polled_) {  // take a batch (one recvmmsg, one ring pass)
+      if (polled_) t_->Release(polled_);
+      next_ = polled_ = 0;
+      polled_ = t_->Poll(batch_, kBatch);
+      if (polled_ == 0) break;
+    }
+    // Answer a position only when its delta has a slot to go into: back-pressure, never a
+    // drop. With every slot queued, hand them to the wire and try once more; else the rest of
+    // the batch stays held for the next call.
+    std::byte* slot = t_->AcquireSend();
+    if (!slot) {
+      t_->Flush();
+      if (!(slot = t_->AcquireSend())) break;
+    }
+    const Message& m = batch_[next_++];
     const uint32_t c = m.h.chunk;
     if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
         m.h.length != layout_.length(c) * sizeof(float)) {
@@ -266,15 +278,11 @@ size_t SlaveEndpoint::PollPositions() {
       h.seq = m.h.seq;
       h.epoch = m.h.epoch;
       h.length = m.h.length;
-      const PeerId master = m.h.source;
-      t_->Release(1);
-      t_->CommitSend(Dest::Peer(master), h);
+      t_->CommitSend(Dest::Peer(m.h.source), h);
       Add(positions_applied_);
       Add(bytes_sent_, h.length);
       ++answered;
-      continue;
     }
-    t_->Release(1);
   }
   t_->Flush();  // also whatever a decorator or an earlier call left queued
   return answered;

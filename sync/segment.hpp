@@ -132,7 +132,9 @@ class SlaveEndpoint {
                 Access access = Access::kPlain);
 
   // Answers waiting POSITIONs with DELTAs (to the peer that sent each) while a send slot is
-  // free, then flushes. Returns how many.
+  // free, then flushes. Positions are polled in batches; a batch is released once all of it is
+  // answered, so up to a batch of received messages may stay held between calls. Returns how
+  // many were answered.
   size_t PollPositions();
 
   const ChunkLayout& layout() const { return layout_; }
@@ -152,6 +154,11 @@ class SlaveEndpoint {
   };
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
   std::vector<uint64_t> seq_;  // last position seq applied, per chunk
+  // The batch last polled: batch_[next_, polled_) not yet answered (held by the transport until
+  // the whole batch is answered and released).
+  static constexpr size_t kBatch = 32;
+  Message batch_[kBatch];
+  size_t polled_ = 0, next_ = 0;
   std::atomic<uint64_t> positions_applied_{0}, positions_stale_{0}, malformed_{0}, bytes_sent_{0};
 };
 
