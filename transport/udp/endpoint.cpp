@@ -13,6 +13,8 @@
 #include <cstring>
 #include <new>
 
+#include "transport/netns.hpp"
+
 namespace hogstream {
 
 namespace {
@@ -91,13 +93,16 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   HS_REQUIRE(opt_.send_slots > 0 && opt_.recv_slots > 0 && opt_.max_batch > 0)
       << "udp: slots and batch must be > 0";
   HS_REQUIRE(opt_.heartbeat_ms > 0) << "udp: heartbeat_ms must be > 0";
-  fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  HS_REQUIRE(fd_ >= 0) << "udp: socket: " << ErrnoText(errno);
   sockaddr_in me = Addr(opt_.address, opt_.port);
-  if (bind(fd_, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
-    const int err = errno;
-    close(fd_);
-    HS_FAIL() << "udp: cannot bind " << opt_.address << ":" << opt_.port << ": " << ErrnoText(err);
+  {
+    NetnsScope in_ns(opt_.netns);  // the socket stays in that namespace for good
+    fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    HS_REQUIRE(fd_ >= 0) << "udp: socket: " << ErrnoText(errno);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) {
+      const int err = errno;
+      close(fd_);
+      HS_FAIL() << "udp: cannot bind " << opt_.address << ":" << opt_.port << ": " << ErrnoText(err);
+    }
   }
   socklen_t len = sizeof me;
   getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &len);
@@ -153,8 +158,13 @@ bool UdpEndpoint::AddGroup(uint16_t group, const std::string& ip, uint16_t port,
   HS_REQUIRE(IN_MULTICAST(ntohl(a.sin_addr.s_addr))) << "udp: " << ip << " is not a multicast address";
   if (join) {
     // Its own socket, bound to the group address: it receives that group and nothing else.
-    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    HS_REQUIRE(fd >= 0) << "udp: socket: " << ErrnoText(errno);
+    int fd, err;
+    {
+      NetnsScope in_ns(opt_.netns);
+      fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      err = errno;  // before leaving the namespace touches errno
+    }
+    HS_REQUIRE(fd >= 0) << "udp: socket: " << ErrnoText(err);
     const int one = 1, zero = 0;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // several members on one host
     // Default 1 delivers every group joined by ANY socket on this port (network.md §2.3).

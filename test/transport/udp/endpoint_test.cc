@@ -10,6 +10,7 @@
 #include "transport/frame.hpp"
 
 #include "test/test_seed.hpp"
+#include "test/transport/veth.hpp"
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -306,6 +307,36 @@ TEST(UdpTransportTest, KilledPeerProcessBecomesPeerDown) {
   ASSERT_EQ(s.code, Status::kPeerDown) << "no peer-down within 6 s";
   EXPECT_EQ(s.peer, 1);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(3));
+}
+
+// With `netns`, the sockets live in that namespace: two endpoints on the ends of a veth pair
+// talk over it by the namespaces' own addresses (root only; skipped otherwise).
+TEST(UdpTransportTest, EndpointsInTwoNamespacesTalkOverVeth) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethPair net;
+  UdpOptions oa = Opts(), ob = Opts();
+  oa.netns = net.ns(0);
+  oa.address = net.address(0);
+  ob.netns = net.ns(1);
+  ob.address = net.address(1);
+  auto a = Open(0, oa), b = Open(1, ob);
+  a->AddPeer(1, net.address(1), b->port());
+  b->AddPeer(0, net.address(0), a->port());
+  for (auto [from, to] : {std::pair{a.get(), b.get()}, std::pair{b.get(), a.get()}}) {
+    Header h;
+    h.kind = MsgKind::kDelta;
+    h.length = 4;
+    const float x = 1;
+    ASSERT_TRUE(from->PostSend(Dest::Peer(to->self()), h, &x));
+    from->Flush();
+    std::vector<Header> got;
+    EXPECT_EQ(PollFor(to, 1, &got), 1u);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].source, from->self());
+  }
+  oa.port = 0;
+  oa.netns = "";  // the caller's own namespace has no such address
+  EXPECT_THROW(UdpEndpoint(2, oa), Error);
 }
 
 TEST(UdpTransportTest, BadSettingsAreOneLineErrors) {
