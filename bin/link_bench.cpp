@@ -1,5 +1,6 @@
 #include "bin/link_bench.hpp"
 
+#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -15,11 +16,8 @@
 #include "sync/segment.hpp"
 #include "transport/frame.hpp"
 #include "transport/inproc/device.hpp"
-#if __has_include("transport/raw/device.hpp")  // TEMP until the raw branch merges
-#define HS_TEMP_RAW 1
 #include "transport/raw/device.hpp"
 #include "transport/raw/endpoint.hpp"
-#endif
 #include "transport/udp/device.hpp"
 #include "transport/udp/endpoint.hpp"
 
@@ -50,10 +48,8 @@ Link MakeUdpLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   UdpOptions oa = o, ob = o;
   oa.address = opt.where[0].empty() ? "127.0.0.1" : opt.where[0];
   ob.address = opt.where[1].empty() ? "127.0.0.1" : opt.where[1];
-#ifdef HS_TEMP_RAW
   oa.netns = opt.netns[0];
   ob.netns = opt.netns[1];
-#endif
   auto a = std::make_unique<UdpEndpoint>(0, oa), b = std::make_unique<UdpEndpoint>(1, ob);
   a->AddPeer(1, ob.address, b->port());
   b->AddPeer(0, oa.address, a->port());
@@ -71,7 +67,6 @@ Link MakeUdpLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   return link;
 }
 
-#ifdef HS_TEMP_RAW
 Link MakeRawLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   HS_REQUIRE(!opt.where[0].empty() && !opt.where[1].empty())
       << "--transport=raw needs an interface per end: --where=IFACE_A,IFACE_B (with --netns=A,B "
@@ -87,7 +82,7 @@ Link MakeRawLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   ob.iface = opt.where[1];
   oa.netns = opt.netns[0];
   ob.netns = opt.netns[1];
-  auto a = RawDevice(oa).OpenRaw(0), b = RawDevice(ob).OpenRaw(1);
+  auto a = std::make_unique<RawEndpoint>(0, oa), b = std::make_unique<RawEndpoint>(1, ob);
   a->AddPeer(1, b->mac());
   b->AddPeer(0, a->mac());
   Link link;
@@ -101,9 +96,6 @@ Link MakeRawLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   link.b = std::move(b);
   return link;
 }
-#else
-Link MakeRawLink(const LinkBenchOptions&, uint32_t) { HS_FAIL() << "raw: TEMP"; }
-#endif
 
 Link MakeLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   const std::string& kind = opt.transport;
@@ -120,6 +112,19 @@ Link MakeLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   HS_REQUIRE(kind != "verbs")
       << "--transport=verbs: bench over verbs needs an RDMA device; this host has none listed";
   HS_FAIL() << "--transport must be inproc, udp, raw or verbs, got '" << kind << "'";
+}
+
+// A side with nothing to do sleeps until its endpoint may have something (wait_fd), at most
+// 1 ms: a spinning thread would take the CPU the kernel needs to move the frames (softirq on a
+// 2-core machine), and a real daemon sleeps the same way. inproc has no fd: it yields.
+void Idle(Transport* t) {
+  const int fd = t->wait_fd();
+  if (fd < 0) {
+    std::this_thread::yield();
+    return;
+  }
+  pollfd p{fd, POLLIN, 0};
+  poll(&p, 1, 1);
 }
 
 // CPU seconds the calling thread has used.
@@ -189,6 +194,7 @@ void RawRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, bool du
     const size_t n = s.t->Poll(m, 64);
     for (size_t i = 0; i < n; ++i) s.received += m[i].h.kind == MsgKind::kDelta;
     if (n) s.t->Release(n);
+    return n;
   };
   double cpu_a = 0, cpu_b = 0;
   const double wall = RunPair(
@@ -201,8 +207,12 @@ void RawRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, bool du
       },
       [&](std::atomic<bool>& stop) {
         while (!stop.load(std::memory_order_relaxed)) {
-          receive(b);
-          if (duplex) send(b);
+          if (duplex) {
+            receive(b);
+            send(b);
+          } else if (receive(b) == 0) {
+            Idle(b.t);  // the receiver sleeps when idle, as the segment's sides do
+          }
         }
       },
       &cpu_a, &cpu_b);
@@ -237,12 +247,13 @@ void SegmentRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, Lin
       opt.seconds,
       [&](std::atomic<bool>& stop) {
         while (!stop.load(std::memory_order_relaxed)) {
-          me.PostPositions(batch);
-          me.PollDeltas();
+          const size_t posted = me.PostPositions(batch);
+          if (me.PollDeltas() == 0 && posted == 0) Idle(link.a.get());
         }
       },
       [&](std::atomic<bool>& stop) {
-        while (!stop.load(std::memory_order_relaxed)) se.PollPositions();
+        while (!stop.load(std::memory_order_relaxed))
+          if (se.PollPositions() == 0) Idle(link.b.get());
       },
       &row->cpu_master, &row->cpu_slave);
   const auto ms = me.stats();

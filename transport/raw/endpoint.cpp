@@ -80,15 +80,9 @@ RawEndpoint::RawEndpoint(PeerId self, const RawOptions& opt)
     : self_(self), opt_(opt), fmt_(opt.job, opt.key) {
   const std::string where = opt_.netns.empty() ? "" : " in network namespace '" + opt_.netns + "'";
   HS_REQUIRE(!opt_.iface.empty()) << "raw: no interface given (RawOptions::iface)";
-  HS_REQUIRE(opt_.send_slots > 0 && opt_.max_batch > 0 && opt_.recv_blocks > 0)
-      << "raw: slots, batch and ring blocks must be > 0";
+  HS_REQUIRE(opt_.send_slots > 0 && opt_.max_batch > 0) << "raw: slots and batch must be > 0";
   HS_REQUIRE(opt_.heartbeat_ms > 0) << "raw: heartbeat_ms must be > 0";
   HS_REQUIRE(opt_.recv_block_timeout_ms > 0) << "raw: recv_block_timeout_ms must be > 0";
-  const long page = sysconf(_SC_PAGESIZE);
-  HS_REQUIRE(IsPowerOfTwo(opt_.recv_block_bytes) && opt_.recv_block_bytes % page == 0 &&
-             opt_.recv_block_bytes <= (1u << 20))
-      << "raw: recv_block_bytes " << opt_.recv_block_bytes
-      << " must be a power of two, a multiple of the page size and at most 1 MiB";
 
   size_t max_wire = 0;  // the longest Ethernet frame we send
   try {
@@ -124,6 +118,17 @@ RawEndpoint::RawEndpoint(PeerId self, const RawOptions& opt)
                                      << " of '" << opt_.iface << "' (at most " << most << " bytes)";
     max_wire = WireBytes(fmt_.overhead() + max_payload_);
     const size_t max_entry = Up(kRxMac + max_wire, kRxStep);
+    const uint32_t page = static_cast<uint32_t>(sysconf(_SC_PAGESIZE));
+    if (opt_.recv_block_bytes == 0) {  // the smallest block that holds 8 frames
+      opt_.recv_block_bytes = page;
+      while (opt_.recv_block_bytes < kBlockHeader + 8 * max_entry && opt_.recv_block_bytes < (1u << 20))
+        opt_.recv_block_bytes *= 2;
+    }
+    if (opt_.recv_blocks == 0) opt_.recv_blocks = std::max<uint32_t>(8, (8u << 20) / opt_.recv_block_bytes);
+    HS_REQUIRE(IsPowerOfTwo(opt_.recv_block_bytes) && opt_.recv_block_bytes % page == 0 &&
+               opt_.recv_block_bytes <= (1u << 20))
+        << "raw: recv_block_bytes " << opt_.recv_block_bytes
+        << " must be a power of two, a multiple of the page size and at most 1 MiB";
     HS_REQUIRE(kBlockHeader + max_entry <= opt_.recv_block_bytes)
         << "raw: recv_block_bytes " << opt_.recv_block_bytes << " cannot hold one frame of " << max_wire << " bytes";
 

@@ -127,7 +127,7 @@ class RawEndpoint final : public Transport {
   void Latch(Status::Code code, PeerId peer, const std::string& what);
 
   const PeerId self_;
-  const RawOptions opt_;
+  RawOptions opt_;  // as given, with the ring geometry filled in when derived (0) at set-up
   const FrameFormat fmt_;
   int fd_ = -1, ifindex_ = 0;
   Mac mac_{};
