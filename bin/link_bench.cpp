@@ -240,7 +240,9 @@ void SegmentRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, Lin
   for (size_t i = 0; i < n; ++i) master[i] = static_cast<float>(i % 1000) * 1e-3f;
   slave = master;
   FlowOptions flow;
-  flow.window = opt.window ? opt.window : opt.slots;
+  // Default: 2 MiB of positions awaiting deltas (at least the slots), well inside the 4 MiB a
+  // receive buffer gets, so a burst is not dropped by the receiving socket.
+  flow.window = opt.window ? opt.window : std::max<uint32_t>(opt.slots, (2u << 20) / chunk);
   MasterEndpoint me(master.data(), n, chunk / 4, link.a.get(), link.to_b, Access::kPlain, flow);
   SlaveEndpoint se(slave.data(), n, chunk / 4, link.b.get());
   const double wall = RunPair(

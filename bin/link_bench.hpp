@@ -34,7 +34,8 @@ struct LinkBenchOptions {
   double seconds = 1.0;                          // per measurement
   int repeat = 1;                                // interleaved rounds; medians reported
   uint32_t slots = 64;                           // send/receive slots per endpoint
-  uint32_t window = 0;                           // segment: positions awaiting a delta; 0 = slots
+  uint32_t window = 0;                           // segment: positions awaiting a delta; 0 = 2 MiB
+                                                 // of them (at least `slots`)
   size_t buffer_bytes = size_t{16} << 20;        // the weights the segment keeps in sync
   std::array<std::string, 2> netns;              // per end: a network namespace ("" = this one)
   std::array<std::string, 2> where;              // per end: udp IPv4 (default 127.0.0.1), raw

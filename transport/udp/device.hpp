@@ -31,6 +31,7 @@ struct UdpOptions {
   uint32_t rcvbuf_bytes = 0;          // socket receive buffer; 0 = derived (see endpoint.cpp)
   uint8_t multicast_ttl = 1;
   bool gso = true;                    // UDP GSO (UDP_SEGMENT) where the kernel has it
+  bool gro = true;                    // UDP GRO (UDP_GRO) on receive where the kernel has it
   std::string netns;                  // `ip netns` name to make the sockets in; "" = the caller's own
 };
 

@@ -23,6 +23,17 @@ constexpr size_t kLine = 64;
 constexpr size_t kMaxDatagram = 65507;  // IPv4 UDP payload limit
 constexpr size_t kMaxGsoBytes = 65000;  // one GSO send is one IP packet before segmentation
 constexpr size_t kMaxSegments = 64;     // UDP_MAX_SEGMENTS of older kernels
+constexpr size_t kGroRun = 65536;       // a receive slot with GRO: the largest coalesced run
+
+// Zero bytes after a frame's trailer so that the next frame of a coalesced run starts
+// 16-aligned (the frame's length field says where the frame itself ends).
+size_t Pad16(size_t bytes) { return (16 - bytes % 16) % 16; }
+
+// UDP_GRO on a socket; false where the kernel lacks it (before 5.0).
+bool EnableGro(int fd) {
+  const int one = 1;
+  return setsockopt(fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -87,9 +98,10 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
       frame_stride_((opt.max_payload + fmt_.overhead() + kLine - 1) / kLine * kLine) {
   HS_REQUIRE(opt_.max_payload >= 16 && opt_.max_payload % 16 == 0)
       << "udp: max_payload must be a positive multiple of 16 bytes";
-  HS_REQUIRE(opt_.max_payload + fmt_.overhead() <= kMaxDatagram)
-      << "udp: max_payload " << opt_.max_payload << " does not fit one datagram (at most "
-      << kMaxDatagram - fmt_.overhead() << " bytes)";
+  const size_t most = (kMaxDatagram - fmt_.overhead()) / 16 * 16;
+  HS_REQUIRE(opt_.max_payload <= most)
+      << "udp: max_payload " << opt_.max_payload << " does not fit one datagram (at most " << most
+      << " bytes)";
   HS_REQUIRE(opt_.send_slots > 0 && opt_.recv_slots > 0 && opt_.max_batch > 0)
       << "udp: slots and batch must be > 0";
   HS_REQUIRE(opt_.heartbeat_ms > 0) << "udp: heartbeat_ms must be > 0";
@@ -124,12 +136,16 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   ev.data.fd = fd_;
   HS_CHECK(epoll_ctl(epoll_, EPOLL_CTL_ADD, fd_, &ev) == 0) << ErrnoText(errno);
 
+  gro_ = opt_.gro && EnableGro(fd_);
+  recv_stride_ = gro_ ? kGroRun : frame_stride_;
   send_mem_ = Slots(frame_stride_ * opt_.send_slots);
-  recv_mem_ = Slots(frame_stride_ * opt_.recv_slots);
+  recv_mem_ = Slots(recv_stride_ * opt_.recv_slots);
   for (uint32_t s = opt_.send_slots; s-- > 0;) free_.push_back(s);
   queue_.reserve(opt_.send_slots);
   ring_.resize(opt_.recv_slots);
   for (uint32_t s = 0; s < opt_.recv_slots; ++s) ring_[s] = s;
+  msgs_.assign(opt_.recv_slots, 0);
+  ready_.reserve(size_t{opt_.recv_slots} * (gro_ ? 16 : 1));
   send_msgs_.resize(opt_.max_batch);
   send_iov_.resize(opt_.send_slots);  // a batch can carry every queued frame (GSO runs)
   send_cmsg_.resize(opt_.max_batch);
@@ -139,6 +155,7 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   recv_msgs_.resize(opt_.max_batch);
   recv_iov_.resize(opt_.max_batch);
   recv_from_.resize(opt_.max_batch);
+  recv_cmsg_.resize(opt_.max_batch);
   last_refill_ = last_heartbeat_ = Clock::now();
   tokens_ = static_cast<double>(frame_stride_ * opt_.max_batch);  // one full batch may go at once
 }
@@ -178,6 +195,10 @@ bool UdpEndpoint::AddGroup(uint16_t group, const std::string& ip, uint16_t port,
       return false;
     }
     SizeRcvbuf(fd, opt_.rcvbuf_bytes ? static_cast<int>(opt_.rcvbuf_bytes) : DerivedRcvbuf(opt_, frame_stride_));
+    if (gro_ && !EnableGro(fd)) {  // all our sockets alike: slots are sized for GRO runs or not
+      close(fd);
+      return false;
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
@@ -244,7 +265,10 @@ void UdpEndpoint::CommitSend(Dest to, const Header& h) {
   stamped.source = self_;
   const uint32_t s = static_cast<uint32_t>(acquired_);
   acquired_ = -1;
-  const size_t bytes = fmt_.Seal(SendSlot(s), stamped);
+  size_t bytes = fmt_.Seal(SendSlot(s), stamped);
+  const size_t pad = Pad16(bytes);
+  std::memset(SendSlot(s) + bytes, 0, pad);
+  bytes += pad;
   queue_.push_back({s, addr, static_cast<uint32_t>(bytes)});
   Bump(counters_.sent);
   Bump(counters_.bytes_sent, h.length);
@@ -339,11 +363,12 @@ void UdpEndpoint::Heartbeats() {
   const auto now = Clock::now();
   if (now - last_heartbeat_ < std::chrono::milliseconds(opt_.heartbeat_ms)) return;
   last_heartbeat_ = now;
-  alignas(kLine) std::byte frame[FrameFormat::kHeaderBytes + 16];
+  alignas(kLine) std::byte frame[FrameFormat::kHeaderBytes + 32]{};  // header, trailer, pad
   Header h;
   h.kind = MsgKind::kHeartbeat;
   h.source = self_;
-  const size_t bytes = fmt_.Seal(frame, h);
+  size_t bytes = fmt_.Seal(frame, h);
+  bytes += Pad16(bytes);
   for (const auto& [peer, addr] : peers_)  // best effort: a full socket skips one beat
     sendto(fd_, frame, bytes, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
 }
@@ -354,12 +379,16 @@ size_t UdpEndpoint::Receive(int fd, size_t room) {
   const size_t R = ring_.size();
   const size_t k = std::min<size_t>(room, opt_.max_batch);
   for (size_t j = 0; j < k; ++j) {
-    recv_iov_[j] = {RecvSlot(ring_[(first_ + held_ + j) % R]), frame_stride_};
+    recv_iov_[j] = {RecvSlot(ring_[(first_ + held_ + j) % R]), recv_stride_};
     recv_msgs_[j] = {};
     recv_msgs_[j].msg_hdr.msg_name = &recv_from_[j];
     recv_msgs_[j].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     recv_msgs_[j].msg_hdr.msg_iov = &recv_iov_[j];
     recv_msgs_[j].msg_hdr.msg_iovlen = 1;
+    if (gro_) {
+      recv_msgs_[j].msg_hdr.msg_control = recv_cmsg_[j].data();
+      recv_msgs_[j].msg_hdr.msg_controllen = recv_cmsg_[j].size();
+    }
   }
   const int got = recvmmsg(fd, recv_msgs_.data(), static_cast<unsigned>(k), MSG_DONTWAIT, nullptr);
   if (got <= 0) {
@@ -369,6 +398,79 @@ size_t UdpEndpoint::Receive(int fd, size_t room) {
     return 0;
   }
   return static_cast<size_t>(got);
+}
+
+size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
+  const mmsghdr& m = recv_msgs_[j];
+  const std::byte* data = RecvSlot(ring_[pos]);
+  const size_t total = m.msg_len;
+  // A coalesced run: segments of `seg` bytes back to back, the last one possibly shorter.
+  size_t seg = total;
+  if (gro_) {
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m.msg_hdr); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&m.msg_hdr), c)) {
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        int v = 0;
+        std::memcpy(&v, CMSG_DATA(c), sizeof v);
+        if (v > 0) seg = static_cast<size_t>(v);
+      }
+    }
+    if (seg < total) gro_runs_.store(gro_runs_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // The source is who the datagram came from, where we know it; else what the frame says.
+  // Only known peers are watched for silence.
+  PeerId from = kNoPeer;
+  for (const auto& [peer, addr] : peers_) {
+    if (Same(addr, recv_from_[j])) {
+      from = peer;
+      heard_[peer] = now;
+      break;
+    }
+  }
+  size_t kept = 0;
+  for (size_t off = 0; off < total; off += seg) {
+    const std::byte* frame = data + off;
+    size_t bytes = std::min(seg, total - off);
+    std::optional<Reject> why;
+    Header h;
+    const std::byte* payload = nullptr;
+    if (m.msg_hdr.msg_flags & MSG_TRUNC) {
+      why = Reject::kLength;  // larger than any frame or run of ours
+    } else {
+      // Our senders pad after the trailer (up to 15 bytes); the frame's length field says where
+      // the frame ends, and Parse checks that field like every other.
+      if (bytes >= FrameFormat::kHeaderBytes) {
+        uint32_t length;
+        std::memcpy(&length, frame + 28, sizeof length);
+        const uint64_t f = FrameFormat::kHeaderBytes + uint64_t{length} + fmt_.trailer_bytes();
+        if (f <= bytes && bytes - f < 16) bytes = static_cast<size_t>(f);
+      }
+      why = fmt_.Parse(frame, bytes, opt_.max_payload, &h, &payload);
+    }
+    if (why) {
+      Bump(counters_.rejected[static_cast<size_t>(*why)]);
+      if (m.msg_hdr.msg_flags & MSG_TRUNC) break;
+      continue;
+    }
+    if (reinterpret_cast<uintptr_t>(payload) % 16 != 0) {
+      // Behind an unpadded frame in a coalesced run (a sender that does not pad): the caps
+      // promise 16-aligned payloads, so it is counted and dropped, never handed out.
+      Bump(counters_.rejected[static_cast<size_t>(Reject::kLength)]);
+      continue;
+    }
+    if (from != kNoPeer) h.source = from;
+    if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
+    ready_.push_back(Message{h, payload});
+    ++kept;
+  }
+  return kept;
+}
+
+void UdpEndpoint::Handout(Message* out, size_t max, size_t* n) {
+  while (*n < max && ready_head_ < ready_.size()) out[(*n)++] = ready_[ready_head_++];
+  if (ready_head_ == ready_.size()) {
+    ready_.clear();
+    ready_head_ = 0;
+  }
 }
 
 size_t UdpEndpoint::Poll(Message* out, size_t max) {
@@ -381,11 +483,13 @@ size_t UdpEndpoint::Poll(Message* out, size_t max) {
   }
   const size_t R = ring_.size();
   size_t n = 0;
+  Handout(out, max, &n);  // frames of a run that did not fit the last call
   const size_t fds = 1 + group_fds_.size();
   for (size_t tried = 0; tried < fds && n < max && held_ < R;) {
     const int fd = next_fd_ == 0 ? fd_ : group_fds_[next_fd_ - 1];
     const size_t base = first_ + held_;  // ring position of the first datagram received
-    const size_t got = Receive(fd, std::min(max - n, R - held_));
+    // Without GRO a datagram is at most one frame: ask for no more than the caller takes.
+    const size_t got = Receive(fd, gro_ ? R - held_ : std::min(max - n, R - held_));
     if (got == 0) {
       next_fd_ = (next_fd_ + 1) % fds;
       ++tried;
@@ -393,38 +497,18 @@ size_t UdpEndpoint::Poll(Message* out, size_t max) {
     }
     for (size_t j = 0; j < got; ++j) {
       const size_t pos = (base + j) % R;
-      const std::byte* frame = RecvSlot(ring_[pos]);
-      const mmsghdr& m = recv_msgs_[j];
-      Header h;
-      const std::byte* payload = nullptr;
-      std::optional<Reject> why;
-      if (m.msg_hdr.msg_flags & MSG_TRUNC) {
-        why = Reject::kLength;  // larger than any frame of ours
-      } else {
-        why = fmt_.Parse(frame, m.msg_len, opt_.max_payload, &h, &payload);
-      }
-      if (why) {
-        Bump(counters_.rejected[static_cast<size_t>(*why)]);
-        continue;
-      }
-      // The source is who the datagram came from, where we know it; else what the frame says.
-      // Only known peers are watched for silence.
-      for (const auto& [peer, addr] : peers_) {
-        if (Same(addr, recv_from_[j])) {
-          h.source = peer;
-          heard_[peer] = now;
-          break;
-        }
-      }
-      if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
-      // Keep it: move its slot to the next handed-out position (earlier drops leave holes).
+      const size_t kept = Frames(j, pos, now);
+      if (kept == 0) continue;  // nothing to hand out: the slot is free again
+      // Keep it: move its slot to the next held position (earlier drops leave holes).
       const size_t keep = (first_ + held_) % R;
       std::swap(ring_[keep], ring_[pos]);
+      msgs_[keep] = static_cast<uint32_t>(kept);
       ++held_;
-      out[n++] = Message{h, payload};
     }
+    Handout(out, max, &n);
   }
   if (n) {
+    out_ += n;
     Bump(counters_.received, n);
     uint64_t b = 0;
     for (size_t i = 0; i < n; ++i) b += out[i].h.length;
@@ -434,9 +518,20 @@ size_t UdpEndpoint::Poll(Message* out, size_t max) {
 }
 
 void UdpEndpoint::Release(size_t n) {
-  HS_CHECK_LE(n, held_) << "Release of more messages than Poll handed out";
-  first_ = (first_ + n) % ring_.size();
-  held_ -= n;
+  HS_CHECK_LE(n, out_) << "Release of more messages than Poll handed out";
+  out_ -= n;
+  // Messages go back oldest first: the oldest held slots' counts run down in ring order.
+  while (n > 0) {
+    HS_CHECK_GT(held_, 0u);
+    uint32_t& left = msgs_[first_];
+    const uint32_t k = static_cast<uint32_t>(std::min<size_t>(n, left));
+    left -= k;
+    n -= k;
+    if (left == 0) {
+      first_ = (first_ + 1) % ring_.size();
+      --held_;
+    }
+  }
 }
 
 }  // namespace hogstream

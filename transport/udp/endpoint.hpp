@@ -1,10 +1,17 @@
 // UDP endpoint: one non-blocking socket serves every peer (unicast) plus one socket per joined
 // multicast group; frames (transport/frame.hpp) in preallocated slots; sendmmsg / recvmmsg in
 // batches; a token-bucket pacer; heartbeats and a peer timeout for "peer down".
-// Not for: reliability (a lost datagram is lost; the delta rule tolerates it), GRO (a slot
-// holds one datagram: receiving coalesced segments is not done yet). GSO: runs of equal-size
-// frames to one destination go as one send with UDP_SEGMENT where the kernel takes it (probed
-// at set-up; turned off for good at the first EIO, as a path that cannot segment answers).
+// Not for: reliability (a lost datagram is lost; the delta rule tolerates it).
+// GSO: runs of equal-size frames to one destination go as one send with UDP_SEGMENT where the
+// kernel takes it (probed at set-up; turned off for good at the first EIO, as a path that
+// cannot segment answers). GRO: with UDP_GRO on (where the kernel has it) one receive slot takes
+// a whole coalesced run, up to 64 KiB, as GSO sent it over veth or loopback or as a NIC
+// coalesced it, and Poll hands out each frame in it: one recvmmsg entry instead of one per
+// datagram, the half of the GSO gain a receiver can take (network.md §2.2). A slot goes back to
+// the kernel once every message in it is released.
+// Alignment: every datagram is padded after its trailer to a multiple of 16 bytes (zeros the
+// receiver ignores; the frame's length field says where it ends), so frames back to back in a
+// coalesced run keep their payloads 16-aligned.
 //
 // Threads: as transport.hpp (one sender thread, one receiver thread). Set-up calls (AddPeer,
 // AddGroup) come from the owner before either thread uses the endpoint.
@@ -49,8 +56,10 @@ class UdpEndpoint final : public Transport {
   bool AddGroup(uint16_t group, const std::string& ip, uint16_t port, bool join);
   uint16_t port() const { return port_; }
   int rcvbuf_bytes() const { return rcvbuf_; }  // what the kernel granted
+  bool gro() const { return gro_; }             // UDP_GRO on the receive sockets
   bool gso() const { return gso_; }             // sender thread: UDP GSO in use
   uint64_t gso_sends() const { return gso_sends_; }  // sender thread: datagrams sent as GSO runs
+  uint64_t gro_runs() const { return gro_runs_.load(std::memory_order_relaxed); }  // coalesced receives
 
   PeerId self() const override { return self_; }
   Caps caps() const override;
@@ -69,15 +78,20 @@ class UdpEndpoint final : public Transport {
     uint32_t bytes;  // frame bytes
   };
   std::byte* SendSlot(uint32_t s) { return send_mem_.get() + size_t{s} * frame_stride_; }
-  std::byte* RecvSlot(uint32_t s) { return recv_mem_.get() + size_t{s} * frame_stride_; }
+  std::byte* RecvSlot(uint32_t s) { return recv_mem_.get() + size_t{s} * recv_stride_; }
   void Heartbeats();  // sender thread
   void Latch(Status::Code code, PeerId peer, const std::string& what);
-  size_t Receive(int fd, size_t room);  // receiver thread: datagrams into ring, returns good ones
+  size_t Receive(int fd, size_t room);  // receiver thread: datagrams into free slots, how many
+  // Receiver thread: the frames of datagram j of the last Receive (at ring position `pos`) into
+  // ready_; returns how many.
+  size_t Frames(size_t j, size_t pos, std::chrono::steady_clock::time_point now);
+  void Handout(Message* out, size_t max, size_t* n);  // receiver thread: ready_ -> out
 
   const PeerId self_;
   const UdpOptions opt_;
   const FrameFormat fmt_;
-  const size_t frame_stride_;  // bytes per slot: max frame rounded up to a cache line
+  const size_t frame_stride_;  // bytes per send slot: max frame rounded up to a cache line
+  size_t recv_stride_ = 0;     // bytes per receive slot: a frame, or a 64 KiB GRO run
   int fd_ = -1, epoll_ = -1;
   uint16_t port_ = 0;
   int rcvbuf_ = 0;
@@ -100,12 +114,21 @@ class UdpEndpoint final : public Transport {
   bool gso_ = false;
   uint64_t gso_sends_ = 0;
 
-  // Receiver thread.
-  std::vector<uint32_t> ring_;  // slot indices; [first, first + held) are handed out
+  // Receiver thread. ring_ holds slot indices; [first_, first_ + held_) hold frames handed out
+  // or ready to be; msgs_[ring position] counts a held slot's frames not yet released.
+  // ready_[ready_head_..] are frames parsed and not yet handed out, oldest first.
+  std::vector<uint32_t> ring_;
+  std::vector<uint32_t> msgs_;
   size_t first_ = 0, held_ = 0;
+  std::vector<Message> ready_;
+  size_t ready_head_ = 0;
+  size_t out_ = 0;  // handed out and not released
+  bool gro_ = false;
+  std::atomic<uint64_t> gro_runs_{0};
   std::vector<::mmsghdr> recv_msgs_;
   std::vector<::iovec> recv_iov_;
   std::vector<sockaddr_in> recv_from_;
+  std::vector<std::array<char, CMSG_SPACE(sizeof(int))>> recv_cmsg_;  // UDP_GRO segment size
   std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
   size_t next_fd_ = 0;  // round-robin over the unicast and group sockets
 

@@ -92,7 +92,7 @@ TEST(UdpTransportTest, BadFramesAreCountedPerReasonAndDropped) {
   SendRaw(a->port(), corrupt);
   SendRaw(a->port(), std::vector<std::byte>(10, std::byte{0}));  // short
   SendRaw(a->port(), Frame(ours, 2048));                          // over max_payload (1024)
-  SendRaw(a->port(), std::vector<std::byte>(8000, std::byte{0}));  // larger than a slot: truncated
+  SendRaw(a->port(), Frame(ours, 8000));  // larger than a frame slot (truncated), or than max_payload
   auto version = Frame(ours, 64);
   version[4] = std::byte{9};
   SendRaw(a->port(), version);
@@ -193,46 +193,69 @@ TEST(UdpTransportTest, PacingBoundsTheRate) {
 
 // Runs of equal frames to one peer go as GSO sends where the kernel has UDP_SEGMENT, and
 // arrive as separate whole messages (the receiver does not ask for GRO); the same with GSO off.
-TEST(UdpTransportTest, GsoRunsArriveAsSeparateWholeMessages) {
+// GSO on the sender and GRO on the receiver, each on and off: a run of frames arrives as
+// separate whole messages, in order, every payload 16-aligned (lengths off 16 are padded on the
+// wire), and all of them stay valid while held (released only at the end).
+TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
   for (bool gso : {true, false}) {
-    SCOPED_TRACE(gso ? "gso on" : "gso off");
-    UdpOptions o = Opts();
-    o.gso = gso;
-    o.send_slots = o.recv_slots = 64;
-    auto a = Open(0, o), b = Open(1, o);
-    a->AddPeer(1, "127.0.0.1", b->port());
-    const size_t kCount = 41;
-    for (size_t i = 0; i < kCount; ++i) {
-      std::byte* slot = a->AcquireSend();
-      ASSERT_NE(slot, nullptr);
-      Header h;
-      h.kind = MsgKind::kPosition;
-      h.seq = i + 1;
-      h.length = i + 1 < kCount ? 1024 : 96;  // the last one shorter: still in the run
-      for (uint32_t j = 0; j < h.length; ++j) slot[j] = static_cast<std::byte>((i + j) & 0xff);
-      a->CommitSend(Dest::Peer(1), h);
-    }
-    a->Flush();
-    if (gso && !a->gso()) GTEST_SKIP() << "this kernel has no UDP GSO (UDP_SEGMENT)";
-    if (gso) {
-      EXPECT_GE(a->gso_sends(), 1u);
-    } else {
-      EXPECT_EQ(a->gso_sends(), 0u);
-    }
-    const auto deadline = Clock::now() + std::chrono::seconds(5);
-    size_t got = 0, bad = 0;
-    Message m[8];
-    while (got < kCount && Clock::now() < deadline) {
-      const size_t k = b->Poll(m, 8);
-      for (size_t i = 0; i < k; ++i, ++got) {
-        bad += m[i].h.seq != got + 1 || m[i].h.length != (got + 1 < kCount ? 1024u : 96u);
-        for (uint32_t j = 0; j < m[i].h.length; ++j) bad += m[i].payload[j] != static_cast<std::byte>((got + j) & 0xff);
+    for (bool gro : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "gso " << gso << " gro " << gro);
+      UdpOptions o = Opts();
+      o.gso = gso;
+      o.gro = gro;
+      o.send_slots = o.recv_slots = 64;
+      auto a = Open(0, o), b = Open(1, o);
+      a->AddPeer(1, "127.0.0.1", b->port());
+      if (gso && !a->gso()) GTEST_SKIP() << "this kernel has no UDP GSO (UDP_SEGMENT)";
+      if (gro && !b->gro()) GTEST_SKIP() << "this kernel has no UDP GRO (UDP_GRO)";
+      const size_t kCount = 41;
+      const uint32_t kLong = 1020, kShort = 96;  // 1020: a frame off 16 bytes, padded
+      for (size_t i = 0; i < kCount; ++i) {
+        std::byte* slot = a->AcquireSend();
+        ASSERT_NE(slot, nullptr);
+        Header h;
+        h.kind = MsgKind::kPosition;
+        h.seq = i + 1;
+        h.length = i + 1 < kCount ? kLong : kShort;  // the last one shorter: still in the run
+        for (uint32_t j = 0; j < h.length; ++j) slot[j] = static_cast<std::byte>((i + j) & 0xff);
+        a->CommitSend(Dest::Peer(1), h);
       }
-      b->Release(k);
+      a->Flush();
+      EXPECT_EQ(a->gso_sends() >= 1, gso);
+      const auto deadline = Clock::now() + std::chrono::seconds(5);
+      std::vector<Message> held;
+      Message m[8];
+      while (held.size() < kCount && Clock::now() < deadline) {
+        const size_t k = b->Poll(m, 8);
+        held.insert(held.end(), m, m + k);
+      }
+      ASSERT_EQ(held.size(), kCount);
+      size_t bad = 0, misaligned = 0;
+      for (size_t i = 0; i < kCount; ++i) {
+        bad += held[i].h.seq != i + 1 || held[i].h.length != (i + 1 < kCount ? kLong : kShort) ||
+               held[i].h.source != 0;
+        misaligned += reinterpret_cast<uintptr_t>(held[i].payload) % 16 != 0;
+        for (uint32_t j = 0; j < held[i].h.length; ++j)
+          bad += held[i].payload[j] != static_cast<std::byte>((i + j) & 0xff);
+      }
+      b->Release(kCount);
+      EXPECT_EQ(bad, 0u);
+      EXPECT_EQ(misaligned, 0u);
+      EXPECT_EQ(b->counters().rejected_total(), 0u);
+      if (gso && gro) EXPECT_GE(b->gro_runs(), 1u) << "the run was not received coalesced";
+      if (!gro) EXPECT_EQ(b->gro_runs(), 0u);
+      // The receive slots are all free again: another full burst fits.
+      for (size_t i = 0; i < kCount; ++i) {
+        Header h;
+        h.kind = MsgKind::kPosition;
+        h.seq = 100 + i;
+        h.length = kShort;
+        const std::vector<std::byte> p(kShort, std::byte{7});
+        ASSERT_TRUE(a->PostSend(Dest::Peer(1), h, p.data()));
+      }
+      a->Flush();
+      EXPECT_EQ(PollFor(b.get(), kCount), kCount);
     }
-    EXPECT_EQ(got, kCount);
-    EXPECT_EQ(bad, 0u);
-    EXPECT_EQ(b->counters().rejected_total(), 0u);
   }
 }
 
