@@ -20,6 +20,9 @@
 #include "transport/raw/endpoint.hpp"
 #include "transport/udp/device.hpp"
 #include "transport/udp/endpoint.hpp"
+#ifdef HOGSTREAM_VERBS
+#include "transport/verbs/device.hpp"
+#endif
 
 namespace hogstream {
 
@@ -109,8 +112,23 @@ Link MakeLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
   }
   if (kind == "udp") return MakeUdpLink(opt, payload_bytes);
   if (kind == "raw") return MakeRawLink(opt, payload_bytes);
-  HS_REQUIRE(kind != "verbs")
-      << "--transport=verbs: bench over verbs needs an RDMA device; this host has none listed";
+  if (kind == "verbs") {
+#ifdef HOGSTREAM_VERBS
+    HS_REQUIRE(opt.multicast.empty() && opt.netns[0].empty() && opt.netns[1].empty())
+        << "--transport=verbs: both ends on one port of one device (--where=DEVICE); no --multicast "
+           "or --netns";
+    VerbsOptions o;
+    o.device = opt.where[0];
+    o.max_payload = (payload_bytes + 15) / 16 * 16;
+    o.send_slots = o.recv_slots = opt.slots;
+    o.job = 0xbe4c;
+    if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
+    auto [a, b] = VerbsDevice(o).LoopbackPair();
+    return {std::move(a), std::move(b)};
+#else
+    HS_FAIL() << "--transport=verbs: this build has no verbs (rdma-core was not found at configure time)";
+#endif
+  }
   HS_FAIL() << "--transport must be inproc, udp, raw or verbs, got '" << kind << "'";
 }
 
