@@ -6,6 +6,7 @@
 #
 #   bench/link_veth.sh [REPEAT=3] [SECONDS=1] [MTU...]     (root: creates and deletes namespaces)
 #   JSON=1 bench/link_veth.sh ...                           JSON lines instead of tables
+#   BATCHES=64 bench/link_veth.sh ...                       batch sizes to sweep (default 16,64)
 #
 # Traffic stays between the two namespaces; everything is removed on exit.
 set -euo pipefail
@@ -42,7 +43,7 @@ for mtu in "${MTUS[@]}"; do
   # Chunks whose frame fits one Ethernet frame of this MTU (frame = chunk + 64 bytes of our
   # header and trailer, + 28 of IP/UDP for udp).
   if ((mtu >= 9000)); then chunks=4096,8192,8832; else chunks=1024,1408; fi
-  common=(--loopback --netns="$A,$B" --chunk="$chunks" --batch=16,64 --seconds="$SECS" --repeat="$REPEAT" "${json[@]}")
+  common=(--loopback --netns="$A,$B" --chunk="$chunks" --batch="${BATCHES:-16,64}" --seconds="$SECS" --repeat="$REPEAT" "${json[@]}")
   echo "== MTU $mtu: raw Ethernet (AF_PACKET, ethertype 0x88b5)"
   "$BIN" bench --transport=raw --where=va,vb "${common[@]}"
   echo "== MTU $mtu: raw Ethernet, positions to a group MAC"

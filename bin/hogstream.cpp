@@ -50,7 +50,7 @@ const char kUsage[] =
     "  bench    --transport=inproc|udp|raw|verbs --loopback [--chunk=4k,16k,32k] [--batch=16]\n"
     "           [--seconds=1] [--repeat=1] [--slots=64] [--window=N] [--netns=NS_A,NS_B]\n"
     "           [--where=A,B (udp: IPv4 per end; raw: interface per end)] [--multicast=GROUP]\n"
-    "           [--gso=on|off] [--job-key=FILE] [--json]\n"
+    "           [--gso=on|off] [--job-key=FILE] [--buffer=16M] [--json]\n"
     "           segment rate over a link next to the link's raw rate, per chunk and batch size\n"
     "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
     "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
@@ -207,7 +207,7 @@ std::array<std::string, 2> PerEnd(const std::string& flag, const std::string& v)
 int Bench(int argc, char** argv) {
   Flags f(argc, argv, 2,
           {"transport", "loopback", "chunk", "batch", "seconds", "repeat", "slots", "window", "netns",
-           "where", "multicast", "gso", "job-key", "json", "peers"},
+           "where", "multicast", "gso", "job-key", "json", "peers", "buffer"},
           {"loopback", "json"});
   HS_REQUIRE(!f.has("peers"))
       << "bench across machines (--peers) needs the distributed job, which is not built yet; use "
@@ -243,6 +243,11 @@ int Bench(int argc, char** argv) {
   HS_REQUIRE(gso == "on" || gso == "off") << "--gso is on or off, got '" << gso << "'";
   o.gso = gso == "on";
   o.job_key = f.get("job-key", "");
+  if (f.has("buffer")) {
+    const std::vector<uint32_t> b = ByteSizes(f.get("buffer"));
+    HS_REQUIRE(b.size() == 1) << "--buffer takes one size (the weights kept in sync), like 16M";
+    o.buffer_bytes = b[0];
+  }
   PrintLinkBench(RunLinkBench(o), std::cout, f.has("json"));
   return 0;
 }

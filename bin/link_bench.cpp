@@ -278,16 +278,26 @@ void SegmentRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, Lin
       &row->cpu_master, &row->cpu_slave);
   const auto ms = me.stats();
   const auto ss = se.stats();
+  // Drain what is still in flight (the master posts nothing more) until the link is quiet for
+  // 20 ms, so that "lost" counts frames lost, not the window in flight when the clock stopped.
+  {
+    auto quiet_since = Clock::now();
+    const auto deadline = quiet_since + std::chrono::milliseconds(500);
+    while (Clock::now() < deadline && Clock::now() - quiet_since < std::chrono::milliseconds(20)) {
+      if (se.PollPositions() + me.PollDeltas() > 0) quiet_since = Clock::now();
+    }
+  }
+  const auto md = me.stats();
+  const auto sd = se.stats();
   const double payload = static_cast<double>(chunk);
   row->segment_gbps = ss.positions_applied * payload * 8 / wall / 1e9;
   row->segment_both_gbps = (ss.positions_applied + ms.deltas_applied) * payload * 8 / wall / 1e9;
   row->segment_frames_per_s = ss.positions_applied / wall;
   row->segment_sweeps_per_s = ms.sweeps / wall;
-  // Positions the slave never saw, and deltas the master never got (in flight at the end
-  // counts as lost here: a window's worth at most).
-  const uint64_t seen = ss.positions_applied + ss.positions_stale;
-  row->segment_lost = (ms.positions_sent > seen ? ms.positions_sent - seen : 0) +
-                      (ss.positions_applied > ms.deltas_applied ? ss.positions_applied - ms.deltas_applied : 0);
+  // Positions the slave never saw, and deltas the master never got, after the drain.
+  const uint64_t seen = sd.positions_applied + sd.positions_stale;
+  row->segment_lost = (md.positions_sent > seen ? md.positions_sent - seen : 0) +
+                      (sd.positions_applied > md.deltas_applied ? sd.positions_applied - md.deltas_applied : 0);
 }
 
 double Median(std::vector<double> v) {
