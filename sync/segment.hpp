@@ -117,7 +117,7 @@ class MasterEndpoint {
     int64_t at_us;
   };
   std::vector<uint64_t> pending_;
-  std::vector<Posted> posted_;  // a ring of capacity window
+  std::vector<Posted> posted_;  // a ring of 2 * window entries (answered ones leave lazily)
   size_t posted_head_ = 0, posted_size_ = 0;
   uint32_t in_flight_ = 0;
   std::atomic<uint64_t> positions_sent_{0}, deltas_applied_{0}, deltas_duplicate_{0},
