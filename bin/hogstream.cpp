@@ -8,6 +8,7 @@
 //   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
 //   hogstream bench    --transport=inproc|udp|raw --loopback [--chunk=4k,16k,...] [--batch=1,16]
 //                      [--netns=A,B] [--where=ADDR_A,ADDR_B] [--multicast=GROUP] [--json]
+//   hogstream bench    --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC  (each host)
 //   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
 #include <glog/logging.h>
 
@@ -48,6 +49,8 @@ const char kUsage[] =
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
     "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
     "  bench    --transport=inproc|udp|raw|verbs --loopback [--chunk=4k,16k,32k] [--batch=16]\n"
+    "           or --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC [--timeout=30]\n"
+    "           (the same command on both hosts; the local entry picks the end)\n"
     "           [--seconds=1] [--repeat=1] [--slots=64] [--window=N] [--netns=NS_A,NS_B]\n"
     "           [--where=A,B (udp: IPv4 per end; raw: interface per end)] [--multicast=GROUP]\n"
     "           [--gso=on|off] [--job-key=FILE] [--buffer=16M] [--json]\n"
@@ -207,12 +210,11 @@ std::array<std::string, 2> PerEnd(const std::string& flag, const std::string& v)
 int Bench(int argc, char** argv) {
   Flags f(argc, argv, 2,
           {"transport", "loopback", "chunk", "batch", "seconds", "repeat", "slots", "window", "netns",
-           "where", "multicast", "gso", "job-key", "json", "peers", "buffer"},
+           "where", "multicast", "gso", "job-key", "json", "peers", "buffer", "timeout"},
           {"loopback", "json"});
-  HS_REQUIRE(!f.has("peers"))
-      << "bench across machines (--peers) needs the distributed job, which is not built yet; use "
-         "--loopback (with --netns=A,B for two namespaces)";
-  HS_REQUIRE(f.has("loopback")) << "bench needs --loopback (both ends in this process) for now";
+  HS_REQUIRE(f.has("loopback") != f.has("peers"))
+      << "bench needs --loopback (both ends in this process; --netns=A,B for two namespaces) or "
+         "--peers=udp://IP:PORT,IP:PORT | raw://MAC,MAC (one end per host, same command on both)";
   LinkBenchOptions o;
   o.transport = f.get("transport", "udp");
   if (f.has("chunk")) o.chunk_bytes = ByteSizes(f.get("chunk"));
@@ -243,12 +245,26 @@ int Bench(int argc, char** argv) {
   HS_REQUIRE(gso == "on" || gso == "off") << "--gso is on or off, got '" << gso << "'";
   o.gso = gso == "on";
   o.job_key = f.get("job-key", "");
+  o.peers = f.get("peers", "");
+  if (f.has("timeout")) {
+    const std::string t = f.get("timeout");
+    try {
+      o.peer_timeout_s = std::stod(t);
+    } catch (...) {
+      HS_FAIL() << "--timeout wants seconds, got '" << t << "'";
+    }
+  }
   if (f.has("buffer")) {
     const std::vector<uint32_t> b = ByteSizes(f.get("buffer"));
     HS_REQUIRE(b.size() == 1) << "--buffer takes one size (the weights kept in sync), like 16M";
     o.buffer_bytes = b[0];
   }
-  PrintLinkBench(RunLinkBench(o), std::cout, f.has("json"));
+  const std::vector<LinkBenchRow> rows = RunLinkBench(o);
+  if (rows.empty()) {  // --peers, end 1
+    std::cout << "bench: this end served every run; the other end prints the table\n";
+    return 0;
+  }
+  PrintLinkBench(rows, std::cout, f.has("json"));
   return 0;
 }
 

@@ -1,10 +1,16 @@
 #include "bin/link_bench.hpp"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/if_packet.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <functional>
+#include <sstream>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -179,125 +185,472 @@ double RunPair(double seconds, A&& a_loop, B&& b_loop, double* cpu_a, double* cp
   return wall;
 }
 
-// The raw link, a plain blast of frames of `chunk` bytes in batches of `batch` (one Flush per
-// batch, as fast as slots allow), measured two ways: one way (one side sends, the other polls
-// and releases), and both ways at once, each side sending and receiving: the segment's traffic
-// pattern (positions one way, deltas back), with no rule to run.
-void RawRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, bool duplex, LinkBenchRow* row) {
-  Link link = MakeLink(opt, chunk);
-  // Peer 1 answers to peer 0 (never to a group).
-  struct Side {
-    Transport* t;
-    Dest to;
-    uint64_t sent = 0, received = 0;
-  };
-  Side a{link.a.get(), link.to_b}, b{link.b.get(), Dest::Peer(0)};
-  const std::vector<std::byte> source(chunk, std::byte{0x5a});
-  auto send = [&](Side& s) {
-    Header h;
-    h.kind = MsgKind::kDelta;
-    h.length = chunk;
-    for (uint32_t i = 0; i < batch; ++i) {
-      std::byte* slot = s.t->AcquireSend();
-      if (!slot) break;
-      // Fill every payload byte, as the segment copies each chunk into its slot.
-      std::memcpy(slot, source.data(), chunk);
-      h.seq = ++s.sent;
-      s.t->CommitSend(s.to, h);
-    }
-    s.t->Flush();
-  };
-  auto receive = [&](Side& s) {
-    Message m[64];
-    const size_t n = s.t->Poll(m, 64);
-    for (size_t i = 0; i < n; ++i) s.received += m[i].h.kind == MsgKind::kDelta;
-    if (n) s.t->Release(n);
-    return n;
-  };
-  double cpu_a = 0, cpu_b = 0;
-  const double wall = RunPair(
-      opt.seconds,
-      [&](std::atomic<bool>& stop) {
-        while (!stop.load(std::memory_order_relaxed)) {
-          send(a);
-          if (duplex) receive(a);
-        }
-      },
-      [&](std::atomic<bool>& stop) {
-        while (!stop.load(std::memory_order_relaxed)) {
-          if (duplex) {
-            receive(b);
-            send(b);
-          } else if (receive(b) == 0) {
-            Idle(b.t);  // the receiver sleeps when idle, as the segment's sides do
-          }
-        }
-      },
-      &cpu_a, &cpu_b);
-  // One direction's delivered payload (duplex: the mean of the two directions).
-  const double frames = duplex ? 0.5 * static_cast<double>(a.received + b.received) : static_cast<double>(b.received);
-  const uint64_t sent = a.sent + b.sent, received = a.received + b.received;
-  const uint64_t lost = sent > received ? sent - received : 0;
-  if (duplex) {
-    row->raw_frames_per_s = frames / wall;
-    row->raw_gbps = frames * 8.0 * chunk / wall / 1e9;
-    row->raw_lost = lost;
-    row->cpu_sender = cpu_a;
-    row->cpu_receiver = cpu_b;
-  } else {
-    row->raw_one_way_gbps = frames * 8.0 * chunk / wall / 1e9;
-  }
-}
+// What is measured, one run at a time: the raw link both ways at once, the raw link one way,
+// and the segment.
+enum class RunKind : uint32_t { kRawDuplex = 0, kRawOneWay = 1, kSegment = 2, kQuit = 3 };
 
-// The segment: a master and a slave buffer kept in sync over the same kind of link; the
-// master posts `batch` positions per Flush within its window.
-void SegmentRun(const LinkBenchOptions& opt, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
-  Link link = MakeLink(opt, chunk);
-  const size_t n = opt.buffer_bytes / sizeof(float);
-  std::vector<float> master(n), slave;
-  for (size_t i = 0; i < n; ++i) master[i] = static_cast<float>(i % 1000) * 1e-3f;
-  slave = master;
-  FlowOptions flow;
-  // Default: 2 MiB of positions awaiting deltas (at least the slots), well inside the 4 MiB a
-  // receive buffer gets, so a burst is not dropped by the receiving socket.
-  flow.window = opt.window ? opt.window : std::max<uint32_t>(opt.slots, (2u << 20) / chunk);
-  MasterEndpoint me(master.data(), n, chunk / 4, link.a.get(), link.to_b, Access::kPlain, flow);
-  SlaveEndpoint se(slave.data(), n, chunk / 4, link.b.get());
-  const double wall = RunPair(
-      opt.seconds,
-      [&](std::atomic<bool>& stop) {
-        while (!stop.load(std::memory_order_relaxed)) {
-          const size_t posted = me.PostPositions(batch);
-          if (me.PollDeltas() == 0 && posted == 0) Idle(link.a.get());
+// What one end did in one run; plain data, so that a remote end can send it back (--peers: both
+// ends run this same program, so the layout matches).
+struct EndReport {
+  uint64_t sent = 0, received = 0;       // raw runs: frames
+  MasterEndpoint::Stats master{};        // segment run, end a
+  SlaveEndpoint::Stats slave{};          // segment run, end b
+  double cpu_seconds = 0;                // the end's thread, over its loop
+};
+
+// One end of one run. End a (peer 0) sends the blast or is the master; end b (peer 1) receives
+// (and, both ways, sends back to peer 0) or is the slave. Step() is one turn of the end's loop;
+// an end with nothing to do sleeps in it on the endpoint's wait_fd.
+class EndRun {
+ public:
+  EndRun(RunKind kind, int end, Transport* t, Dest to, uint32_t chunk, uint32_t batch,
+         size_t buffer_bytes, uint32_t window)
+      : kind_(kind), end_(end), t_(t), to_(to), chunk_(chunk), batch_(batch) {
+    if (kind_ == RunKind::kSegment) {
+      const size_t n = buffer_bytes / sizeof(float);
+      w_.resize(n);  // both ends start equal, as a segment needs
+      for (size_t i = 0; i < n; ++i) w_[i] = static_cast<float>(i % 1000) * 1e-3f;
+      if (end_ == 0) {
+        FlowOptions flow;
+        // Default: 2 MiB of positions awaiting deltas (at least 64), well inside the 4 MiB a
+        // receive buffer gets, so a burst is not dropped by the receiving socket.
+        flow.window = window ? window : std::max<uint32_t>(64, (2u << 20) / chunk);
+        master_ = std::make_unique<MasterEndpoint>(w_.data(), n, chunk / 4, t, to, Access::kPlain, flow);
+      } else {
+        slave_ = std::make_unique<SlaveEndpoint>(w_.data(), n, chunk / 4, t);
+      }
+    } else {
+      source_.assign(chunk, std::byte{0x5a});
+    }
+  }
+
+  void Step() {
+    switch (kind_) {
+      case RunKind::kSegment:
+        if (master_) {
+          const size_t posted = master_->PostPositions(batch_);
+          if (master_->PollDeltas() == 0 && posted == 0) Idle(t_);
+        } else if (slave_->PollPositions() == 0) {
+          Idle(t_);
         }
-      },
-      [&](std::atomic<bool>& stop) {
-        while (!stop.load(std::memory_order_relaxed))
-          if (se.PollPositions() == 0) Idle(link.b.get());
-      },
-      &row->cpu_master, &row->cpu_slave);
-  const auto ms = me.stats();
-  const auto ss = se.stats();
-  // Drain what is still in flight (the master posts nothing more) until the link is quiet for
-  // 20 ms, so that "lost" counts frames lost, not the window in flight when the clock stopped.
-  {
+        return;
+      case RunKind::kRawDuplex:
+        Send();
+        Receive();
+        return;
+      default:  // one way: end a sends, end b receives and sleeps when idle
+        if (end_ == 0) {
+          Send();
+        } else if (Receive() == 0) {
+          t_->Flush();  // nothing to send: only the heartbeats that say this end is alive
+          Idle(t_);
+        }
+        return;
+    }
+  }
+
+  // Segment: what is still in flight, until this end is quiet for 20 ms (the master posts
+  // nothing more), so that "lost" counts frames lost, not the window in flight at the end.
+  void Drain(const std::function<size_t()>& other = nullptr) {
+    if (kind_ != RunKind::kSegment) return;
     auto quiet_since = Clock::now();
     const auto deadline = quiet_since + std::chrono::milliseconds(500);
     while (Clock::now() < deadline && Clock::now() - quiet_since < std::chrono::milliseconds(20)) {
-      if (se.PollPositions() + me.PollDeltas() > 0) quiet_since = Clock::now();
+      size_t moved = master_ ? master_->PollDeltas() : slave_->PollPositions();
+      if (other) moved += other();
+      if (moved > 0) quiet_since = Clock::now();
     }
   }
-  const auto md = me.stats();
-  const auto sd = se.stats();
+  size_t Answer() { return slave_ ? slave_->PollPositions() : master_->PollDeltas(); }
+
+  EndReport Report() const {
+    EndReport r;
+    r.sent = sent_;
+    r.received = received_;
+    if (master_) r.master = master_->stats();
+    if (slave_) r.slave = slave_->stats();
+    return r;
+  }
+
+ private:
+  void Send() {
+    Header h;
+    h.kind = MsgKind::kDelta;
+    h.length = chunk_;
+    for (uint32_t i = 0; i < batch_; ++i) {
+      std::byte* slot = t_->AcquireSend();
+      if (!slot) break;
+      // Fill every payload byte, as the segment copies each chunk into its slot.
+      std::memcpy(slot, source_.data(), chunk_);
+      h.seq = ++sent_;
+      t_->CommitSend(to_, h);
+    }
+    t_->Flush();
+  }
+  size_t Receive() {
+    Message m[64];
+    const size_t n = t_->Poll(m, 64);
+    for (size_t i = 0; i < n; ++i) received_ += m[i].h.kind == MsgKind::kDelta && m[i].h.length == chunk_;
+    if (n) t_->Release(n);
+    return n;
+  }
+
+  RunKind kind_;
+  int end_;
+  Transport* t_;
+  Dest to_;
+  uint32_t chunk_, batch_;
+  std::vector<std::byte> source_;
+  std::vector<float> w_;
+  std::unique_ptr<MasterEndpoint> master_;
+  std::unique_ptr<SlaveEndpoint> slave_;
+  uint64_t sent_ = 0, received_ = 0;
+};
+
+// Runs `end.Step()` until `stop` (or for `seconds` when stop is null); returns the loop's
+// thread CPU seconds.
+double Loop(EndRun& end, const std::atomic<bool>* stop, double seconds = 0) {
+  const double c0 = ThreadCpu();
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  if (stop) {
+    while (!stop->load(std::memory_order_relaxed)) end.Step();
+  } else {
+    while (Clock::now() < until) end.Step();
+  }
+  return ThreadCpu() - c0;
+}
+
+// A run's reports into the row: `a`, `b` as the clock stopped (rates over `wall` seconds);
+// `a_end`, `b_end` after the drain (losses). CPU from a and b.
+void Fill(RunKind kind, const EndReport& a, const EndReport& b, const EndReport& a_end, const EndReport& b_end,
+          double wall, uint32_t chunk, LinkBenchRow* row) {
   const double payload = static_cast<double>(chunk);
-  row->segment_gbps = ss.positions_applied * payload * 8 / wall / 1e9;
-  row->segment_both_gbps = (ss.positions_applied + ms.deltas_applied) * payload * 8 / wall / 1e9;
-  row->segment_frames_per_s = ss.positions_applied / wall;
-  row->segment_sweeps_per_s = ms.sweeps / wall;
-  // Positions the slave never saw, and deltas the master never got, after the drain.
-  const uint64_t seen = sd.positions_applied + sd.positions_stale;
-  row->segment_lost = (md.positions_sent > seen ? md.positions_sent - seen : 0) +
-                      (sd.positions_applied > md.deltas_applied ? sd.positions_applied - md.deltas_applied : 0);
+  if (kind == RunKind::kSegment) {
+    const auto& ms = a.master;
+    const auto& ss = b.slave;
+    row->segment_gbps = ss.positions_applied * payload * 8 / wall / 1e9;
+    row->segment_both_gbps = (ss.positions_applied + ms.deltas_applied) * payload * 8 / wall / 1e9;
+    row->segment_frames_per_s = ss.positions_applied / wall;
+    row->segment_sweeps_per_s = ms.sweeps / wall;
+    // Positions the slave never saw, and deltas the master never got, once drained.
+    const auto& me = a_end.master;
+    const auto& se = b_end.slave;
+    const uint64_t seen = se.positions_applied + se.positions_stale;
+    row->segment_lost = (me.positions_sent > seen ? me.positions_sent - seen : 0) +
+                        (se.positions_applied > me.deltas_applied ? se.positions_applied - me.deltas_applied : 0);
+    row->cpu_master = a.cpu_seconds / wall;
+    row->cpu_slave = b.cpu_seconds / wall;
+    return;
+  }
+  const uint64_t sent = a.sent + b.sent, received = a.received + b.received;
+  if (kind == RunKind::kRawDuplex) {
+    // One direction's delivered payload: the mean of the two directions.
+    const double frames = 0.5 * static_cast<double>(received);
+    row->raw_frames_per_s = frames / wall;
+    row->raw_gbps = frames * 8.0 * payload / wall / 1e9;
+    row->raw_lost = sent > received ? sent - received : 0;
+    row->cpu_sender = a.cpu_seconds / wall;
+    row->cpu_receiver = b.cpu_seconds / wall;
+  } else {
+    row->raw_one_way_gbps = static_cast<double>(b.received) * 8.0 * payload / wall / 1e9;
+  }
+}
+
+// Both ends in this process, each on its own thread.
+void LocalRun(const LinkBenchOptions& opt, RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
+  Link link = MakeLink(opt, chunk);
+  EndRun a(kind, 0, link.a.get(), link.to_b, chunk, batch, opt.buffer_bytes, opt.window);
+  EndRun b(kind, 1, link.b.get(), Dest::Peer(0), chunk, batch, opt.buffer_bytes, opt.window);
+  std::atomic<bool> stop{false};
+  double cpu_a = 0, cpu_b = 0;
+  const auto t0 = Clock::now();
+  std::thread tb([&] { cpu_b = Loop(b, &stop); });
+  std::thread ta([&] { cpu_a = Loop(a, &stop); });
+  std::this_thread::sleep_for(std::chrono::duration<double>(opt.seconds));
+  stop.store(true);
+  ta.join();
+  tb.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  EndReport ra = a.Report(), rb = b.Report();
+  ra.cpu_seconds = cpu_a;
+  rb.cpu_seconds = cpu_b;
+  a.Drain([&] { return b.Answer(); });
+  Fill(kind, ra, rb, a.Report(), b.Report(), wall, chunk, row);
+}
+
+// ---------------------------------------------------------------- --peers
+// Each end in its own process, on its own host (or network namespace), running this same
+// command: the list's entry that is local says which end this process is. End 0 drives: it
+// asks end 1 to start each run (a kJoin message carrying the run, answered by an echo), runs
+// its side for the run's seconds, then asks for end 1's report (kLeave, answered with it).
+// Control messages are resent every 20 ms until answered; a peer that never answers is a
+// one-line Error after peer_timeout_s (30 s), never a hang.
+
+constexpr std::array<RunKind, 3> kOrderEven{RunKind::kRawDuplex, RunKind::kSegment, RunKind::kRawOneWay};
+constexpr std::array<RunKind, 3> kOrderOdd{RunKind::kRawOneWay, RunKind::kSegment, RunKind::kRawDuplex};
+
+struct RunMsg {  // kJoin: a run to start (end 0 -> 1) and its echo (1 -> 0)
+  uint32_t id = 0;
+  RunKind kind = RunKind::kQuit;
+  uint32_t chunk = 0, batch = 0;
+  double seconds = 0;
+  uint64_t buffer_bytes = 0;
+  uint32_t window = 0, pad = 0;
+};
+struct ReportMsg {  // kLeave: end 1's report of run `id` (1 -> 0); end 0's request carries the id
+  uint32_t id = 0, pad = 0;
+  EndReport at_stop, drained;
+};
+static_assert(sizeof(RunMsg) % 4 == 0 && sizeof(ReportMsg) % 4 == 0);
+
+struct PeerEnd {
+  std::unique_ptr<Transport> t;
+  int rank = 0;
+  Dest to_other;          // positions and blasts from end 0 (a peer, or the group)
+  std::string other;      // the other end's entry, for messages
+};
+
+std::vector<std::string> Split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
+  return out;
+}
+
+PeerEnd OpenPeers(const LinkBenchOptions& opt) {
+  const std::string& spec = opt.peers;
+  const size_t colon = spec.find("://");
+  HS_REQUIRE(colon != std::string::npos)
+      << "--peers wants udp://IP:PORT,IP:PORT or raw://MAC,MAC, got '" << spec << "'";
+  const std::string scheme = spec.substr(0, colon);
+  const std::vector<std::string> entries = Split(spec.substr(colon + 3), ',');
+  HS_REQUIRE(entries.size() == 2) << "bench --peers takes exactly two entries (the two ends of one link), got "
+                                  << entries.size() << " in '" << spec << "'";
+  HS_REQUIRE(scheme == opt.transport)
+      << "--peers=" << scheme << "://... does not match --transport=" << opt.transport;
+  const uint32_t max_chunk = *std::max_element(opt.chunk_bytes.begin(), opt.chunk_bytes.end());
+  const uint32_t payload = std::max<uint32_t>((max_chunk + 15) / 16 * 16, (sizeof(ReportMsg) + 15) / 16 * 16);
+  const uint32_t batch = std::max<uint32_t>(32, *std::max_element(opt.batches.begin(), opt.batches.end()));
+  ifaddrs* ifs = nullptr;
+  HS_REQUIRE(getifaddrs(&ifs) == 0) << "bench: getifaddrs: " << ErrnoText(errno);
+  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> guard(ifs, freeifaddrs);
+  PeerEnd end;
+  int local = -1;
+  if (scheme == "udp") {
+    std::vector<std::pair<std::string, uint16_t>> at;
+    for (const std::string& e : entries) {
+      const size_t c = e.rfind(':');
+      HS_REQUIRE(c != std::string::npos && c > 0) << "--peers: '" << e << "' is not IP:PORT";
+      char* tail = nullptr;
+      const long port = std::strtol(e.c_str() + c + 1, &tail, 10);
+      HS_REQUIRE(*tail == 0 && port > 0 && port < 65536) << "--peers: bad port in '" << e << "'";
+      in_addr probe{};
+      HS_REQUIRE(inet_pton(AF_INET, e.substr(0, c).c_str(), &probe) == 1)
+          << "--peers: '" << e.substr(0, c) << "' is not an IPv4 address";
+      at.emplace_back(e.substr(0, c), static_cast<uint16_t>(port));
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        char ip[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, ip, sizeof ip);
+        if (at[r].first == ip) {
+          HS_REQUIRE(local < 0) << "--peers: both entries are addresses of this host; run one end on each";
+          local = r;
+          break;
+        }
+      }
+    }
+    HS_REQUIRE(local >= 0) << "--peers: neither " << entries[0] << " nor " << entries[1]
+                           << " is an address of this host";
+    UdpOptions o;
+    o.address = at[local].first;
+    o.port = at[local].second;
+    o.max_payload = payload;
+    o.send_slots = o.recv_slots = opt.slots;
+    o.max_batch = batch;
+    o.job = 0xbe4c;
+    o.gso = opt.gso;
+    o.peer_timeout_ms = 5000;
+    if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
+    auto u = std::make_unique<UdpEndpoint>(local, o);
+    u->AddPeer(1 - local, at[1 - local].first, at[1 - local].second);
+    end.to_other = Dest::Peer(1 - local);
+    if (!opt.multicast.empty()) {  // the group's port: end 1's port + 1, the same on both ends
+      const uint16_t gport = static_cast<uint16_t>(at[1].second + 1);
+      HS_REQUIRE(u->AddGroup(1, opt.multicast, gport, local == 1))
+          << "udp: could not join " << opt.multicast << " on " << o.address
+          << " (no multicast route? try: ip route add 224.0.0.0/4 dev IFACE)";
+      if (local == 0) end.to_other = Dest::Group(1);
+    }
+    end.t = std::move(u);
+  } else if (scheme == "raw") {
+    const Mac macs[2] = {ParseMac(entries[0]), ParseMac(entries[1])};
+    std::string iface;
+    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
+      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_PACKET) continue;
+      const auto* ll = reinterpret_cast<const sockaddr_ll*>(i->ifa_addr);
+      if (ll->sll_halen != 6) continue;
+      for (int r = 0; r < 2; ++r) {
+        if (std::memcmp(ll->sll_addr, macs[r].data(), 6) != 0) continue;
+        HS_REQUIRE(local < 0 || local == r) << "--peers: both MACs are on this host; run one end on each";
+        if (!opt.where[0].empty() && opt.where[0] != i->ifa_name) continue;  // --where picks the NIC
+        local = r;
+        iface = i->ifa_name;
+      }
+    }
+    HS_REQUIRE(local >= 0) << "--peers: neither " << entries[0] << " nor " << entries[1]
+                           << " is the MAC of a network interface of this host";
+    RawOptions o;
+    o.iface = iface;
+    o.max_payload = payload;
+    o.send_slots = opt.slots;
+    o.max_batch = batch;
+    o.job = 0xbe4c;
+    o.peer_timeout_ms = 5000;
+    if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
+    auto r = std::make_unique<RawEndpoint>(local, o);
+    r->AddPeer(1 - local, macs[1 - local]);
+    end.to_other = Dest::Peer(1 - local);
+    if (!opt.multicast.empty()) {
+      r->AddGroup(1, ParseMac(opt.multicast));
+      if (local == 0) end.to_other = Dest::Group(1);
+    }
+    end.t = std::move(r);
+  } else {
+    HS_FAIL() << "bench --peers works over udp:// or raw://, got '" << scheme << "://'";
+  }
+  end.rank = local;
+  end.other = entries[1 - local];
+  return end;
+}
+
+// Sends a control message (waiting, to a deadline, for a send slot).
+void SendControl(const PeerEnd& end, MsgKind kind, const void* payload, uint32_t bytes) {
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  std::byte* slot;
+  while (!(slot = end.t->AcquireSend())) {
+    end.t->Flush();
+    HS_REQUIRE(Clock::now() < deadline) << "bench: cannot send to peer " << end.other << " (no send slot for 5 s)";
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  std::memcpy(slot, payload, bytes);
+  Header h;
+  h.kind = kind;
+  h.length = bytes;
+  end.t->CommitSend(Dest::Peer(1 - end.rank), h);
+  end.t->Flush();
+}
+
+// Polls until a control message of `kind` (or `or_kind`) arrives (anything else is released
+// unread), calling `resend` every 20 ms, up to `seconds`. Its payload goes to `out`, its kind to
+// `*which`; false: none in time.
+bool AwaitControl(const PeerEnd& end, MsgKind kind, std::vector<std::byte>* out, double seconds,
+                  const std::function<void()>& resend, MsgKind or_kind = MsgKind::kHeartbeat,
+                  MsgKind* which = nullptr) {
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  auto next_send = Clock::now();
+  Message m[64];
+  while (Clock::now() < deadline) {
+    const Status st = end.t->status();
+    HS_REQUIRE(st.ok()) << "bench: the link to " << end.other << " failed: " << st.what;
+    if (resend && Clock::now() >= next_send) {
+      resend();
+      next_send = Clock::now() + std::chrono::milliseconds(20);
+    }
+    end.t->Flush();  // heartbeats
+    const size_t n = end.t->Poll(m, 64);
+    for (size_t i = 0; i < n; ++i) {
+      if (m[i].h.kind == kind || m[i].h.kind == or_kind) {
+        out->assign(m[i].payload, m[i].payload + m[i].h.length);
+        if (which) *which = m[i].h.kind;
+        end.t->Release(n);
+        return true;
+      }
+    }
+    if (n) {
+      end.t->Release(n);
+    } else {
+      Idle(end.t.get());
+    }
+  }
+  return false;
+}
+
+// End 1: serves runs until end 0 says quit (or is silent for 30 s: an Error). A start it has
+// already run is echoed again (its echo was lost) and not run twice; a report request is
+// answered every time it comes (a report can be lost too).
+void Follow(PeerEnd& end, double timeout_s) {
+  uint32_t done = 0;
+  ReportMsg report;
+  for (;;) {
+    std::vector<std::byte> got;
+    MsgKind which = MsgKind::kJoin;
+    HS_REQUIRE(AwaitControl(end, MsgKind::kJoin, &got, timeout_s, nullptr, MsgKind::kLeave, &which))
+        << "bench: peer " << end.other << " (end 0) sent nothing for " << timeout_s << " s";
+    if (which == MsgKind::kLeave) {
+      uint32_t id = 0;
+      if (got.size() >= sizeof id) std::memcpy(&id, got.data(), sizeof id);
+      if (id == done && done != 0) SendControl(end, MsgKind::kLeave, &report, sizeof report);
+      continue;
+    }
+    if (got.size() != sizeof(RunMsg)) continue;  // not a start of ours
+    RunMsg run;
+    std::memcpy(&run, got.data(), sizeof run);
+    SendControl(end, MsgKind::kJoin, &run, sizeof run);  // the echo: "started"
+    if (run.kind == RunKind::kQuit) return;
+    if (run.id == done) continue;
+    HS_REQUIRE(run.kind <= RunKind::kSegment && run.chunk >= 16 && run.chunk % 4 == 0 &&
+               run.chunk <= end.t->caps().max_payload && run.seconds > 0 && run.seconds <= 600)
+        << "bench: peer " << end.other << " asked for a run this end cannot do (chunk " << run.chunk
+        << "; run both ends with the same --chunk)";
+    EndRun side(run.kind, 1, end.t.get(), Dest::Peer(0), run.chunk, run.batch, run.buffer_bytes, run.window);
+    const double cpu = Loop(side, nullptr, run.seconds);
+    report.id = run.id;
+    report.at_stop = side.Report();
+    report.at_stop.cpu_seconds = cpu;
+    side.Drain();
+    report.drained = side.Report();
+    done = run.id;
+  }
+}
+
+// End 0: one run with the remote end 1.
+void DriveRun(PeerEnd& end, const LinkBenchOptions& opt, RunKind kind, uint32_t chunk, uint32_t batch, uint32_t id,
+              LinkBenchRow* row) {
+  RunMsg run;
+  run.id = id;
+  run.kind = kind;
+  run.chunk = chunk;
+  run.batch = batch;
+  run.seconds = opt.seconds;
+  run.buffer_bytes = opt.buffer_bytes;
+  run.window = opt.window;
+  std::vector<std::byte> got;
+  const bool started = AwaitControl(end, MsgKind::kJoin, &got, opt.peer_timeout_s,
+                                    [&] { SendControl(end, MsgKind::kJoin, &run, sizeof run); });
+  HS_REQUIRE(started) << "bench: peer " << end.other << " did not answer within " << opt.peer_timeout_s
+                      << " s (is `hogstream bench` running there with the same --peers?)";
+  EndRun side(kind, 0, end.t.get(), end.to_other, chunk, batch, opt.buffer_bytes, opt.window);
+  const auto t0 = Clock::now();
+  const double cpu = Loop(side, nullptr, opt.seconds);
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  EndReport a = side.Report();
+  a.cpu_seconds = cpu;
+  side.Drain();
+  const EndReport a_end = side.Report();
+  uint32_t ask = id;
+  ReportMsg b;
+  for (;;) {
+    HS_REQUIRE(AwaitControl(end, MsgKind::kLeave, &got, opt.peer_timeout_s,
+                            [&] { SendControl(end, MsgKind::kLeave, &ask, sizeof ask); }))
+        << "bench: peer " << end.other << " sent no report for " << opt.peer_timeout_s << " s";
+    if (got.size() == sizeof b) {
+      std::memcpy(&b, got.data(), sizeof b);
+      if (b.id == id) break;
+    }
+  }
+  Fill(kind, a, b.at_stop, a_end, b.drained, wall, chunk, row);
 }
 
 double Median(std::vector<double> v) {
@@ -329,11 +682,31 @@ LinkBenchRow MedianRow(const std::vector<LinkBenchRow>& rounds) {
 std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
   HS_REQUIRE(opt.seconds > 0 && opt.seconds <= 600) << "--seconds must be in (0, 600]";
   HS_REQUIRE(opt.repeat >= 1 && opt.repeat <= 100) << "--repeat must be in [1, 100]";
+  HS_REQUIRE(opt.peer_timeout_s > 0 && opt.peer_timeout_s <= 3600) << "--timeout must be in (0, 3600] seconds";
   HS_REQUIRE(!opt.chunk_bytes.empty()) << "--chunk needs at least one size";
   HS_REQUIRE(!opt.batches.empty()) << "--batch needs at least one size";
   for (uint32_t b : opt.batches)
     HS_REQUIRE(b >= 1 && b <= 1024) << "--batch sizes must be in [1, 1024], got " << b;
   std::vector<LinkBenchRow> rows;
+  std::unique_ptr<PeerEnd> peer;
+  uint32_t run_id = 0;
+  std::function<void(RunKind, uint32_t, uint32_t, LinkBenchRow*)> run;
+  if (opt.peers.empty()) {
+    run = [&](RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) { LocalRun(opt, kind, chunk, batch, row); };
+  } else {
+    HS_REQUIRE(opt.netns[0].empty() && opt.netns[1].empty())
+        << "--peers runs one end per process: start each in its namespace (ip netns exec NS ...), no --netns";
+    for (uint32_t chunk : opt.chunk_bytes)
+      HS_REQUIRE(chunk >= 16 && chunk % 4 == 0) << "--chunk sizes must be multiples of 4 bytes, >= 16; got " << chunk;
+    peer = std::make_unique<PeerEnd>(OpenPeers(opt));
+    if (peer->rank == 1) {
+      Follow(*peer, opt.peer_timeout_s);
+      return rows;  // end 1 reports nothing: end 0 prints the table
+    }
+    run = [&](RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
+      DriveRun(*peer, opt, kind, chunk, batch, ++run_id, row);
+    };
+  }
   for (uint32_t chunk : opt.chunk_bytes) {
     HS_REQUIRE(chunk >= 16 && chunk % 4 == 0) << "--chunk sizes must be multiples of 4 bytes, >= 16; got "
                                               << chunk;
@@ -348,20 +721,18 @@ std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
         row.gso = opt.transport == "udp" && opt.gso;
         row.keyed = !opt.job_key.empty();
         // Alternate which run goes first, so a drift in the machine's load hits both alike.
-        if (r % 2 == 0) {
-          RawRun(opt, chunk, batch, true, &row);
-          SegmentRun(opt, chunk, batch, &row);
-          RawRun(opt, chunk, batch, false, &row);
-        } else {
-          RawRun(opt, chunk, batch, false, &row);
-          SegmentRun(opt, chunk, batch, &row);
-          RawRun(opt, chunk, batch, true, &row);
-        }
+        for (RunKind kind : r % 2 == 0 ? kOrderEven : kOrderOdd) run(kind, chunk, batch, &row);
         row.ratio = row.raw_gbps > 0 ? row.segment_gbps / row.raw_gbps : 0;
         rounds.push_back(row);
       }
       rows.push_back(MedianRow(rounds));
     }
+  }
+  if (peer) {  // end 1 may go; a lost goodbye only makes it wait out its 30 s
+    RunMsg quit;
+    quit.id = ++run_id;
+    std::vector<std::byte> got;
+    AwaitControl(*peer, MsgKind::kJoin, &got, 2, [&] { SendControl(*peer, MsgKind::kJoin, &quit, sizeof quit); });
   }
   return rows;
 }

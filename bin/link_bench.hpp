@@ -15,8 +15,10 @@
 // back), so both load the link and the CPUs alike; the ratio is the rule's and the protocol's
 // cost. The one-way blast (one end only sends) is printed beside it: on a link whose two
 // directions share the same CPUs (loopback, veth) it is up to twice the duplex rate.
-// Rounds (--repeat) interleave the two runs; the table shows medians.
-// Not yet: peers in other processes or on other machines (--peers; the distributed job).
+// Rounds (--repeat) interleave the runs; the table shows medians.
+// --peers: the two ends in two processes on two hosts (or namespaces), each running the same
+// command; the entry that is local picks the end; end 0 drives the runs over the link itself
+// and prints the table, end 1 serves them and prints nothing.
 #pragma once
 
 #include <array>
@@ -43,6 +45,9 @@ struct LinkBenchOptions {
   std::string multicast;                         // udp: group IPv4; raw: group MAC ("" = unicast)
   bool gso = true;                               // udp: UDP GSO where the kernel has it
   std::string job_key;                           // --job-key=FILE: keyed MACs on every frame
+  std::string peers;                             // "udp://IP:PORT,IP:PORT" or "raw://MAC,MAC": this
+                                                 // process is the end whose entry is local
+  double peer_timeout_s = 30;                    // --peers: how long a silent peer is waited for
 };
 
 struct LinkBenchRow {

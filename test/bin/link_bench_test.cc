@@ -6,7 +6,12 @@
 
 #include <sstream>
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "core/common.hpp"
+#include "test/program_runner.hpp"
 #include "test/transport/veth.hpp"
 
 namespace hogstream {
@@ -75,6 +80,43 @@ TEST(LinkBenchOverVeth, RawAndUdpBetweenTwoNamespaces) {
     EXPECT_GT(rows[0].segment_sweeps_per_s, 0) << "the segment went round the whole buffer";
     EXPECT_EQ(rows[0].multicast, *c.multicast != 0);
   }
+}
+
+std::string IpProgram() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})
+    if (access(p, X_OK) == 0) return p;
+  return "";
+}
+
+// `hogstream bench --peers`: the two ends in two processes, one per namespace (two "hosts"),
+// the same command line on both; end 0 prints the table, end 1 a line. Then end 0 alone: the
+// silent peer is a one-line error naming it, at the --timeout deadline.
+TEST(LinkBenchPeers, TwoProcessesInTwoNamespaces) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethPair net(1500);
+  const std::string ip = IpProgram();
+  ASSERT_FALSE(ip.empty());
+  test::ScratchDir dir("bench_peers");
+  const std::string peers = "--peers=udp://" + net.address(0) + ":7311," + net.address(1) + ":7311";
+  auto cmd = [&](int end) {
+    return std::vector<std::string>{"netns", "exec", net.ns(end), HS_HOGSTREAM_BIN, "bench", "--transport=udp",
+                                    peers, "--chunk=1024", "--batch=16", "--seconds=0.2", "--timeout=20"};
+  };
+  test::Child one(ip, cmd(1), dir, "end1");
+  const test::Finished zero = test::Child(ip, cmd(0), dir, "end0").Wait(60);
+  const test::Finished served = one.Wait(30);
+  ASSERT_EQ(zero.rc, 0) << zero.err;
+  EXPECT_NE(zero.out.find("ratio"), std::string::npos) << zero.out;
+  EXPECT_NE(zero.out.find("udp "), std::string::npos) << zero.out;
+  EXPECT_EQ(served.rc, 0) << served.err;
+  EXPECT_NE(served.out.find("served every run"), std::string::npos) << served.out;
+
+  std::vector<std::string> alone = cmd(0);
+  alone.back() = "--timeout=1";
+  const test::Finished silent = test::RunProgram(ip, alone, dir, 30);
+  EXPECT_EQ(silent.rc, 1);
+  EXPECT_NE(silent.last_line().find(net.address(1) + ":7311"), std::string::npos) << silent.err;
+  EXPECT_EQ(std::count(silent.err.begin(), silent.err.end(), '\n'), 1) << silent.err;
 }
 
 TEST(LinkBenchSettings, BadSettingsAreErrors) {

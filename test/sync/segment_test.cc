@@ -417,8 +417,9 @@ TEST(SegmentWindowTest, LostAnswersStopCountingAfterTheTimeout) {
   EXPECT_EQ(me.PostPositions(8), 2u);
   EXPECT_EQ(se.PollPositions(), 2u);
   EXPECT_EQ(me.PollDeltas(), 0u);
-  if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15))
+  if (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(15)) {
     EXPECT_EQ(me.PostPositions(8), 0u) << "still awaiting the lost answers";
+  }
   size_t posted = 0;
   const auto deadline = t0 + std::chrono::seconds(10);
   while ((posted = me.PostPositions(8)) == 0 && std::chrono::steady_clock::now() < deadline)

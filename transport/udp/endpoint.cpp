@@ -296,7 +296,7 @@ void UdpEndpoint::Flush() {
       if (opt_.pace_bytes_per_s && cost + q.bytes > tokens_) break;
       size_t run = 1, total = q.bytes;
       cost += q.bytes;
-      while (gso_ && first + run < queue_.size() && run < kMaxSegments) {
+      while (gso_ && q.bytes < gso_too_big_ && first + run < queue_.size() && run < kMaxSegments) {
         const Queued& next = queue_[first + run];
         if (!Same(next.to, q.to) || next.bytes > q.bytes || queue_[first + run - 1].bytes != q.bytes ||
             total + next.bytes > kMaxGsoBytes || (opt_.pace_bytes_per_s && cost + next.bytes > tokens_))
@@ -336,6 +336,12 @@ void UdpEndpoint::Flush() {
         break;  // the kernel is full, or reported an old ICMP error: this frame goes next time
       if (gso_ && err == EIO && run_frames_[0] > 1) {
         gso_ = false;  // the path cannot segment (as Tailscale found): plain datagrams from now
+        continue;
+      }
+      if (gso_ && err == EMSGSIZE && run_frames_[0] > 1) {
+        // Segments larger than the path MTU: frames this large go as plain datagrams (which IP
+        // may fragment) from now; smaller ones keep GSO.
+        gso_too_big_ = std::min<size_t>(gso_too_big_, send_iov_[0].iov_len);
         continue;
       }
       // Anything else will not get better by retrying: latch it, drop the frames, go on.

@@ -112,6 +112,7 @@ class UdpEndpoint final : public Transport {
   std::vector<std::array<char, CMSG_SPACE(sizeof(uint16_t))>> send_cmsg_;  // UDP_SEGMENT per entry
   std::vector<size_t> run_frames_;  // frames per entry of the batch being sent
   bool gso_ = false;
+  size_t gso_too_big_ = SIZE_MAX;  // frames of this many bytes or more go without GSO (EMSGSIZE)
   uint64_t gso_sends_ = 0;
 
   // Receiver thread. ring_ holds slot indices; [first_, first_ + held_) hold frames handed out

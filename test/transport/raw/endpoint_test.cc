@@ -169,7 +169,7 @@ void ExchangeRandomMessages(RawEndpoint* a, RawEndpoint* b, int rounds, bool lon
         const uint32_t len = longest_often && gen() % 2 ? max : (gen() % (max / 4 + 1)) * 4;
         Sent sent{len, static_cast<uint32_t>(gen()), std::vector<std::byte>(len)};
         for (auto& x : sent.bytes) x = static_cast<std::byte>(gen());
-        std::memcpy(slot, sent.bytes.data(), len);
+        if (len) std::memcpy(slot, sent.bytes.data(), len);  // (an empty vector has no data())
         Header h;
         h.kind = gen() % 2 ? MsgKind::kPosition : MsgKind::kDelta;
         h.chunk = sent.chunk;

@@ -242,8 +242,12 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
       EXPECT_EQ(bad, 0u);
       EXPECT_EQ(misaligned, 0u);
       EXPECT_EQ(b->counters().rejected_total(), 0u);
-      if (gso && gro) EXPECT_GE(b->gro_runs(), 1u) << "the run was not received coalesced";
-      if (!gro) EXPECT_EQ(b->gro_runs(), 0u);
+      if (gso && gro) {
+        EXPECT_GE(b->gro_runs(), 1u) << "the run was not received coalesced";
+      }
+      if (!gro) {
+        EXPECT_EQ(b->gro_runs(), 0u);
+      }
       // The receive slots are all free again: another full burst fits.
       for (size_t i = 0; i < kCount; ++i) {
         Header h;
