@@ -46,4 +46,18 @@ TransportCounters Transport::Counters::Snapshot() const {
   return c;
 }
 
+void Transport::Latch(Status::Code code, PeerId peer, const std::string& what) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  if (status_.code != Status::kOk) return;
+  status_.code = code;
+  status_.peer = peer;
+  status_.what = what;
+  failed_.store(true, std::memory_order_release);
+}
+
+Status Transport::status() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return status_;
+}
+
 }  // namespace hogstream

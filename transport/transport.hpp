@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/common.hpp"
@@ -167,8 +168,9 @@ class Transport {
   virtual void Release(size_t n) = 0;
 
   // ---- any thread
-  // The latched status: kOk, or the first peer-down / I/O error seen.
-  virtual Status status() const = 0;
+  // The latched status: kOk, or the first peer-down / I/O error seen (Latch). Decorators and
+  // backends that keep it elsewhere override it.
+  virtual Status status() const;
   // A file descriptor that poll() reports readable when Poll may have something (or a peer
   // went down): the daemon sleeps on it when idle. -1: this backend has none; poll Poll.
   virtual int wait_fd() const { return -1; }
@@ -198,6 +200,17 @@ class Transport {
     c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
   }
   Counters counters_;
+
+  // Any thread. Latches `code` (not kOk) with its one-line `what`, unless something is latched
+  // already: the first failure is the one reported.
+  void Latch(Status::Code code, PeerId peer, const std::string& what);
+  // Any thread, cheap: whether anything is latched.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex status_mu_;
+  std::atomic<bool> failed_{false};
+  Status status_;  // under status_mu_
 };
 
 // Makes endpoints. Set-up never blocks: Open answers nullptr for "not ready yet" (a peer not

@@ -248,20 +248,6 @@ Caps RawEndpoint::caps() const {
   return c;
 }
 
-void RawEndpoint::Latch(Status::Code code, PeerId peer, const std::string& what) {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  if (status_.code != Status::kOk) return;
-  status_.code = code;
-  status_.peer = peer;
-  status_.what = what;
-  failed_.store(true, std::memory_order_release);
-}
-
-Status RawEndpoint::status() const {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  return status_;
-}
-
 void RawEndpoint::ReadKernelStats() const {
   // Reading resets the kernel's counts, so concurrent readers each add a disjoint part.
   tpacket_stats_v3 st{};
@@ -505,7 +491,7 @@ size_t RawEndpoint::Poll(Message* out, size_t max) {
   if (in_block_ && scan_left_ == 0) FinishBlock();  // do not keep a read-through block from the kernel
 
   // Peer down: judged only with nothing left unread, so a backlog cannot fake silence.
-  if (drained && !failed_.load(std::memory_order_acquire)) {
+  if (drained && !failed()) {
     const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
     const auto later = Clock::now();
     for (const auto& [peer, when] : heard_) {

@@ -104,7 +104,6 @@ class RawEndpoint final : public Transport {
   void Flush() override;
   size_t Poll(Message* out, size_t max) override;
   void Release(size_t n) override;
-  Status status() const override;
   int wait_fd() const override { return fd_; }  // POLLIN once a ring block is ready
 
  private:
@@ -124,7 +123,6 @@ class RawEndpoint final : public Transport {
   Seen Examine(const std::byte* pkt, Message* m, bool* bounced);  // receiver thread
   void FinishBlock();                                   // receiver thread
   void ReturnBlock(uint32_t b);                         // receiver thread
-  void Latch(Status::Code code, PeerId peer, const std::string& what);
 
   const PeerId self_;
   RawOptions opt_;  // as given, with the ring geometry filled in when derived (0) at set-up
@@ -168,10 +166,6 @@ class RawEndpoint final : public Transport {
   std::chrono::steady_clock::time_point last_stats_;
   std::atomic<uint64_t> unknown_sources_{0}, realigned_{0};
   mutable std::atomic<uint64_t> kernel_drops_{0};
-
-  mutable std::mutex status_mu_;
-  std::atomic<bool> failed_{false};
-  Status status_;  // under status_mu_
 };
 
 }  // namespace hogstream

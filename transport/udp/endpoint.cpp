@@ -219,20 +219,6 @@ Caps UdpEndpoint::caps() const {
   return c;
 }
 
-void UdpEndpoint::Latch(Status::Code code, PeerId peer, const std::string& what) {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  if (status_.code != Status::kOk) return;
-  status_.code = code;
-  status_.peer = peer;
-  status_.what = what;
-  failed_.store(true, std::memory_order_release);
-}
-
-Status UdpEndpoint::status() const {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  return status_;
-}
-
 // ---------------------------------------------------------------- sender thread
 
 std::byte* UdpEndpoint::AcquireSend() {
@@ -483,7 +469,7 @@ size_t UdpEndpoint::Poll(Message* out, size_t max) {
   const auto now = Clock::now();
   const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
   for (const auto& [peer, when] : heard_) {
-    if (now - when > timeout && !failed_.load(std::memory_order_acquire))
+    if (now - when > timeout && !failed())
       Latch(Status::kPeerDown, peer,
             "udp: peer " + std::to_string(peer) + " silent for " + std::to_string(timeout.count()) + " ms");
   }

@@ -68,7 +68,6 @@ class UdpEndpoint final : public Transport {
   void Flush() override;
   size_t Poll(Message* out, size_t max) override;
   void Release(size_t n) override;
-  Status status() const override;
   int wait_fd() const override { return epoll_; }
 
  private:
@@ -80,7 +79,6 @@ class UdpEndpoint final : public Transport {
   std::byte* SendSlot(uint32_t s) { return send_mem_.get() + size_t{s} * frame_stride_; }
   std::byte* RecvSlot(uint32_t s) { return recv_mem_.get() + size_t{s} * recv_stride_; }
   void Heartbeats();  // sender thread
-  void Latch(Status::Code code, PeerId peer, const std::string& what);
   size_t Receive(int fd, size_t room);  // receiver thread: datagrams into free slots, how many
   // Receiver thread: the frames of datagram j of the last Receive (at ring position `pos`) into
   // ready_; returns how many.
@@ -132,10 +130,6 @@ class UdpEndpoint final : public Transport {
   std::vector<std::array<char, CMSG_SPACE(sizeof(int))>> recv_cmsg_;  // UDP_GRO segment size
   std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
   size_t next_fd_ = 0;  // round-robin over the unicast and group sockets
-
-  mutable std::mutex status_mu_;
-  std::atomic<bool> failed_{false};
-  Status status_;  // under status_mu_
 };
 
 }  // namespace hogstream

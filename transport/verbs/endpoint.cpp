@@ -176,7 +176,7 @@ VerbsEndpoint::VerbsEndpoint(PeerId self, const VerbsOptions& opt, const VerbsAp
   // message finds an empty queue.
   for (uint32_t s = 0; s < opt_.recv_slots; ++s) repost_.push_back(s);
   Repost();
-  HS_REQUIRE(status_.ok()) << status_.what;
+  if (const Status st = status(); !st.ok()) HS_FAIL() << st.what;
 
   a = {};
   a.qp_state = IBV_QPS_RTR;
@@ -286,20 +286,6 @@ void VerbsEndpoint::Deregister(const void* p) {
   if (it == r_.user_mrs.end()) return;
   r_.api->dereg_mr(it->second);
   r_.user_mrs.erase(it);
-}
-
-void VerbsEndpoint::Latch(Status::Code code, PeerId peer, const std::string& what) {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  if (status_.code != Status::kOk) return;
-  status_.code = code;
-  status_.peer = peer;
-  status_.what = what;
-  failed_.store(true, std::memory_order_release);
-}
-
-Status VerbsEndpoint::status() const {
-  std::lock_guard<std::mutex> lock(status_mu_);
-  return status_;
 }
 
 std::string VerbsEndpoint::WcText(const ibv_wc& wc) const {
@@ -518,7 +504,7 @@ size_t VerbsEndpoint::Poll(Message* out, size_t max) {
   const auto now = Clock::now();
   const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
   for (const auto& [peer, when] : heard_) {
-    if (now - when > timeout && !failed_.load(std::memory_order_acquire))
+    if (now - when > timeout && !failed())
       Latch(Status::kPeerDown, peer,
             "verbs: peer " + std::to_string(peer) + " silent for " + std::to_string(timeout.count()) + " ms");
   }

@@ -81,7 +81,6 @@ class VerbsEndpoint final : public Transport {
   void Flush() override;
   size_t Poll(Message* out, size_t max) override;
   void Release(size_t n) override;
-  Status status() const override;
   int wait_fd() const override { return r_.epoll; }
   void Register(const void* p, size_t bytes, MemoryKind kind) override;
   void Deregister(const void* p) override;
@@ -123,7 +122,6 @@ class VerbsEndpoint final : public Transport {
   std::byte* SendSlot(uint32_t s) const { return send_mem_.get() + size_t{s} * send_stride_; }
   std::byte* RecvBuffer(uint32_t s) const { return recv_mem_.get() + size_t{s} * recv_stride_ + kRecvLead; }
   ibv_ah* MakeAh(const VerbsGid& gid, uint16_t lid);
-  void Latch(Status::Code code, PeerId peer, const std::string& what);
   std::string WcText(const ibv_wc& wc) const;
   // Sender thread.
   void Reap();  // send completions -> free slots
@@ -188,10 +186,6 @@ class VerbsEndpoint final : public Transport {
   bool more_set_ = false;            // r_.more_fd holds a count
   std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
   std::atomic<uint64_t> unknown_{0};
-
-  mutable std::mutex status_mu_;
-  std::atomic<bool> failed_{false};
-  Status status_;  // under status_mu_
 };
 
 }  // namespace hogstream
