@@ -10,6 +10,7 @@
 #include "transport/frame.hpp"
 
 #include "test/test_seed.hpp"
+#include "test/transport/transport_test_util.hpp"
 #include "test/transport/veth.hpp"
 #include <gtest/gtest.h>
 
@@ -26,6 +27,9 @@
 
 namespace hogstream {
 namespace {
+
+using test::PollFor;
+using test::SealedFrame;
 
 using Clock = std::chrono::steady_clock;
 
@@ -56,47 +60,20 @@ void SendRaw(uint16_t port, const std::vector<std::byte>& bytes) {
   close(fd);
 }
 
-std::vector<std::byte> Frame(const FrameFormat& fmt, uint32_t payload_bytes) {
-  std::vector<std::byte> f(payload_bytes + fmt.overhead(), std::byte{1});
-  Header h;
-  h.kind = MsgKind::kDelta;
-  h.seq = 1;
-  h.length = payload_bytes;
-  fmt.Seal(f.data(), h);
-  return f;
-}
-
-// Polls until `want` messages arrived or `limit` passed; returns how many did.
-size_t PollFor(Transport* t, size_t want, std::vector<Header>* got = nullptr,
-               std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-  const auto deadline = Clock::now() + limit;
-  size_t n = 0;
-  Message m[8];
-  while (n < want && Clock::now() < deadline) {
-    const size_t k = t->Poll(m, 8);
-    for (size_t i = 0; i < k; ++i)
-      if (got) got->push_back(m[i].h);
-    t->Release(k);
-    n += k;
-    if (!k) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return n;
-}
-
 TEST(UdpTransportTest, BadFramesAreCountedPerReasonAndDropped) {
   auto a = Open(0);
   const FrameFormat ours(77), theirs(78);
-  SendRaw(a->port(), Frame(theirs, 64));  // another job
-  auto corrupt = Frame(ours, 64);
+  SendRaw(a->port(), SealedFrame(theirs, 64));  // another job
+  auto corrupt = SealedFrame(ours, 64);
   corrupt[60] ^= std::byte{4};
   SendRaw(a->port(), corrupt);
   SendRaw(a->port(), std::vector<std::byte>(10, std::byte{0}));  // short
-  SendRaw(a->port(), Frame(ours, 2048));                          // over max_payload (1024)
-  SendRaw(a->port(), Frame(ours, 8000));  // larger than a frame slot (truncated), or than max_payload
-  auto version = Frame(ours, 64);
+  SendRaw(a->port(), SealedFrame(ours, 2048));                          // over max_payload (1024)
+  SendRaw(a->port(), SealedFrame(ours, 8000));  // larger than a frame slot (truncated), or than max_payload
+  auto version = SealedFrame(ours, 64);
   version[4] = std::byte{9};
   SendRaw(a->port(), version);
-  SendRaw(a->port(), Frame(ours, 64));  // the one good frame
+  SendRaw(a->port(), SealedFrame(ours, 64));  // the one good frame
   std::vector<Header> got;
   EXPECT_EQ(PollFor(a.get(), 1, &got), 1u);
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u) << "a bad frame was delivered";
@@ -130,7 +107,7 @@ TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
     ASSERT_TRUE(from->PostSend(Dest::Peer(0), h, &p));
     from->Flush();
   }
-  SendRaw(a->port(), Frame(FrameFormat(77), 64));  // unkeyed
+  SendRaw(a->port(), SealedFrame(FrameFormat(77), 64));  // unkeyed
   EXPECT_EQ(PollFor(a.get(), 1), 1u);
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
   EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kMac)], 1u);

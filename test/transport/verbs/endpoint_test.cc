@@ -17,6 +17,7 @@
 #include "transport/verbs/device.hpp"
 
 #include "test/test_seed.hpp"
+#include "test/transport/transport_test_util.hpp"
 #include "test/transport/verbs/fake_verbs.hpp"
 #include <gtest/gtest.h>
 
@@ -33,6 +34,8 @@
 
 namespace hogstream {
 namespace {
+
+using test::PollFor;
 
 using Clock = std::chrono::steady_clock;
 constexpr uint32_t kJob = 77;
@@ -157,23 +160,6 @@ void ExchangeWhole(Transport* a, Transport* b, uint32_t seed) {
     EXPECT_TRUE(to->status().ok()) << to->status().what;
     EXPECT_TRUE(from->status().ok()) << from->status().what;
   }
-}
-
-// Polls until `want` messages arrived or `limit` passed (releasing each); returns how many.
-size_t PollFor(Transport* t, size_t want, std::vector<Header>* got = nullptr,
-               std::chrono::milliseconds limit = std::chrono::seconds(5)) {
-  const auto deadline = Clock::now() + limit;
-  size_t n = 0;
-  Message m[8];
-  while (n < want && Clock::now() < deadline) {
-    const size_t k = t->Poll(m, 8);
-    for (size_t i = 0; i < k; ++i)
-      if (got) got->push_back(m[i].h);
-    t->Release(k);
-    n += k;
-    if (!k) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return n;
 }
 
 std::vector<std::byte> Frame(const FrameFormat& fmt, const Header& h) {
