@@ -119,7 +119,7 @@ SegmentStats Segment::stats() const {
   st.dropped = a.dropped + b.dropped;
   st.duplicated = a.duplicated + b.duplicated;
   st.reordered = a.reordered + b.reordered;
-  st.stale_ignored = s.positions_stale + m.deltas_duplicate + m.deltas_too_old;
+  st.stale_ignored = s.positions_stale + m.deltas_duplicate + m.deltas_too_old + m.deltas_other_epoch;
   st.sweeps_per_sec = rate_.load(kRelaxed);
   return st;
 }

@@ -93,9 +93,10 @@ MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, T
       slaves_(slaves),
       access_(access),
       flow_(flow),
+      epoch_(static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count())),
       seq_(layout_.count, 0),
-      high_(layout_.count, 0),
-      seen_(layout_.count, 1),  // seq 0 is never sent: mark it applied
       pending_(flow.window ? layout_.count : 0, 0),
       posted_(flow.window ? 2 * size_t{flow.window} : 0) {
   HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
@@ -146,6 +147,7 @@ size_t MasterEndpoint::PostPositions(size_t max) {
     h.kind = MsgKind::kPosition;
     h.chunk = c;
     h.seq = ++seq_[c];
+    h.epoch = epoch_;
     h.length = len * sizeof(float);
     t_->CommitSend(slaves_, h);
     if (flow_.window) {
@@ -166,9 +168,14 @@ size_t MasterEndpoint::PostPositions(size_t max) {
   return posted;
 }
 
-bool MasterEndpoint::Fresh(uint32_t c, uint64_t seq) {
-  uint64_t& high = high_[c];
-  uint64_t& seen = seen_[c];
+bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
+  auto it = replay_.find(from);
+  if (it == replay_.end()) {  // a slave's first delta: its window (seq 0 is never sent: applied)
+    it = replay_.emplace(from, Replay{std::vector<uint64_t>(layout_.count, 0),
+                                      std::vector<uint64_t>(layout_.count, 1)}).first;
+  }
+  uint64_t& high = it->second.high[c];
+  uint64_t& seen = it->second.seen[c];
   if (seq > high) {
     const uint64_t shift = seq - high;
     seen = shift >= 64 ? 1 : (seen << shift) | 1;
@@ -197,11 +204,15 @@ size_t MasterEndpoint::PollDeltas() {
     for (size_t i = 0; i < got; ++i) {
       const Header& h = batch[i].h;
       if (h.kind != MsgKind::kDelta || h.encoding != Encoding::kFloat32 || h.chunk >= layout_.count ||
-          h.length != layout_.length(h.chunk) * sizeof(float) || h.seq == 0 || h.seq > seq_[h.chunk]) {
+          h.length != layout_.length(h.chunk) * sizeof(float)) {
         Add(malformed_);
+      } else if (h.epoch != epoch_) {
+        Add(deltas_other_epoch_);  // its seq belongs to another incarnation's numbering
+      } else if (h.seq == 0 || h.seq > seq_[h.chunk]) {
+        Add(malformed_);  // answers a position never posted
       } else {
         Answered(h.chunk, h.seq);
-        if (Fresh(h.chunk, h.seq)) {
+        if (Fresh(h.source, h.chunk, h.seq)) {
           MasterApply(w_ + layout_.offset(h.chunk), batch[i].floats(), batch[i].float_count(), access_);
           Add(deltas_applied_);
           ++applied;
@@ -216,7 +227,8 @@ size_t MasterEndpoint::PollDeltas() {
 MasterEndpoint::Stats MasterEndpoint::stats() const {
   return {positions_sent_.load(kRelaxed), deltas_applied_.load(kRelaxed),
           deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
-          bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed)};
+          bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed),
+          deltas_other_epoch_.load(kRelaxed)};
 }
 
 // ---------------------------------------------------------------- SlaveEndpoint
@@ -227,7 +239,8 @@ SlaveEndpoint::SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Tran
       layout_(n, chunk_floats),
       t_(transport),
       access_(access),
-      seq_(layout_.count, 0) {
+      seq_(layout_.count, 0),
+      epoch_(layout_.count, 0) {
   HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
@@ -261,8 +274,8 @@ size_t SlaveEndpoint::PollPositions() {
     if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
         m.h.length != layout_.length(c) * sizeof(float)) {
       Add(malformed_);
-    } else if (m.h.seq <= seq_[c]) {
-      Add(positions_stale_);  // a duplicate, or overtaken by a newer position
+    } else if (m.h.epoch < epoch_[c] || (m.h.epoch == epoch_[c] && m.h.seq <= seq_[c])) {
+      Add(positions_stale_);  // a duplicate, overtaken by a newer position, or an old master's
     } else {
       const size_t off = layout_.offset(c), len = m.float_count();
       float* out = reinterpret_cast<float*>(slot);
@@ -272,6 +285,7 @@ size_t SlaveEndpoint::PollPositions() {
         SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
       }
       seq_[c] = m.h.seq;
+      epoch_[c] = m.h.epoch;
       Header h;
       h.kind = MsgKind::kDelta;
       h.chunk = c;

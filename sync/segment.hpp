@@ -18,8 +18,14 @@
 // The invariant holds whatever position the slave answers, so sequence numbers are about
 // freshness, not safety: the slave ignores a POSITION not newer than the last it applied for
 // that chunk (a duplicate, or one overtaken), so its view never steps back; the master applies
-// each DELTA seq once (a 64-seq window per chunk catches duplicates) but still applies a
-// reordered older one, since deltas are disjoint progress. A dropped POSITION delays its chunk
+// each DELTA seq once per slave (a 64-seq window per (slave, chunk) catches duplicates, while
+// the answers of several slaves to one multicast position are all applied) but still applies a
+// reordered older one, since deltas are disjoint progress.
+// Epochs: a master stamps its positions with its epoch (an incarnation number that grows: by
+// default the second it started), and its sequence numbers start again at 1 in a new one. A
+// slave takes a position of a newer epoch whatever its seq (a restarted master is not ignored),
+// ignores one of an older epoch, and echoes the epoch in its delta; the master drops a delta of
+// another epoch (it answers a position of an earlier incarnation, whose seqs mean nothing now). A dropped POSITION delays its chunk
 // by one sweep. A dropped DELTA loses exactly that delta: the slave's progress on that chunk
 // during one round, never more, and never a corruption of the weights.
 // (Recovering it would need an ack from the master and a copy of every unacked delta on the
@@ -39,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/transport.hpp"
@@ -81,6 +88,10 @@ class MasterEndpoint {
   size_t PostPositions(size_t max);
   // One position and its Flush: PostPositions(1) == 1.
   bool PostNextPosition() { return PostPositions(1) == 1; }
+  // The epoch stamped on positions (default: seconds since 1970 when it was made). Set it
+  // before the first post; a later epoch than any before tells slaves this is a new master.
+  void set_epoch(uint32_t epoch) { epoch_ = epoch; }
+  uint32_t epoch() const { return epoch_; }
   // Applies every DELTA waiting. Returns how many were applied.
   size_t PollDeltas();
 
@@ -91,11 +102,13 @@ class MasterEndpoint {
   struct Stats {
     uint64_t positions_sent, deltas_applied, deltas_duplicate, deltas_too_old, malformed,
         bytes_sent, sweeps, unanswered;  // unanswered: positions whose delta never came in time
+    uint64_t deltas_other_epoch;       // answers to an earlier incarnation's positions
   };
   Stats stats() const;
 
  private:
-  bool Fresh(uint32_t chunk, uint64_t seq);  // marks seq applied; false if seen or too old
+  // Marks (from, chunk, seq) applied; false if that slave's delta was seen or is too old.
+  bool Fresh(PeerId from, uint32_t chunk, uint64_t seq);
   void Answered(uint32_t chunk, uint64_t seq);  // a delta for (chunk, seq) came back
   void Expire();  // stops counting positions unanswered for answer_timeout_us
 
@@ -106,9 +119,14 @@ class MasterEndpoint {
   Access access_;
   FlowOptions flow_;
   uint32_t next_ = 0;
+  uint32_t epoch_;
   std::vector<uint64_t> seq_;   // last seq posted, per chunk
-  std::vector<uint64_t> high_;  // highest delta seq applied, per chunk
-  std::vector<uint64_t> seen_;  // bit k: delta high_ - k applied (a 64-seq replay window)
+  // The replay window of one slave: per chunk, the highest delta seq applied and, bit k, whether
+  // delta high - k was applied (64 seqs). One per slave heard from, made at its first delta.
+  struct Replay {
+    std::vector<uint64_t> high, seen;
+  };
+  std::unordered_map<PeerId, Replay> replay_;
   // The window: pending_[c] = seq of chunk c's position awaiting its delta (0 = none);
   // posted_ = (chunk, seq, time posted) oldest first, entries no longer pending skipped lazily.
   struct Posted {
@@ -121,7 +139,7 @@ class MasterEndpoint {
   size_t posted_head_ = 0, posted_size_ = 0;
   uint32_t in_flight_ = 0;
   std::atomic<uint64_t> positions_sent_{0}, deltas_applied_{0}, deltas_duplicate_{0},
-      deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0};
+      deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0}, deltas_other_epoch_{0};
 };
 
 // Slave side. One thread at a time drives it (PollPositions); stats() from any.
@@ -153,7 +171,8 @@ class SlaveEndpoint {
     void operator()(float* p) const;
   };
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
-  std::vector<uint64_t> seq_;  // last position seq applied, per chunk
+  std::vector<uint64_t> seq_;    // last position seq applied, per chunk
+  std::vector<uint32_t> epoch_;  // the epoch of that position, per chunk
   // The batch last polled: batch_[next_, polled_) not yet answered (held by the transport until
   // the whole batch is answered and released).
   static constexpr size_t kBatch = 32;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -428,6 +429,125 @@ TEST(SegmentWindowTest, LostAnswersStopCountingAfterTheTimeout) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
   EXPECT_EQ(me.stats().unanswered, 2u);
   EXPECT_EQ(to_master.counters().dropped, 2u);
+}
+
+// A transport double for the rule's bookkeeping: what the endpoint sends is recorded, and the
+// test delivers messages with any source, epoch and seq it likes (several slaves, a restarted
+// master) without a network.
+class ScriptedTransport final : public Transport {
+ public:
+  explicit ScriptedTransport(uint32_t max_payload) : max_(max_payload) {}
+  struct Sent {
+    Dest to;
+    Header h;
+    std::vector<float> payload;
+  };
+  std::vector<Sent> sent;
+  void Deliver(Header h, PeerId from, std::vector<float> payload) {
+    h.source = from;
+    h.length = static_cast<uint32_t>(payload.size() * sizeof(float));
+    inbox_.push_back({h, std::move(payload)});
+  }
+  PeerId self() const override { return 0; }
+  Caps caps() const override {
+    Caps c;
+    c.max_payload = max_;
+    c.send_slots = 64;
+    c.max_batch = 64;
+    return c;
+  }
+  std::byte* AcquireSend() override { return reinterpret_cast<std::byte*>(slot_.data()); }
+  void CommitSend(Dest to, const Header& h) override {
+    sent.push_back({to, h, std::vector<float>(slot_.begin(), slot_.begin() + h.length / sizeof(float))});
+  }
+  void Flush() override {}
+  size_t Poll(Message* out, size_t max) override {
+    size_t n = 0;
+    for (; n < max && held_ + n < inbox_.size(); ++n) {
+      const auto& [h, payload] = inbox_[held_ + n];
+      out[n] = Message{h, reinterpret_cast<const std::byte*>(payload.data())};
+    }
+    held_ += n;
+    return n;
+  }
+  void Release(size_t n) override {
+    inbox_.erase(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(n));
+    held_ -= n;
+  }
+
+ private:
+  uint32_t max_;
+  std::vector<float> slot_ = std::vector<float>(1024);
+  std::deque<std::pair<Header, std::vector<float>>> inbox_;
+  size_t held_ = 0;
+};
+
+Header Delta(uint32_t chunk, uint64_t seq, uint32_t epoch) {
+  Header h;
+  h.kind = MsgKind::kDelta;
+  h.chunk = chunk;
+  h.seq = seq;
+  h.epoch = epoch;
+  return h;
+}
+
+// Two slaves answer one multicast position: both deltas are applied (a replay window per slave,
+// not per chunk); a slave's duplicate is dropped; an answer to an earlier incarnation's position
+// (another epoch) is dropped and counted.
+TEST(SegmentPeersTest, EverySlavesAnswerToAMulticastPositionIsApplied) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(8, gen);
+  const std::vector<float> w0 = w;
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), w.size(), 4, &t, Dest::Group(1));
+  me.set_epoch(7);
+  ASSERT_EQ(me.PostPositions(1), 1u);
+  ASSERT_EQ(t.sent.size(), 1u);
+  EXPECT_TRUE(t.sent[0].to.group);
+  EXPECT_EQ(t.sent[0].h.epoch, 7u);
+  EXPECT_EQ(t.sent[0].h.seq, 1u);
+  const std::vector<float> d2 = RandomVector(4, gen), d3 = RandomVector(4, gen), d4 = RandomVector(4, gen);
+  t.Deliver(Delta(0, 1, 7), 2, d2);
+  t.Deliver(Delta(0, 1, 7), 3, d3);
+  t.Deliver(Delta(0, 1, 7), 2, d2);  // slave 2 again: a duplicate
+  t.Deliver(Delta(0, 1, 6), 4, d4);  // an earlier incarnation's seq 1
+  EXPECT_EQ(me.PollDeltas(), 2u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(w[i], w0[i] + d2[i] + d3[i], 1e-6) << i;
+  for (size_t i = 4; i < 8; ++i) EXPECT_EQ(w[i], w0[i]) << i;
+  const auto st = me.stats();
+  EXPECT_EQ(st.deltas_applied, 2u);
+  EXPECT_EQ(st.deltas_duplicate, 1u);
+  EXPECT_EQ(st.deltas_other_epoch, 1u);
+  EXPECT_EQ(st.malformed, 0u);
+}
+
+// A restarted master (a newer epoch, seqs from 1 again) is answered; positions of the older
+// incarnation that arrive late are ignored; the delta echoes the position's epoch.
+TEST(SegmentPeersTest, SlaveFollowsANewerEpochAndIgnoresAnOlderOne) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(4, gen);
+  ScriptedTransport t(4 * sizeof(float));
+  SlaveEndpoint se(w.data(), w.size(), 4, &t);
+  Header p;
+  p.kind = MsgKind::kPosition;
+  p.chunk = 0;
+  auto position = [&](uint64_t seq, uint32_t epoch) {
+    p.seq = seq;
+    p.epoch = epoch;
+    t.Deliver(p, 0, RandomVector(4, gen));
+    return se.PollPositions();
+  };
+  EXPECT_EQ(position(5, 10), 1u);
+  EXPECT_EQ(position(1, 11), 1u) << "a restarted master's first position";
+  EXPECT_EQ(position(9, 10), 0u) << "the old master's, late";
+  EXPECT_EQ(position(1, 11), 0u) << "a duplicate";
+  EXPECT_EQ(position(2, 11), 1u);
+  ASSERT_EQ(t.sent.size(), 3u);
+  EXPECT_EQ(t.sent[0].h.epoch, 10u);
+  EXPECT_EQ(t.sent[1].h.epoch, 11u);
+  EXPECT_EQ(t.sent[1].h.seq, 1u);
+  EXPECT_EQ(t.sent[2].h.seq, 2u);
+  EXPECT_EQ(se.stats().positions_stale, 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),
