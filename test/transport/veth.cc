@@ -1,7 +1,12 @@
 // Test networks from `ip` (see veth.hpp).
 #include "test/transport/veth.hpp"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
 
 #include <atomic>
 #include <stdexcept>
@@ -47,6 +52,19 @@ std::string TestNet::Unavailable() {
     try {
       Ip({"netns", "del", probe});
     } catch (const std::exception&) {
+    }
+    // Namespaces of test processes that died without their destructors (a sanitizer's halt, a
+    // SIGKILL): "hst<pid>n<k>h<i>" whose pid no longer runs.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/var/run/netns", ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("hst", 0) != 0) continue;
+      const long pid = std::strtol(name.c_str() + 3, nullptr, 10);
+      if (pid <= 0 || pid == getpid() || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+      try {
+        Ip({"netns", "del", name});
+      } catch (const std::exception&) {
+      }
     }
     return std::string();
   }();
