@@ -83,6 +83,18 @@ uint32_t ChunkLayout::length(uint32_t c) const {
   return static_cast<uint32_t>(std::min<size_t>(chunk_floats, n - offset(c)));
 }
 
+// ---------------------------------------------------------------- ownership
+
+std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers) {
+  HS_REQUIRE(!peers.empty()) << "sharing chunks among no peers";
+  std::vector<PeerId> owner(count);
+  const size_t k = peers.size(), base = count / k, extra = count % k;
+  size_t c = 0;
+  for (size_t r = 0; r < k; ++r)
+    for (size_t i = 0; i < base + (r < extra ? 1 : 0); ++i) owner[c++] = peers[r];
+  return owner;
+}
+
 // ---------------------------------------------------------------- MasterEndpoint
 
 MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport,
@@ -111,6 +123,14 @@ int64_t NowUs() {
       .count();
 }
 }  // namespace
+
+void MasterEndpoint::set_owned(std::vector<uint32_t> chunks) {
+  HS_REQUIRE(!chunks.empty()) << "a master must own at least one chunk";
+  for (uint32_t c : chunks)
+    HS_REQUIRE(c < layout_.count) << "owned chunk " << c << " out of range (" << layout_.count << " chunks)";
+  owned_ = std::move(chunks);
+  next_ = 0;
+}
 
 void MasterEndpoint::Answered(uint32_t c, uint64_t seq) {
   if (!flow_.window || pending_[c] != seq) return;  // not awaited (expired, or superseded)
@@ -141,7 +161,7 @@ size_t MasterEndpoint::PostPositions(size_t max) {
   while (posted < max && (!flow_.window || in_flight_ < flow_.window)) {
     std::byte* slot = t_->AcquireSend();
     if (!slot) break;
-    const uint32_t c = next_, len = layout_.length(c);
+    const uint32_t c = next_chunk(), len = layout_.length(c);
     ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
     Header h;
     h.kind = MsgKind::kPosition;
@@ -158,7 +178,7 @@ size_t MasterEndpoint::PostPositions(size_t max) {
     }
     Add(positions_sent_);
     Add(bytes_sent_, sizeof(float) * len);
-    if (++next_ == layout_.count) {
+    if (++next_ == (owned_.empty() ? layout_.count : owned_.size())) {
       next_ = 0;
       Add(sweeps_);
     }
@@ -252,6 +272,13 @@ SlaveEndpoint::SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Tran
 
 void SlaveEndpoint::FreeDelete::operator()(float* p) const { std::free(p); }
 
+void SlaveEndpoint::set_owners(std::vector<PeerId> owners, PeerId self) {
+  HS_REQUIRE(owners.size() == layout_.count)
+      << "chunk owner table has " << owners.size() << " entries for " << layout_.count << " chunks";
+  owners_ = std::move(owners);
+  self_ = self;
+}
+
 size_t SlaveEndpoint::PollPositions() {
   size_t answered = 0;
   for (;;) {
@@ -274,6 +301,8 @@ size_t SlaveEndpoint::PollPositions() {
     if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
         m.h.length != layout_.length(c) * sizeof(float)) {
       Add(malformed_);
+    } else if (!owners_.empty() && (owners_[c] != m.h.source || owners_[c] == self_)) {
+      Add(positions_foreign_);  // not that chunk's master, or our own chunk
     } else if (m.h.epoch < epoch_[c] || (m.h.epoch == epoch_[c] && m.h.seq <= seq_[c])) {
       Add(positions_stale_);  // a duplicate, overtaken by a newer position, or an old master's
     } else {
@@ -304,7 +333,7 @@ size_t SlaveEndpoint::PollPositions() {
 
 SlaveEndpoint::Stats SlaveEndpoint::stats() const {
   return {positions_applied_.load(kRelaxed), positions_stale_.load(kRelaxed), malformed_.load(kRelaxed),
-          bytes_sent_.load(kRelaxed)};
+          bytes_sent_.load(kRelaxed), positions_foreign_.load(kRelaxed)};
 }
 
 }  // namespace hogstream

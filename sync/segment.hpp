@@ -64,6 +64,12 @@ struct ChunkLayout {
   uint32_t length(uint32_t c) const;
 };
 
+// Which peer masters each chunk when every machine is master of a share of the weights and
+// slave of the rest: peer peers[r] masters a contiguous run of about count / peers.size()
+// chunks, in list order (the first count % size peers one more). Every chunk has one owner.
+// An empty list is a user Error.
+std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers);
+
 // Flow control of a master: how many positions may await their delta at once. A network
 // link has no back-pressure of its own (a UDP or raw receiver that falls behind drops), so the
 // master keeps at most `window` positions unanswered, as a TCP sender keeps its window; a
@@ -92,11 +98,15 @@ class MasterEndpoint {
   // before the first post; a later epoch than any before tells slaves this is a new master.
   void set_epoch(uint32_t epoch) { epoch_ = epoch; }
   uint32_t epoch() const { return epoch_; }
+  // Streams only these chunks (the ones this machine masters), round-robin in this order; a
+  // sweep is one pass over them. Default: every chunk. An empty list or a chunk out of range is
+  // a user Error. Set it before the first post.
+  void set_owned(std::vector<uint32_t> chunks);
   // Applies every DELTA waiting. Returns how many were applied.
   size_t PollDeltas();
 
   const ChunkLayout& layout() const { return layout_; }
-  uint32_t next_chunk() const { return next_; }
+  uint32_t next_chunk() const { return owned_.empty() ? next_ : owned_[next_]; }
   uint32_t in_flight() const { return in_flight_; }  // positions awaiting their delta
 
   struct Stats {
@@ -118,7 +128,8 @@ class MasterEndpoint {
   Dest slaves_;
   Access access_;
   FlowOptions flow_;
-  uint32_t next_ = 0;
+  uint32_t next_ = 0;               // index into owned_ (or the chunk itself when owned_ is empty)
+  std::vector<uint32_t> owned_;     // the chunks this master streams; empty: all
   uint32_t epoch_;
   std::vector<uint64_t> seq_;   // last seq posted, per chunk
   // The replay window of one slave: per chunk, the highest delta seq applied and, bit k, whether
@@ -154,11 +165,16 @@ class SlaveEndpoint {
   // answered, so up to a batch of received messages may stay held between calls. Returns how
   // many were answered.
   size_t PollPositions();
+  // Takes a chunk's positions only from its owner (owners[c], e.g. from ShareChunks) and never
+  // for a chunk `self` owns (this machine is that chunk's master); others are counted in
+  // positions_foreign and ignored. Default: any sender. A table of the wrong size is an Error.
+  void set_owners(std::vector<PeerId> owners, PeerId self);
 
   const ChunkLayout& layout() const { return layout_; }
 
   struct Stats {
     uint64_t positions_applied, positions_stale, malformed, bytes_sent;
+    uint64_t positions_foreign;  // from a peer that does not own the chunk, or for our own chunk
   };
   Stats stats() const;
 
@@ -173,12 +189,15 @@ class SlaveEndpoint {
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
   std::vector<uint64_t> seq_;    // last position seq applied, per chunk
   std::vector<uint32_t> epoch_;  // the epoch of that position, per chunk
+  std::vector<PeerId> owners_;   // per chunk; empty: any sender
+  PeerId self_ = kNoPeer;
   // The batch last polled: batch_[next_, polled_) not yet answered (held by the transport until
   // the whole batch is answered and released).
   static constexpr size_t kBatch = 32;
   Message batch_[kBatch];
   size_t polled_ = 0, next_ = 0;
-  std::atomic<uint64_t> positions_applied_{0}, positions_stale_{0}, malformed_{0}, bytes_sent_{0};
+  std::atomic<uint64_t> positions_applied_{0}, positions_stale_{0}, malformed_{0}, bytes_sent_{0},
+      positions_foreign_{0};
 };
 
 }  // namespace hogstream

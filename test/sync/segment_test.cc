@@ -550,6 +550,58 @@ TEST(SegmentPeersTest, SlaveFollowsANewerEpochAndIgnoresAnOlderOne) {
   EXPECT_EQ(se.stats().positions_stale, 2u);
 }
 
+// Every machine masters a contiguous share of the chunks, in list order, each chunk once.
+TEST(SegmentPeersTest, ShareChunksGivesEveryPeerAContiguousShare) {
+  const std::vector<PeerId> owner = ShareChunks(10, {5, 1, 7});
+  EXPECT_EQ(owner, (std::vector<PeerId>{5, 5, 5, 5, 1, 1, 1, 7, 7, 7}));
+  EXPECT_EQ(ShareChunks(2, {0, 1, 2}), (std::vector<PeerId>{0, 1}));
+  EXPECT_THROW(ShareChunks(4, {}), Error);
+}
+
+// A master streams only its own chunks, round-robin; a sweep is one pass over them.
+TEST(SegmentPeersTest, MasterStreamsOnlyTheChunksItOwns) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(20, gen);  // 5 chunks of 4
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), w.size(), 4, &t, Dest::Group(1));
+  me.set_owned({3, 1});
+  EXPECT_EQ(me.PostPositions(5), 5u);
+  std::vector<uint32_t> chunks;
+  for (const auto& sent : t.sent) chunks.push_back(sent.h.chunk);
+  EXPECT_EQ(chunks, (std::vector<uint32_t>{3, 1, 3, 1, 3}));
+  EXPECT_EQ(t.sent[4].h.seq, 3u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(t.sent[4].payload[i], w[12 + i]);
+  EXPECT_EQ(me.stats().sweeps, 2u);
+  EXPECT_THROW(me.set_owned({}), Error);
+  EXPECT_THROW(me.set_owned({5}), Error);
+}
+
+// A slave takes a chunk's positions only from that chunk's owner, and none for a chunk it owns.
+TEST(SegmentPeersTest, SlaveTakesPositionsOnlyFromTheChunksOwner) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(12, gen);  // 3 chunks of 4
+  ScriptedTransport t(4 * sizeof(float));
+  SlaveEndpoint se(w.data(), w.size(), 4, &t);
+  se.set_owners({0, 1, 2}, /*self=*/2);
+  Header p;
+  p.kind = MsgKind::kPosition;
+  p.seq = 1;
+  auto position = [&](uint32_t chunk, PeerId from) {
+    p.chunk = chunk;
+    t.Deliver(p, from, RandomVector(4, gen));
+    return se.PollPositions();
+  };
+  EXPECT_EQ(position(0, 0), 1u);
+  EXPECT_EQ(position(1, 0), 0u) << "peer 0 does not own chunk 1";
+  EXPECT_EQ(position(1, 1), 1u);
+  EXPECT_EQ(position(2, 2), 0u) << "chunk 2 is this machine's own";
+  EXPECT_EQ(se.stats().positions_foreign, 2u);
+  EXPECT_EQ(se.stats().positions_applied, 2u);
+  ASSERT_EQ(t.sent.size(), 2u);
+  EXPECT_EQ(t.sent[1].to.id, 1u) << "the delta goes back to the chunk's owner";
+  EXPECT_THROW(se.set_owners({0, 1}, 2), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),
                          [](const auto& info) { return info.param ? "lossy" : "clean"; });
 
