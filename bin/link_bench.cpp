@@ -158,33 +158,6 @@ double ThreadCpu() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
-// Runs `a_loop` and `b_loop` on two threads for `seconds` (each returns when `stop` is set);
-// fills their CPU use per second of wall time. Returns the wall time.
-template <class A, class B>
-double RunPair(double seconds, A&& a_loop, B&& b_loop, double* cpu_a, double* cpu_b) {
-  std::atomic<bool> stop{false};
-  double ca = 0, cb = 0;
-  const auto t0 = Clock::now();
-  std::thread tb([&] {
-    const double c0 = ThreadCpu();
-    b_loop(stop);
-    cb = ThreadCpu() - c0;
-  });
-  std::thread ta([&] {
-    const double c0 = ThreadCpu();
-    a_loop(stop);
-    ca = ThreadCpu() - c0;
-  });
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop.store(true);
-  ta.join();
-  tb.join();
-  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  *cpu_a = ca / wall;
-  *cpu_b = cb / wall;
-  return wall;
-}
-
 // What is measured, one run at a time: the raw link both ways at once, the raw link one way,
 // and the segment.
 enum class RunKind : uint32_t { kRawDuplex = 0, kRawOneWay = 1, kSegment = 2, kQuit = 3 };
