@@ -185,9 +185,7 @@ class EndRun {
       for (size_t i = 0; i < n; ++i) w_[i] = static_cast<float>(i % 1000) * 1e-3f;
       if (end_ == 0) {
         FlowOptions flow;
-        // Default: 2 MiB of positions awaiting deltas (at least 64), well inside the 4 MiB a
-        // receive buffer gets, so a burst is not dropped by the receiving socket.
-        flow.window = window ? window : std::max<uint32_t>(64, (2u << 20) / chunk);
+        flow.window = window;
         master_ = std::make_unique<MasterEndpoint>(w_.data(), n, chunk / 4, t, to, Access::kPlain, flow);
       } else {
         slave_ = std::make_unique<SlaveEndpoint>(w_.data(), n, chunk / 4, t);
@@ -280,6 +278,12 @@ class EndRun {
   uint64_t sent_ = 0, received_ = 0;
 };
 
+// The master's window: --window, or by default 2 MiB of positions awaiting deltas (at least
+// the slots), well inside the 4 MiB a receive buffer gets, so a burst is not dropped there.
+uint32_t WindowFor(const LinkBenchOptions& opt, uint32_t chunk) {
+  return opt.window ? opt.window : std::max<uint32_t>(opt.slots, (2u << 20) / chunk);
+}
+
 // Runs `end.Step()` until `stop` (or for `seconds` when stop is null); returns the loop's
 // thread CPU seconds.
 double Loop(EndRun& end, const std::atomic<bool>* stop, double seconds = 0) {
@@ -332,8 +336,8 @@ void Fill(RunKind kind, const EndReport& a, const EndReport& b, const EndReport&
 // Both ends in this process, each on its own thread.
 void LocalRun(const LinkBenchOptions& opt, RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
   Link link = MakeLink(opt, chunk);
-  EndRun a(kind, 0, link.a.get(), link.to_b, chunk, batch, opt.buffer_bytes, opt.window);
-  EndRun b(kind, 1, link.b.get(), Dest::Peer(0), chunk, batch, opt.buffer_bytes, opt.window);
+  EndRun a(kind, 0, link.a.get(), link.to_b, chunk, batch, opt.buffer_bytes, WindowFor(opt, chunk));
+  EndRun b(kind, 1, link.b.get(), Dest::Peer(0), chunk, batch, opt.buffer_bytes, WindowFor(opt, chunk));
   std::atomic<bool> stop{false};
   double cpu_a = 0, cpu_b = 0;
   const auto t0 = Clock::now();
@@ -604,7 +608,7 @@ void DriveRun(PeerEnd& end, const LinkBenchOptions& opt, RunKind kind, uint32_t 
                                     [&] { SendControl(end, MsgKind::kJoin, &run, sizeof run); });
   HS_REQUIRE(started) << "bench: peer " << end.other << " did not answer within " << opt.peer_timeout_s
                       << " s (is `hogstream bench` running there with the same --peers?)";
-  EndRun side(kind, 0, end.t.get(), end.to_other, chunk, batch, opt.buffer_bytes, opt.window);
+  EndRun side(kind, 0, end.t.get(), end.to_other, chunk, batch, opt.buffer_bytes, WindowFor(opt, chunk));
   const auto t0 = Clock::now();
   const double cpu = Loop(side, nullptr, opt.seconds);
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();

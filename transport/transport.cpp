@@ -60,4 +60,26 @@ Status Transport::status() const {
   return status_;
 }
 
+void Transport::CountReceived(const Message* out, size_t n) {
+  if (n == 0) return;
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) bytes += out[i].h.length;
+  Bump(counters_.received, n);
+  Bump(counters_.bytes_received, bytes);
+}
+
+void Transport::LatchSilentPeer(const std::map<PeerId, std::chrono::steady_clock::time_point>& heard,
+                                std::chrono::milliseconds timeout, const char* backend) {
+  if (failed()) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [peer, when] : heard) {
+    if (now - when > timeout) {
+      Latch(Status::kPeerDown, peer,
+            std::string(backend) + ": peer " + std::to_string(peer) + " silent for " +
+                std::to_string(timeout.count()) + " ms");
+      return;
+    }
+  }
+}
+
 }  // namespace hogstream

@@ -24,6 +24,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -200,6 +202,14 @@ class Transport {
     c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
   }
   Counters counters_;
+
+  // Receiver thread: counts the n messages a Poll hands out (messages and payload bytes).
+  void CountReceived(const Message* out, size_t n);
+  // Receiver thread: latches kPeerDown for the first peer in `heard` (peer -> when last heard)
+  // silent for longer than `timeout`, unless something is latched already. `backend` names the
+  // transport in the message.
+  void LatchSilentPeer(const std::map<PeerId, std::chrono::steady_clock::time_point>& heard,
+                       std::chrono::milliseconds timeout, const char* backend);
 
   // Any thread. Latches `code` (not kOk) with its one-line `what`, unless something is latched
   // already: the first failure is the one reported.

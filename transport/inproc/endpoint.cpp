@@ -130,12 +130,7 @@ void InprocEndpoint::CommitSend(Dest to, const Header& h) {
 
 size_t InprocEndpoint::Poll(Message* out, size_t max) {
   const size_t n = in_->Poll(out, max);
-  if (n) {
-    Bump(counters_.received, n);
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < n; ++i) bytes += out[i].h.length;
-    Bump(counters_.bytes_received, bytes);
-  }
+  CountReceived(out, n);
   return n;
 }
 

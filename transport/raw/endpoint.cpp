@@ -491,23 +491,10 @@ size_t RawEndpoint::Poll(Message* out, size_t max) {
   if (in_block_ && scan_left_ == 0) FinishBlock();  // do not keep a read-through block from the kernel
 
   // Peer down: judged only with nothing left unread, so a backlog cannot fake silence.
-  if (drained && !failed()) {
-    const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
-    const auto later = Clock::now();
-    for (const auto& [peer, when] : heard_) {
-      if (later - when > timeout) {
-        Latch(Status::kPeerDown, peer,
-              "raw: peer " + std::to_string(peer) + " silent for " + std::to_string(timeout.count()) + " ms");
-        break;
-      }
-    }
-  }
-  if (n) {
-    Bump(counters_.received, n);
-    uint64_t b = 0;
-    for (size_t i = 0; i < n; ++i) b += out[i].h.length;
-    Bump(counters_.bytes_received, b);
-  }
+  if (drained)
+    LatchSilentPeer(heard_, std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms),
+                    "raw");
+  CountReceived(out, n);
   return n;
 }
 

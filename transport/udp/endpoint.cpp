@@ -467,12 +467,8 @@ void UdpEndpoint::Handout(Message* out, size_t max, size_t* n) {
 
 size_t UdpEndpoint::Poll(Message* out, size_t max) {
   const auto now = Clock::now();
-  const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
-  for (const auto& [peer, when] : heard_) {
-    if (now - when > timeout && !failed())
-      Latch(Status::kPeerDown, peer,
-            "udp: peer " + std::to_string(peer) + " silent for " + std::to_string(timeout.count()) + " ms");
-  }
+  LatchSilentPeer(heard_, std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms),
+                  "udp");
   const size_t R = ring_.size();
   size_t n = 0;
   Handout(out, max, &n);  // frames of a run that did not fit the last call
@@ -499,13 +495,8 @@ size_t UdpEndpoint::Poll(Message* out, size_t max) {
     }
     Handout(out, max, &n);
   }
-  if (n) {
-    out_ += n;
-    Bump(counters_.received, n);
-    uint64_t b = 0;
-    for (size_t i = 0; i < n; ++i) b += out[i].h.length;
-    Bump(counters_.bytes_received, b);
-  }
+  out_ += n;
+  CountReceived(out, n);
   return n;
 }
 

@@ -502,12 +502,8 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
 size_t VerbsEndpoint::Poll(Message* out, size_t max) {
   if (max == 0) return 0;
   const auto now = Clock::now();
-  const auto timeout = std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms);
-  for (const auto& [peer, when] : heard_) {
-    if (now - when > timeout && !failed())
-      Latch(Status::kPeerDown, peer,
-            "verbs: peer " + std::to_string(peer) + " silent for " + std::to_string(timeout.count()) + " ms");
-  }
+  LatchSilentPeer(heard_, std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms),
+                  "verbs");
   // Channel events: each says the armed CQ got a completion (and disarmed it). Ack them now:
   // destroying the CQ waits for every event to be acked.
   ibv_cq* cq = nullptr;
@@ -555,12 +551,7 @@ size_t VerbsEndpoint::Poll(Message* out, size_t max) {
     (void)!write(r_.more_fd, &one, sizeof one);
     more_set_ = true;
   }
-  if (n) {
-    Bump(counters_.received, n);
-    uint64_t b = 0;
-    for (size_t i = 0; i < n; ++i) b += out[i].h.length;
-    Bump(counters_.bytes_received, b);
-  }
+  CountReceived(out, n);
   return n;
 }
 
