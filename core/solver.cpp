@@ -225,7 +225,9 @@ bool Live(const SolverGroup& g, int r) {
 }  // namespace
 
 bool Solver::leader() const {
-  return !options_.group || options_.group->leader.load(std::memory_order_relaxed) == options_.rank;
+  const SolverGroup* g = options_.group;
+  return !g || (g->leader.load(std::memory_order_relaxed) == options_.rank &&
+                g->machine_leads.load(std::memory_order_relaxed));
 }
 
 int64_t Solver::Claim(int64_t stop_iter) {
@@ -457,6 +459,9 @@ void Solver::Solve(const std::string& resume_file) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
     }
+    // Across machines: the others' last deltas reach these weights first (the network daemon
+    // clears the hold, within its own deadline).
+    while (g->hold_final.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
     if (g->stop.load() || g->stop_requested.load()) stopped_early_ = true;
   }

@@ -48,6 +48,12 @@ struct SolverGroup {
   // 1: the rank left on an error; though its process may still beat, it never acts again
   // (so a leader that failed is replaced at once).
   std::atomic<int32_t> gone[kMaxSolvers] = {};
+  // A job across machines (sync/net_job.hpp) runs one group per machine: these two let the
+  // network daemon say whether this machine leads the job (0: another machine tests, displays
+  // and snapshots, and this machine's leader only waits for job_done or a takeover), and hold
+  // the leader's final snapshot until the other machines' last deltas are in (1: wait).
+  std::atomic<int32_t> machine_leads{1};
+  std::atomic<int32_t> hold_final{0};
 };
 
 // Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).

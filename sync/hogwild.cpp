@@ -85,6 +85,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
                                                        << " CPU solvers, got " << n;
   HS_REQUIRE(param.solver_mode() == pb::SolverParameter::CPU)
       << "solver_mode: GPU with CPU solvers only; set solver_mode: CPU in the solver file";
+  HS_REQUIRE(!opt.net || (opt.shm.empty() && !opt.private_copies))
+      << "a job across machines runs this machine's solvers as threads of one process: leave out "
+         "--shm and --private";
 
   std::unique_ptr<SolverGroup> own_group;
   std::unique_ptr<ShmRegion> shm;
@@ -164,6 +167,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
           }
           std::memcpy(master, net.param_data(), floats * sizeof(float));
         }
+        // Across machines: link the host copy to the others' and wait for them (or, joining a
+        // running job, for the weights and the global iteration).
+        if (opt.net) opt.net->Attach(group, n, master, floats);
       }
       sync.arrive_and_wait();
       HS_REQUIRE(master != nullptr) << "the first solver failed to set up the shared weights";
@@ -171,13 +177,18 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
       //    rank decides the random stream and where the data readers start: solvers of one
       //    process read shards k/n; processes of a --shm job, which do not know how many will
       //    join, spread by golden-ratio steps of the rank.
+      //    Across machines every solver of the job has a global rank (machine-major), which
+      //    picks its stream and its shard k / (machines x n).
       me.rank = base_rank + i;
-      me.ctx->set_seed(SolverSeed(base_seed, me.rank));
-      me.ctx->set_data_shard(opt.shm.empty() ? static_cast<double>(i) / n
-                                             : std::fmod(0.6180339887498949 * me.rank, 1.0));
-      me.solver->JoinGroup(group, me.rank,
-                           me.rank == 0 && opt.private_copies ? segment_stats
-                                                              : std::function<std::string()>());
+      const int global_rank = opt.net ? opt.net->rank() * n + i : me.rank;
+      me.ctx->set_seed(SolverSeed(base_seed, global_rank));
+      me.ctx->set_data_shard(opt.net ? static_cast<double>(global_rank) / (n * opt.net->machines())
+                             : opt.shm.empty() ? static_cast<double>(i) / n
+                                               : std::fmod(0.6180339887498949 * me.rank, 1.0));
+      std::function<std::string()> extra;
+      if (me.rank == 0 && opt.private_copies) extra = segment_stats;
+      if (me.rank == 0 && opt.net) extra = [net = opt.net] { return net->Line(); };
+      me.solver->JoinGroup(group, me.rank, extra);
       if (opt.private_copies) {
         std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
         SegmentOptions seg;
@@ -235,6 +246,14 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   for (auto& t : threads) t.join();
   heartbeat_stop.store(true);
   if (heartbeat.joinable()) heartbeat.join();
+  if (opt.net) {
+    opt.net->Finish();
+    // The machines that did not lead end as Caffe's log tools expect a run to end.
+    bool ok = true;
+    for (auto& e : errors) ok = ok && !e;
+    if (ok && !opt.net->leads() && opt.log)
+      LOG(INFO) << "Optimization Done. (machine " << opt.net->rank() << "; the final test and snapshot are the leader's)";
+  }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   HogwildReport report;

@@ -19,6 +19,7 @@
 
 #include "core/solver.hpp"
 #include "sync/local_segment.hpp"
+#include "sync/net_job.hpp"
 
 namespace hogstream {
 
@@ -43,6 +44,9 @@ struct HogwildOptions {
   // The leader's figures at each display and test pass (--metrics, --stats_json); RunHogwild
   // adds this process's segment figures. Null: none.
   std::shared_ptr<StatsSink> stats;
+  // A job across machines (sync/net_job.hpp): this process's solvers train the machine's host
+  // copy, which the network daemon links to the other machines'. Borrowed; null: one machine.
+  NetJob* net = nullptr;
 };
 
 // What this process's solvers did, for callers and tests.

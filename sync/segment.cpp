@@ -168,6 +168,7 @@ size_t MasterEndpoint::PostPositions(size_t max) {
     h.chunk = c;
     h.seq = ++seq_[c];
     h.epoch = epoch_;
+    h.clock = clock_;
     h.length = len * sizeof(float);
     t_->CommitSend(slaves_, h);
     if (flow_.window) {
@@ -216,29 +217,35 @@ bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
   return true;
 }
 
+bool MasterEndpoint::OnDelta(const Message& m) {
+  const Header& h = m.h;
+  if (h.kind != MsgKind::kDelta || h.encoding != Encoding::kFloat32 || h.chunk >= layout_.count ||
+      h.length != layout_.length(h.chunk) * sizeof(float)) {
+    Add(malformed_);
+  } else if (h.epoch != epoch_) {
+    Add(deltas_other_epoch_);  // its seq belongs to another incarnation's numbering
+  } else if (h.seq == 0 || h.seq > seq_[h.chunk]) {
+    Add(malformed_);  // answers a position never posted
+  } else {
+    Answered(h.chunk, h.seq);
+    if (Fresh(h.source, h.chunk, h.seq)) {
+      MasterApply(w_ + layout_.offset(h.chunk), m.floats(), m.float_count(), access_);
+      Add(deltas_applied_);
+      const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
+      Add(staleness_sum_, stale);
+      if (stale > staleness_max_.load(kRelaxed)) staleness_max_.store(stale, kRelaxed);
+      return true;
+    }
+  }
+  return false;
+}
+
 size_t MasterEndpoint::PollDeltas() {
   size_t applied = 0;
   constexpr size_t kBatch = 16;
   Message batch[kBatch];
   for (size_t got; (got = t_->Poll(batch, kBatch)) > 0;) {
-    for (size_t i = 0; i < got; ++i) {
-      const Header& h = batch[i].h;
-      if (h.kind != MsgKind::kDelta || h.encoding != Encoding::kFloat32 || h.chunk >= layout_.count ||
-          h.length != layout_.length(h.chunk) * sizeof(float)) {
-        Add(malformed_);
-      } else if (h.epoch != epoch_) {
-        Add(deltas_other_epoch_);  // its seq belongs to another incarnation's numbering
-      } else if (h.seq == 0 || h.seq > seq_[h.chunk]) {
-        Add(malformed_);  // answers a position never posted
-      } else {
-        Answered(h.chunk, h.seq);
-        if (Fresh(h.source, h.chunk, h.seq)) {
-          MasterApply(w_ + layout_.offset(h.chunk), batch[i].floats(), batch[i].float_count(), access_);
-          Add(deltas_applied_);
-          ++applied;
-        }
-      }
-    }
+    for (size_t i = 0; i < got; ++i) applied += OnDelta(batch[i]);
     t_->Release(got);
   }
   return applied;
@@ -248,7 +255,7 @@ MasterEndpoint::Stats MasterEndpoint::stats() const {
   return {positions_sent_.load(kRelaxed), deltas_applied_.load(kRelaxed),
           deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
           bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed),
-          deltas_other_epoch_.load(kRelaxed)};
+          deltas_other_epoch_.load(kRelaxed), staleness_sum_.load(kRelaxed), staleness_max_.load(kRelaxed)};
 }
 
 // ---------------------------------------------------------------- SlaveEndpoint
@@ -260,7 +267,9 @@ SlaveEndpoint::SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Tran
       t_(transport),
       access_(access),
       seq_(layout_.count, 0),
-      epoch_(layout_.count, 0) {
+      epoch_(layout_.count, 0),
+      clock_(layout_.count, 0),
+      answers_(layout_.count, 0) {
   HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
@@ -275,8 +284,71 @@ void SlaveEndpoint::FreeDelete::operator()(float* p) const { std::free(p); }
 void SlaveEndpoint::set_owners(std::vector<PeerId> owners, PeerId self) {
   HS_REQUIRE(owners.size() == layout_.count)
       << "chunk owner table has " << owners.size() << " entries for " << layout_.count << " chunks";
+  for (uint32_t c = 0; c < layout_.count; ++c) {
+    if (!owners_.empty() && owners_[c] == owners[c]) continue;
+    seq_[c] = 0;  // a new owner numbers its positions afresh
+    epoch_[c] = 0;
+    // A chunk this machine mastered: its values are the job's, nothing of them is progress
+    // still to send (w - last = 0). What it did since its last position to the new owner is
+    // lost, one sweep at most; counting its whole history again would be far worse.
+    if (!owners_.empty() && owners_[c] == self_ && owners[c] != self)
+      ReadChunk(w_ + layout_.offset(c), last_.get() + layout_.offset(c), layout_.length(c), access_);
+  }
   owners_ = std::move(owners);
   self_ = self;
+}
+
+void SlaveEndpoint::ForgetOwner(PeerId peer) {
+  for (uint32_t c = 0; c < layout_.count; ++c) {
+    if (!owners_.empty() && owners_[c] != peer) continue;
+    seq_[c] = 0;
+    epoch_[c] = 0;
+  }
+}
+
+bool SlaveEndpoint::Answer(const Message& m) {
+  const uint32_t c = m.h.chunk;
+  if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
+      m.h.length != layout_.length(c) * sizeof(float)) {
+    Add(malformed_);
+    return true;
+  }
+  if (!owners_.empty() && (owners_[c] != m.h.source || owners_[c] == self_)) {
+    Add(positions_foreign_);  // not that chunk's master, or our own chunk
+    return true;
+  }
+  if (m.h.epoch < epoch_[c] || (m.h.epoch == epoch_[c] && m.h.seq <= seq_[c])) {
+    Add(positions_stale_);  // a duplicate, overtaken by a newer position, or an old master's
+    return true;
+  }
+  // Answer a position only when its delta has a slot to go into: back-pressure, never a drop.
+  std::byte* slot = t_->AcquireSend();
+  if (!slot) return false;
+  const size_t off = layout_.offset(c), len = m.float_count();
+  float* out = reinterpret_cast<float*>(slot);
+  if (access_ == Access::kPlain) {
+    SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);
+  } else {
+    SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
+  }
+  if (answers_[c] == 0) ++chunks_heard_;
+  Header h;
+  h.kind = MsgKind::kDelta;
+  h.chunk = c;
+  h.seq = m.h.seq;
+  h.epoch = m.h.epoch;
+  // The progress in this delta was made on weights from the previous position on (or this
+  // one's, for the first): its clock is what the master's staleness is measured from.
+  h.clock = epoch_[c] ? clock_[c] : m.h.clock;
+  h.length = m.h.length;
+  seq_[c] = m.h.seq;
+  epoch_[c] = m.h.epoch;
+  clock_[c] = m.h.clock;
+  ++answers_[c];
+  t_->CommitSend(Dest::Peer(m.h.source), h);
+  Add(positions_applied_);
+  Add(bytes_sent_, h.length);
+  return true;
 }
 
 size_t SlaveEndpoint::PollPositions() {
@@ -288,44 +360,15 @@ size_t SlaveEndpoint::PollPositions() {
       polled_ = t_->Poll(batch_, kBatch);
       if (polled_ == 0) break;
     }
-    // Answer a position only when its delta has a slot to go into: back-pressure, never a
-    // drop. With every slot queued, hand them to the wire and try once more; else the rest of
-    // the batch stays held for the next call.
-    std::byte* slot = t_->AcquireSend();
-    if (!slot) {
+    // With every slot queued, hand them to the wire and try once more; else the rest of the
+    // batch stays held for the next call.
+    const uint64_t before = positions_applied_.load(kRelaxed);
+    if (!Answer(batch_[next_])) {
       t_->Flush();
-      if (!(slot = t_->AcquireSend())) break;
+      if (!Answer(batch_[next_])) break;
     }
-    const Message& m = batch_[next_++];
-    const uint32_t c = m.h.chunk;
-    if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
-        m.h.length != layout_.length(c) * sizeof(float)) {
-      Add(malformed_);
-    } else if (!owners_.empty() && (owners_[c] != m.h.source || owners_[c] == self_)) {
-      Add(positions_foreign_);  // not that chunk's master, or our own chunk
-    } else if (m.h.epoch < epoch_[c] || (m.h.epoch == epoch_[c] && m.h.seq <= seq_[c])) {
-      Add(positions_stale_);  // a duplicate, overtaken by a newer position, or an old master's
-    } else {
-      const size_t off = layout_.offset(c), len = m.float_count();
-      float* out = reinterpret_cast<float*>(slot);
-      if (access_ == Access::kPlain) {
-        SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);
-      } else {
-        SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
-      }
-      seq_[c] = m.h.seq;
-      epoch_[c] = m.h.epoch;
-      Header h;
-      h.kind = MsgKind::kDelta;
-      h.chunk = c;
-      h.seq = m.h.seq;
-      h.epoch = m.h.epoch;
-      h.length = m.h.length;
-      t_->CommitSend(Dest::Peer(m.h.source), h);
-      Add(positions_applied_);
-      Add(bytes_sent_, h.length);
-      ++answered;
-    }
+    ++next_;
+    answered += positions_applied_.load(kRelaxed) - before;
   }
   t_->Flush();  // also whatever a decorator or an earlier call left queued
   return answered;

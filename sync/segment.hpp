@@ -104,6 +104,12 @@ class MasterEndpoint {
   void set_owned(std::vector<uint32_t> chunks);
   // Applies every DELTA waiting. Returns how many were applied.
   size_t PollDeltas();
+  // The same for one DELTA a caller polled itself (a daemon that reads one transport for
+  // several endpoints); anything else is counted malformed. Returns whether it was applied.
+  bool OnDelta(const Message& m);
+  // The iteration clock stamped on positions (the job's global iteration); staleness is
+  // measured against it. Set it from the driving thread.
+  void set_clock(uint64_t clock) { clock_ = clock; }
 
   const ChunkLayout& layout() const { return layout_; }
   uint32_t next_chunk() const { return owned_.empty() ? next_ : owned_[next_]; }
@@ -113,6 +119,9 @@ class MasterEndpoint {
     uint64_t positions_sent, deltas_applied, deltas_duplicate, deltas_too_old, malformed,
         bytes_sent, sweeps, unanswered;  // unanswered: positions whose delta never came in time
     uint64_t deltas_other_epoch;       // answers to an earlier incarnation's positions
+    // Staleness of the deltas applied: the master's clock when applying minus the clock of the
+    // position the slave's progress started from (sum, to average over deltas_applied; max).
+    uint64_t staleness_sum, staleness_max;
   };
   Stats stats() const;
 
@@ -131,6 +140,7 @@ class MasterEndpoint {
   uint32_t next_ = 0;               // index into owned_ (or the chunk itself when owned_ is empty)
   std::vector<uint32_t> owned_;     // the chunks this master streams; empty: all
   uint32_t epoch_;
+  uint64_t clock_ = 0;
   std::vector<uint64_t> seq_;   // last seq posted, per chunk
   // The replay window of one slave: per chunk, the highest delta seq applied and, bit k, whether
   // delta high - k was applied (64 seqs). One per slave heard from, made at its first delta.
@@ -150,7 +160,8 @@ class MasterEndpoint {
   size_t posted_head_ = 0, posted_size_ = 0;
   uint32_t in_flight_ = 0;
   std::atomic<uint64_t> positions_sent_{0}, deltas_applied_{0}, deltas_duplicate_{0},
-      deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0}, deltas_other_epoch_{0};
+      deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0}, deltas_other_epoch_{0},
+      staleness_sum_{0}, staleness_max_{0};
 };
 
 // Slave side. One thread at a time drives it (PollPositions); stats() from any.
@@ -165,10 +176,24 @@ class SlaveEndpoint {
   // answered, so up to a batch of received messages may stay held between calls. Returns how
   // many were answered.
   size_t PollPositions();
+  // The same for one POSITION a caller polled itself (a daemon that reads one transport for
+  // several endpoints): false = no send slot for its delta (try again later; nothing changed),
+  // true = done with it (answered, or counted as stale, foreign or malformed). Does not Flush.
+  bool Answer(const Message& m);
   // Takes a chunk's positions only from its owner (owners[c], e.g. from ShareChunks) and never
   // for a chunk `self` owns (this machine is that chunk's master); others are counted in
   // positions_foreign and ignored. Default: any sender. A table of the wrong size is an Error.
+  // A chunk whose owner changes forgets the old owner's epoch and seq, so the new owner's
+  // positions count whatever its numbering.
   void set_owners(std::vector<PeerId> owners, PeerId self);
+  // Forgets the epoch and seq of every chunk `peer` owns: it restarted (a new incarnation),
+  // and its numbering starts again.
+  void ForgetOwner(PeerId peer);
+  // Positions answered for chunk c so far (a new position of each chunk since some moment
+  // means this slave's progress up to then has gone out).
+  uint64_t answers(uint32_t c) const { return answers_[c]; }
+  // Chunks that have had at least one position applied since construction.
+  uint32_t chunks_heard() const { return chunks_heard_; }
 
   const ChunkLayout& layout() const { return layout_; }
 
@@ -189,6 +214,9 @@ class SlaveEndpoint {
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
   std::vector<uint64_t> seq_;    // last position seq applied, per chunk
   std::vector<uint32_t> epoch_;  // the epoch of that position, per chunk
+  std::vector<uint64_t> clock_;  // the clock of that position, per chunk
+  std::vector<uint64_t> answers_;  // positions answered, per chunk
+  uint32_t chunks_heard_ = 0;
   std::vector<PeerId> owners_;   // per chunk; empty: any sender
   PeerId self_ = kNoPeer;
   // The batch last polled: batch_[next_, polled_) not yet answered (held by the transport until

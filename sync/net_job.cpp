@@ -1,0 +1,524 @@
+// The network daemon of one machine (see net_job.hpp for the topology, control, liveness and
+// the end of a job). Everything below Run() happens on the daemon thread; other threads see
+// only the atomics, the figures under their mutex, and the group's fields.
+#include "sync/net_job.hpp"
+
+#include <glog/logging.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "core/common.hpp"
+
+namespace hogstream {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+struct NetJob::Peer {
+  bool heard = false;  // ever (any incarnation)
+  bool live = false;   // heard within dead_ms
+  Clock::time_point last;
+  uint32_t incarnation = 0;
+  uint32_t flags = 0;
+  int64_t count = 0;    // iterations its solvers ran, this incarnation (its clock)
+  int64_t counted = 0;  // how much of `count` our group's counter holds
+  int64_t view = 0;     // its view of the global iteration
+  int64_t rate_count = 0;
+  double rate = 0;
+};
+
+NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
+    : t_(std::move(transport)), opt_(std::move(opt)) {
+  HS_REQUIRE(t_ != nullptr) << "a networked job needs a transport";
+  HS_REQUIRE(opt_.machines >= 1 && opt_.machines < kNoPeer)
+      << "a job of " << opt_.machines << " machines";
+  HS_REQUIRE(opt_.rank >= 0 && opt_.rank < opt_.machines)
+      << "machine rank " << opt_.rank << " outside a job of " << opt_.machines;
+  HS_REQUIRE(!opt_.multicast || t_->caps().multicast)
+      << "this transport cannot multicast; leave out --multicast";
+  HS_REQUIRE(opt_.heartbeat_ms > 0 && opt_.dead_ms > 2 * opt_.heartbeat_ms)
+      << "the dead-machine timeout (" << opt_.dead_ms << " ms) must exceed two heartbeats ("
+      << opt_.heartbeat_ms << " ms)";
+  const uint64_t now_ns = Clock::now().time_since_epoch().count() ^
+                          std::chrono::system_clock::now().time_since_epoch().count();
+  incarnation_ = static_cast<uint32_t>(now_ns ^ (now_ns >> 32)) | 1;
+  epoch_ = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  for (int r = 0; r < opt_.machines; ++r) peers_.push_back(std::make_unique<Peer>());
+}
+
+NetJob::~NetJob() {
+  quit_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string NetJob::Name(int r) const {
+  std::ostringstream os;
+  os << "machine " << r;
+  if (static_cast<size_t>(r) < opt_.names.size() && !opt_.names[r].empty()) os << " (" << opt_.names[r] << ")";
+  return os.str();
+}
+
+void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n) {
+  HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
+  g_ = group;
+  local_ = local_solvers;
+  w_ = weights;
+  n_ = n;
+  const uint32_t most = t_->caps().max_payload / sizeof(float) / 4 * 4;
+  chunk_floats_ = opt_.chunk_floats ? opt_.chunk_floats : most;
+  HS_REQUIRE(chunk_floats_ > 0 && chunk_floats_ <= most)
+      << "chunks of " << chunk_floats_ << " floats do not fit this transport's messages ("
+      << most << " floats at most)";
+  slave_ = std::make_unique<SlaveEndpoint>(w_, n_, chunk_floats_, t_.get());
+  g_->hold_final.store(1);
+  g_->machine_leads.store(opt_.machines == 1 ? 1 : 0);
+  thread_ = std::thread([this] { Run(); });
+  while (!start_ok_.load() && !start_failed_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (start_failed_.load()) {
+    thread_.join();
+    HS_REQUIRE(false) << start_error_;
+  }
+}
+
+void NetJob::Finish() {
+  if (finished_called_) return;
+  finished_called_ = true;
+  if (!thread_.joinable()) return;
+  // The others hear this machine's last state (done, or finished and flushed) a few times.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5 * opt_.heartbeat_ms));
+  quit_.store(true);
+  thread_.join();
+}
+
+bool NetJob::leads() const { return lead_.load() == opt_.rank; }
+
+uint32_t NetJob::Flags() const {
+  uint32_t f = 0;
+  if (ready_) f |= kNetReady;
+  if (phase_ == Phase::kTraining) f |= kNetTraining;
+  if (finished_) f |= kNetFinished;
+  if (flushed_) f |= kNetFlushed;
+  if (done_) f |= kNetDone;
+  if (stop_) f |= kNetStop;
+  return f;
+}
+
+// ---------------------------------------------------------------- the daemon
+
+void NetJob::Run() {
+  const Clock::time_point started = Clock::now();
+  last_post_ = last_figures_ = started;
+  last_control_ = started - std::chrono::hours(1);
+  const int fd = t_->wait_fd();
+  bool reported_status = false;
+  while (!quit_.load(std::memory_order_relaxed)) {
+    const Clock::time_point now = Clock::now();
+    const uint64_t before = t_->counters().received;
+    Receive();
+    if (now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) SendControl();
+    CheckLiveness();
+    if (phase_ == Phase::kStart) {
+      // A newcomer to a running job joins it; otherwise a new job starts once every machine
+      // is heard from and ready (each is ready as soon as it has heard every other one).
+      bool all = true, running = false;
+      int64_t view = 0;
+      for (int r = 0; r < opt_.machines; ++r) {
+        if (r == opt_.rank) continue;
+        const Peer& p = *peers_[r];
+        all = all && p.live;
+        if (p.live && (p.flags & kNetTraining)) {
+          running = true;
+          view = std::max(view, p.view);
+        }
+      }
+      if (running && !ready_) {  // (once ready, this machine is one of a new job's first)
+        phase_ = Phase::kJoining;
+        joined_running_.store(true);
+        g_->iter.store(view);
+        for (auto& p : peers_) p->counted = p->count;  // their past is in `view` already
+        LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
+                               << view << "; receiving the weights";
+        Reshare();
+      } else if (all) {
+        ready_ = true;
+        bool all_ready = true;
+        for (int r = 0; r < opt_.machines; ++r)
+          if (r != opt_.rank) all_ready = all_ready && (peers_[r]->flags & kNetReady);
+        if (all_ready || running) {
+          phase_ = Phase::kTraining;
+          Reshare();
+          LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
+                                 << Name(opt_.rank) << " masters " << owned_.size() << " of "
+                                 << slave_->layout().count << " chunks of " << chunk_floats_ << " floats";
+          start_ok_.store(true);
+        }
+      } else if (now - started > std::chrono::milliseconds(opt_.start_ms)) {
+        std::ostringstream os;
+        os << "no word from";
+        for (int r = 0; r < opt_.machines; ++r)
+          if (r != opt_.rank && !peers_[r]->live) os << " " << Name(r);
+        os << " after " << opt_.start_ms / 1000.0 << " s (is it started, with the same --peers list and job?)";
+        start_error_ = os.str();
+        start_failed_.store(true);
+        return;
+      }
+    } else {
+      if (phase_ == Phase::kJoining) {
+        if (slave_->chunks_heard() == slave_->layout().count) {
+          ready_ = true;
+          phase_ = Phase::kTraining;
+          LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
+                                 << std::setprecision(3) << Seconds(now - started) << " s; taking a share";
+          start_ok_.store(true);
+        } else if (now - started > std::chrono::milliseconds(opt_.start_ms)) {
+          std::ostringstream os;
+          os << "joining a running job: only " << slave_->chunks_heard() << " of " << slave_->layout().count
+             << " chunks received after " << opt_.start_ms / 1000.0 << " s";
+          start_error_ = os.str();
+          start_failed_.store(true);
+          return;
+        }
+      }
+      Reshare();
+      Bridge();
+      Post();
+    }
+    t_->Flush();
+    if (now - last_figures_ >= std::chrono::milliseconds(100)) Figures();
+    const Status st = t_->status();
+    if (!st.ok() && !reported_status) {
+      reported_status = true;
+      LOG(ERROR) << "Network: " << st.what;
+    }
+    // Idle (nothing came in): sleep on the transport until something does, 1 ms at most, so
+    // pacing, heartbeats and the group are looked at often enough.
+    if (t_->counters().received == before && fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, 1);
+    } else if (fd < 0 && t_->counters().received == before) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+}
+
+void NetJob::Receive() {
+  for (;;) {
+    if (next_ == polled_) {
+      if (polled_) t_->Release(polled_);
+      next_ = polled_ = 0;
+      polled_ = t_->Poll(batch_, std::size(batch_));
+      if (polled_ == 0) return;
+    }
+    const Message& m = batch_[next_];
+    const PeerId src = m.h.source;
+    if (src >= opt_.machines || src == opt_.rank) {
+      ++next_;  // not one of the job's machines (the transport knows only them: defensive)
+      continue;
+    }
+    switch (m.h.kind) {
+      case MsgKind::kPosition:
+        if (!slave_->Answer(m)) {
+          t_->Flush();
+          if (!slave_->Answer(m)) return;  // no slot for its delta yet: this batch waits
+        }
+        break;
+      case MsgKind::kDelta: {
+        MasterEndpoint* master = masters_.empty() ? nullptr : opt_.multicast ? masters_[0].get() : masters_[src].get();
+        if (master) master->OnDelta(m);
+        break;
+      }
+      case MsgKind::kIteration:
+        OnControl(m);
+        break;
+      default:
+        break;
+    }
+    ++next_;
+  }
+}
+
+void NetJob::OnControl(const Message& m) {
+  Peer& p = *peers_[m.h.source];
+  const Clock::time_point now = Clock::now();
+  if (p.heard && m.h.epoch != p.incarnation) {
+    // Restarted: its numbering starts again, and its iterations count from zero.
+    LOG_IF(INFO, opt_.log) << "Network: " << Name(m.h.source) << " restarted; it rejoins";
+    slave_->ForgetOwner(m.h.source);
+    p.count = p.counted = p.rate_count = 0;
+  }
+  if (!p.live && p.heard && phase_ == Phase::kTraining)
+    LOG_IF(INFO, opt_.log) << "Network: " << Name(m.h.source) << " is back";
+  if (!p.heard && joined_running_.load(std::memory_order_relaxed))
+    p.counted = static_cast<int64_t>(m.h.clock);  // first heard after joining: its past is in the view taken
+  p.heard = p.live = true;
+  p.last = now;
+  p.incarnation = m.h.epoch;
+  p.flags = m.h.chunk;
+  p.count = static_cast<int64_t>(m.h.clock);
+  p.view = static_cast<int64_t>(m.h.seq);
+}
+
+void NetJob::SendControl() {
+  const Clock::time_point now = Clock::now();
+  Header h;
+  h.kind = MsgKind::kIteration;
+  h.epoch = incarnation_;
+  h.chunk = Flags();
+  int64_t mine = 0;
+  for (int r = 0; g_ && r < local_; ++r) mine += g_->done[r].load(std::memory_order_relaxed);
+  h.clock = static_cast<uint64_t>(mine);
+  h.seq = g_ ? static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed)) : 0;
+  h.length = 0;
+  for (int r = 0; r < opt_.machines; ++r) {
+    if (r == opt_.rank) continue;
+    if (!t_->AcquireSend()) {
+      t_->Flush();
+      if (!t_->AcquireSend()) return;  // try again next turn (last_control_ not moved)
+    }
+    t_->CommitSend(Dest::Peer(static_cast<PeerId>(r)), h);
+  }
+  t_->Flush();
+  last_control_ = now;
+}
+
+void NetJob::CheckLiveness() {
+  const Clock::time_point now = Clock::now();
+  for (int r = 0; r < opt_.machines; ++r) {
+    Peer& p = *peers_[r];
+    if (r == opt_.rank || !p.live || now - p.last <= std::chrono::milliseconds(opt_.dead_ms)) continue;
+    p.live = false;
+    if (phase_ != Phase::kStart && !(p.flags & kNetDone))
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(r) << " silent for " << opt_.dead_ms / 1000.0
+                             << " s: taken for dead; its chunks are re-shared";
+  }
+}
+
+void NetJob::Reshare() {
+  std::vector<PeerId> owners_ranks;
+  std::vector<bool> live(opt_.machines, false);
+  for (int r = 0; r < opt_.machines; ++r) {
+    const bool self = r == opt_.rank;
+    live[r] = self || peers_[r]->live;
+    if (self ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) owners_ranks.push_back(static_cast<PeerId>(r));
+  }
+  if (owners_ranks.empty()) return;  // nobody has the weights (cannot happen once started)
+  std::vector<PeerId> owners = ShareChunks(slave_->layout().count, owners_ranks);
+  // Masters go to the live machines (a newcomer receives positions before it owns anything).
+  bool same = owners == owners_;
+  if (same && !opt_.multicast) {
+    for (int r = 0; r < opt_.machines; ++r) {
+      if (r == opt_.rank || owned_.empty()) continue;
+      same = same && (masters_[r] != nullptr) == static_cast<bool>(live[r]);
+    }
+  }
+  if (same && !masters_.empty() == !owned_.empty()) return;
+  for (const auto& m : masters_) {
+    if (!m) continue;
+    const MasterEndpoint::Stats s = m->stats();
+    old_masters_sweeps_ += s.sweeps;
+    old_masters_sent_ += s.positions_sent;
+    old_masters_applied_ += s.deltas_applied;
+    old_masters_unanswered_ += s.unanswered;
+    old_staleness_sum_ += s.staleness_sum;
+    old_staleness_max_ = std::max(old_staleness_max_, s.staleness_max);
+  }
+  masters_.clear();
+  if (owners != owners_) {
+    if (!owners_.empty()) ++reshares_;
+    slave_->set_owners(owners, static_cast<PeerId>(opt_.rank));
+    owners_ = owners;
+    owned_.clear();
+    for (uint32_t c = 0; c < owners_.size(); ++c)
+      if (owners_[c] == opt_.rank) owned_.push_back(c);
+    if (reshares_ > 0 && opt_.log) {
+      std::ostringstream os;
+      os << "Network: chunks re-shared among machines";
+      for (PeerId r : owners_ranks) os << " " << r;
+      os << "; " << Name(opt_.rank) << " masters " << owned_.size() << " of " << owners_.size();
+      LOG(INFO) << os.str();
+    }
+  }
+  if (owned_.empty()) return;
+  FlowOptions flow;
+  flow.window = opt_.window;
+  auto make = [&](Dest to) {
+    auto m = std::make_unique<MasterEndpoint>(w_, n_, chunk_floats_, t_.get(), to, Access::kPlain, flow);
+    m->set_owned(owned_);
+    m->set_epoch(++epoch_);  // newer than any this machine used: slaves take it at once
+    return m;
+  };
+  if (opt_.multicast) {
+    masters_.push_back(make(Dest::Group(0)));
+  } else {
+    masters_.resize(opt_.machines);
+    for (int r = 0; r < opt_.machines; ++r)
+      if (r != opt_.rank && live[r]) masters_[r] = make(Dest::Peer(static_cast<PeerId>(r)));
+  }
+  credit_.assign(masters_.size(), 0);
+}
+
+void NetJob::Post() {
+  const Clock::time_point now = Clock::now();
+  const double dt = Seconds(now - last_post_);
+  last_post_ = now;
+  const uint64_t clock = static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed));
+  for (size_t i = 0; i < masters_.size(); ++i) {
+    MasterEndpoint* m = masters_[i].get();
+    if (!m) continue;
+    const double sweep = static_cast<double>(owned_.size());
+    credit_[i] = opt_.sweep_ms ? std::min(sweep, credit_[i] + sweep * dt * 1000.0 / opt_.sweep_ms) : sweep;
+    m->set_clock(clock);
+    if (credit_[i] >= 1) credit_[i] -= static_cast<double>(m->PostPositions(static_cast<size_t>(credit_[i])));
+  }
+}
+
+void NetJob::Bridge() {
+  const Clock::time_point now = Clock::now();
+  // The others' new iterations join this machine's count of the global iteration.
+  for (int r = 0; r < opt_.machines; ++r) {
+    Peer& p = *peers_[r];
+    if (r == opt_.rank || !p.heard || p.count <= p.counted) continue;
+    g_->iter.fetch_add(p.count - p.counted, std::memory_order_relaxed);
+    p.counted = p.count;
+  }
+  // Leader: the lowest live rank that has the weights.
+  int leader = -1;
+  for (int r = 0; r < opt_.machines && leader < 0; ++r)
+    if (r == opt_.rank ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) leader = r;
+  if (leader != leader_) {
+    if (leader_ >= 0 && opt_.log)
+      LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
+    leader_ = leader;
+    lead_.store(leader);
+    g_->machine_leads.store(leader == opt_.rank ? 1 : 0);
+  }
+  // Requests and the end of the job, to and from the others.
+  if (g_->stop_requested.load()) stop_ = true;
+  for (int r = 0; r < opt_.machines; ++r) {
+    const Peer& p = *peers_[r];
+    if (r == opt_.rank || !p.live) continue;
+    if (p.flags & kNetStop) g_->stop_requested.store(1);
+    if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
+      g_->stop.store(1);
+      g_->job_done.store(1);
+    }
+  }
+  bool local_done = local_ > 0;
+  for (int r = 0; r < local_; ++r) local_done = local_done && g_->finished[r].load();
+  if (local_done && !finished_) {
+    finished_ = true;
+    finished_at_ = now;
+    answers_at_finish_.resize(owners_.size());
+    for (uint32_t c = 0; c < owners_.size(); ++c) answers_at_finish_[c] = slave_->answers(c);
+  }
+  auto answered_since = [&](const std::vector<uint64_t>& at, uint64_t more) {
+    for (uint32_t c = 0; c < owners_.size(); ++c)
+      if (owners_[c] != opt_.rank && slave_->answers(c) < at[c] + more) return false;
+    return true;
+  };
+  if (finished_ && !flushed_)
+    flushed_ = answered_since(answers_at_finish_, 1) || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms);
+  if (finished_ && g_->hold_final.load() && leader == opt_.rank) {
+    bool others = true;
+    for (int r = 0; r < opt_.machines; ++r)
+      if (r != opt_.rank && peers_[r]->live) others = others && (peers_[r]->flags & kNetFlushed);
+    if (others && flushed_ && !draining_) {
+      draining_ = true;
+      answers_at_drain_.resize(owners_.size());
+      for (uint32_t c = 0; c < owners_.size(); ++c) answers_at_drain_[c] = slave_->answers(c);
+    }
+    const bool drained = draining_ && answered_since(answers_at_drain_, 2);
+    if (drained || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms)) {
+      if (!drained) LOG_IF(INFO, opt_.log) << "Network: the others' last deltas not all in after "
+                                           << opt_.drain_ms / 1000.0 << " s; snapshotting what is here";
+      g_->hold_final.store(0);
+    }
+  }
+  if (g_->job_done.load() && leader == opt_.rank) done_ = true;
+}
+
+void NetJob::Figures() {
+  const Clock::time_point now = Clock::now();
+  const double lapse = std::max(1e-9, Seconds(now - last_figures_));
+  last_figures_ = now;
+  NetJobStats s;
+  s.leader = leader_;
+  s.global_iter = g_ ? g_->iter.load() : 0;
+  int64_t mine = 0;
+  for (int r = 0; g_ && r < local_; ++r) mine += g_->done[r].load(std::memory_order_relaxed);
+  for (int r = 0; r < opt_.machines; ++r) {
+    Peer& p = *peers_[r];
+    NetPeerFigures f;
+    f.rank = r;
+    f.self = r == opt_.rank;
+    f.live = f.self || p.live;
+    f.ready = f.self ? ready_ : (p.live && (p.flags & kNetReady));
+    f.leader = r == leader_;
+    f.iterations = f.self ? mine : p.count;
+    f.iter_per_s = (f.iterations - p.rate_count) / lapse;
+    p.rate_count = f.iterations;
+    s.peers.push_back(f);
+  }
+  s.sweeps = old_masters_sweeps_;
+  s.positions_sent = old_masters_sent_;
+  s.deltas_applied = old_masters_applied_;
+  s.unanswered = old_masters_unanswered_;
+  uint64_t stale_sum = old_staleness_sum_;
+  s.staleness_max = old_staleness_max_;
+  for (const auto& m : masters_) {
+    if (!m) continue;
+    const MasterEndpoint::Stats ms = m->stats();
+    s.sweeps += ms.sweeps;
+    s.positions_sent += ms.positions_sent;
+    s.deltas_applied += ms.deltas_applied;
+    s.unanswered += ms.unanswered;
+    stale_sum += ms.staleness_sum;
+    s.staleness_max = std::max(s.staleness_max, ms.staleness_max);
+  }
+  s.staleness = s.deltas_applied ? static_cast<double>(stale_sum) / s.deltas_applied : 0;
+  s.positions_answered = slave_ ? slave_->stats().positions_applied : 0;
+  const TransportCounters tc = t_->counters();
+  s.lost = tc.dropped + tc.rejected_total();
+  s.reshares = reshares_;
+  s.owned = static_cast<uint32_t>(owned_.size());
+  s.chunks = static_cast<uint32_t>(owners_.size());
+  std::lock_guard<std::mutex> lock(figures_mu_);
+  s.sweeps_per_s = (s.sweeps - figures_.sweeps) / lapse;
+  s.gbit_out = (tc.bytes_sent - last_bytes_sent_) * 8e-9 / lapse;
+  s.gbit_in = (tc.bytes_received - last_bytes_received_) * 8e-9 / lapse;
+  last_bytes_sent_ = tc.bytes_sent;
+  last_bytes_received_ = tc.bytes_received;
+  figures_ = s;
+}
+
+NetJobStats NetJob::stats() const {
+  std::lock_guard<std::mutex> lock(figures_mu_);
+  return figures_;
+}
+
+std::string NetJob::Line() const {
+  const NetJobStats s = stats();
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(0) << "Network: machine " << s.leader << " leads; iter/s:";
+  for (const NetPeerFigures& p : s.peers) {
+    os << " m" << p.rank << " ";
+    if (!p.live) os << "dead";
+    else if (!p.ready) os << "joining";
+    else os << p.iter_per_s;
+  }
+  os << std::setprecision(1) << "; " << s.sweeps_per_s << " sweeps/s, " << std::setprecision(3) << s.gbit_out
+     << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost, " << s.unanswered
+     << " positions unanswered, staleness " << std::setprecision(0) << s.staleness << " it (max "
+     << s.staleness_max << "), " << s.reshares << " re-shares";
+  return os.str();
+}
+
+}  // namespace hogstream

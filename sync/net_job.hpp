@@ -1,0 +1,178 @@
+// One machine's part of a training job across machines: the network daemon that links this
+// machine's host copy of the weights to every other machine's, and the bridge between the
+// machine's SolverGroup and the job's. Not for: addresses, sockets, launch (bin/peers.*
+// opens the transport), local solvers (sync/hogwild.cpp runs them on the host copy).
+//
+// Topology: every machine is master of a share of the chunks (ShareChunks over the machines
+// that are live and ready, in rank order) and slave of everyone else's, on ONE host buffer that
+// its local solvers train. One daemon thread drives one transport: it posts positions of its
+// own chunks (to the group where the transport multicasts, else to each machine, each with its
+// own window), answers others' positions with deltas, applies deltas to its own chunks, and
+// sleeps on the transport's wait_fd when idle. A master sweeps its chunks at most once per
+// sweep_ms (pacing), so the link leaves the cores to the solvers.
+//
+// Control: every heartbeat_ms each machine tells every other one (MsgKind::kIteration) its
+// incarnation (epoch), the iterations its solvers ran (clock), its view of the global
+// iteration (seq) and its state (chunk: NetFlag bits). Each adds the others' new iterations to
+// its own group's counter, so the global iteration (lr schedule, intervals, max_iter) is the
+// sum over all solvers of all machines, on every machine, to within a heartbeat.
+//
+// Liveness: a machine silent for dead_ms is dead; the others re-share its chunks among
+// themselves (a new epoch on every master) and the lowest live rank leads (tests, displays,
+// snapshots: the group's machine_leads). A machine started while the job runs (a restart, or
+// a late one) owns nothing until it has received a position of every chunk, then takes back a
+// share. Its iterations count from its restart; what a dead machine had not yet sent is lost.
+//
+// End: a machine whose solvers are done keeps answering positions until each chunk it does
+// not own has been answered once more (its progress has gone out: "flushed"); the leader holds
+// its final snapshot (the group's hold_final) until every live machine is flushed and each
+// chunk it does not own has been answered twice more (the owners' values with those deltas
+// in), or drain_ms pass; then its "done" tells the others to stop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/solver.hpp"
+#include "sync/segment.hpp"
+#include "transport/transport.hpp"
+
+namespace hogstream {
+
+struct NetJobOptions {
+  int rank = 0;                    // this machine's index in the job's list
+  int machines = 1;
+  std::vector<std::string> names;  // per rank, for messages (e.g. "udp://10.0.0.2:7000"); may be empty
+  bool multicast = false;          // positions to Dest::Group(0) (one send reaches every machine)
+  uint32_t chunk_floats = 0;       // 0: as many as one message carries (a multiple of 4)
+  uint32_t heartbeat_ms = 20;      // control message to every machine at least this often
+  uint32_t dead_ms = 2000;         // silence after which a machine is dead
+  uint32_t start_ms = 60000;       // how long to wait for every machine at the start
+  uint32_t sweep_ms = 20;          // a master sweeps its chunks at most once per sweep_ms
+  uint32_t window = 64;            // positions awaiting their delta, per destination
+  uint32_t drain_ms = 5000;        // the leader's longest wait for the others' last deltas
+  bool log = true;
+};
+
+// The state bits of a control message (Header::chunk).
+enum NetFlag : uint32_t {
+  kNetReady = 1,      // has the weights: may own chunks
+  kNetTraining = 2,   // past the start: its solvers train (a newcomer seeing it joins a running job)
+  kNetFinished = 4,   // its solvers are done
+  kNetFlushed = 8,    // ... and every chunk it does not own has been answered since
+  kNetDone = 16,      // the job is over (the leader's final snapshot is written)
+  kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
+};
+
+struct NetPeerFigures {
+  int rank = 0;
+  bool live = false, ready = false, leader = false, self = false;
+  int64_t iterations = 0;  // its solvers' iterations (this incarnation)
+  double iter_per_s = 0;   // over the last second
+};
+
+struct NetJobStats {
+  int leader = 0;
+  int64_t global_iter = 0;
+  std::vector<NetPeerFigures> peers;
+  uint64_t sweeps = 0;             // of this machine's masters (all destinations)
+  double sweeps_per_s = 0;
+  double gbit_out = 0, gbit_in = 0;  // payload, over the last second
+  uint64_t positions_sent = 0, deltas_applied = 0, unanswered = 0, positions_answered = 0;
+  uint64_t lost = 0;               // frames dropped on the way (injected, rejected, kernel)
+  uint64_t reshares = 0;           // ownership changes
+  uint32_t owned = 0, chunks = 0;  // chunks this machine masters, of all
+  double staleness = 0;            // mean iterations between a delta's base and its applying
+  uint64_t staleness_max = 0;
+};
+
+class NetJob {
+ public:
+  // `transport` reaches every other machine: peer r is rank r; Dest::Group(0) all of them
+  // when opt.multicast.
+  NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt);
+  ~NetJob();
+  NetJob(const NetJob&) = delete;
+  NetJob& operator=(const NetJob&) = delete;
+
+  // Starts the daemon on this machine's host copy `weights` (n floats, trained by the
+  // group's first `local_solvers` ranks) and blocks until training may begin: every machine
+  // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
+  // machine has joined a running job (its weights received, the global iteration taken over).
+  void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n);
+  // After the local solvers have returned: tells the others a little longer (done, or
+  // finished), then stops the daemon. Idempotent.
+  void Finish();
+
+  int rank() const { return opt_.rank; }
+  int machines() const { return opt_.machines; }
+  bool joined_running() const { return joined_running_; }
+  bool leads() const;
+  NetJobStats stats() const;
+  // One line for the leader's display: who leads, per-machine rate, sweeps/s, Gbit/s, losses,
+  // staleness.
+  std::string Line() const;
+
+ private:
+  struct Peer;
+  void Run();
+  void Receive();
+  void OnControl(const Message& m);
+  void SendControl();
+  void CheckLiveness();
+  void Reshare();
+  void Post();
+  void Bridge();
+  void Figures();
+  uint32_t Flags() const;
+  std::string Name(int r) const;
+
+  std::unique_ptr<Transport> t_;
+  NetJobOptions opt_;
+  uint32_t incarnation_;
+  uint32_t epoch_;  // the last epoch given to a master
+  SolverGroup* g_ = nullptr;
+  int local_ = 0;
+  float* w_ = nullptr;
+  size_t n_ = 0;
+  uint32_t chunk_floats_ = 0;
+
+  std::unique_ptr<SlaveEndpoint> slave_;
+  std::vector<std::unique_ptr<MasterEndpoint>> masters_;  // [0] multicast; else per rank
+  std::vector<double> credit_;                            // pacing, per master
+  std::vector<PeerId> owners_;
+  std::vector<uint32_t> owned_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // per rank (self included, unused)
+
+  // Daemon state.
+  enum class Phase { kStart, kJoining, kTraining } phase_ = Phase::kStart;
+  bool ready_ = false, finished_ = false, flushed_ = false, done_ = false, stop_ = false;
+  std::vector<uint64_t> answers_at_finish_, answers_at_drain_;
+  bool draining_ = false;
+  std::chrono::steady_clock::time_point finished_at_, last_control_, last_post_, last_figures_;
+  int leader_ = -1;
+  Message batch_[32];
+  size_t polled_ = 0, next_ = 0;
+  uint64_t old_masters_sweeps_ = 0, old_masters_sent_ = 0, old_masters_applied_ = 0,
+           old_masters_unanswered_ = 0, old_staleness_sum_ = 0, old_staleness_max_ = 0;
+  uint64_t reshares_ = 0;
+
+  // Shared with other threads.
+  std::atomic<bool> start_ok_{false}, quit_{false};
+  std::atomic<bool> joined_running_{false};
+  std::atomic<int> lead_{-1};
+  std::string start_error_;  // set by the daemon before start_ok_ stays false and quit_
+  std::atomic<bool> start_failed_{false};
+  mutable std::mutex figures_mu_;
+  NetJobStats figures_;  // under figures_mu_
+  uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0;  // under figures_mu_
+  std::thread thread_;
+  bool finished_called_ = false;
+};
+
+}  // namespace hogstream

@@ -1,0 +1,306 @@
+// The network daemon of a job across machines (sync/net_job.hpp), with three "machines" in one
+// process over real UDP sockets on loopback: each has its own group, host buffer and a
+// stand-in solver that adds whole numbers to random elements (so the ledger is exact in
+// float). Covers the start, ownership, the global iteration, the end-of-job drain, a machine's
+// death (re-share, takeover) and a restarted machine rejoining.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "sync/net_job.hpp"
+#include "test/test_seed.hpp"
+#include "transport/udp/device.hpp"
+#include "transport/udp/endpoint.hpp"
+
+namespace hogstream {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool WaitFor(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+
+constexpr size_t kFloats = 20000;
+constexpr uint32_t kChunk = 256;  // 79 chunks
+
+struct Machine {
+  std::unique_ptr<SolverGroup> group = std::make_unique<SolverGroup>();
+  std::vector<float> w;
+  std::vector<float> added;  // what this machine's stand-in solver added, per element
+  std::unique_ptr<NetJob> job;
+  std::thread solver;
+  std::atomic<bool> pause{false};
+};
+
+class NetJobTest : public ::testing::Test {
+ protected:
+  static constexpr int kMachines = 3;
+
+  void SetUp() override {
+    std::mt19937 rng(TestSeed());
+    std::uniform_int_distribution<int> v(-100, 100);
+    initial_.resize(kFloats);
+    for (float& x : initial_) x = static_cast<float>(v(rng));
+    for (int r = 0; r < kMachines; ++r) {
+      UdpOptions o;
+      o.job = 0x7e57;
+      o.peer_timeout_ms = 1u << 30;  // the job decides who is dead, not the transport
+      o.max_payload = kChunk * sizeof(float);
+      ports_[r] = Open(r, o);
+    }
+  }
+
+  // Opens machine r's endpoint (on `port`, 0 = any) and points it at the others' ports.
+  uint16_t Open(int r, UdpOptions o, uint16_t port = 0) {
+    o.port = port;
+    auto t = UdpDevice(o).Open(static_cast<PeerId>(r));
+    auto* udp = static_cast<UdpEndpoint*>(t.get());
+    transports_[r] = std::move(t);
+    return udp->port();
+  }
+  void Connect(int r) {
+    auto* udp = static_cast<UdpEndpoint*>(transports_[r].get());
+    for (int q = 0; q < kMachines; ++q)
+      if (q != r) udp->AddPeer(static_cast<PeerId>(q), "127.0.0.1", ports_[q]);
+  }
+
+  NetJobOptions Options(int r) {
+    NetJobOptions o;
+    o.rank = r;
+    o.machines = kMachines;
+    o.chunk_floats = kChunk;
+    o.heartbeat_ms = 10;
+    o.dead_ms = 300;
+    o.start_ms = 10000;
+    o.sweep_ms = 5;
+    o.drain_ms = 5000;
+    o.log = false;
+    return o;
+  }
+
+  // Starts machine r's job on a fresh copy of the initial weights (or `weights`), blocking in
+  // Attach until the job lets it train.
+  void Attach(int r, std::vector<float> weights = {}) {
+    Machine& m = m_[r];
+    m.w = weights.empty() ? initial_ : weights;
+    m.added.assign(kFloats, 0);
+    Connect(r);
+    m.job = std::make_unique<NetJob>(std::move(transports_[r]), Options(r));
+    m.job->Attach(m.group.get(), 1, m.w.data(), kFloats);
+  }
+  void AttachAll() {
+    std::vector<std::thread> ts;
+    std::vector<std::string> errors(kMachines);
+    for (int r = 0; r < kMachines; ++r)
+      ts.emplace_back([this, r, &errors] {
+        try {
+          Attach(r);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < kMachines; ++r) ASSERT_EQ(errors[r], "") << "machine " << r;
+  }
+
+  // Machine r's stand-in solver: `iters` iterations, each adding +1 or -1 to 16 random
+  // elements and counting one iteration, 1 ms apart (the network streams meanwhile).
+  void Train(int r, int iters, uint32_t seed) {
+    Machine& m = m_[r];
+    m.solver = std::thread([&m, iters, seed] {
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<size_t> at(0, kFloats - 1);
+      for (int i = 0; i < iters; ++i) {
+        while (m.pause.load()) std::this_thread::sleep_for(1ms);
+        for (int k = 0; k < 16; ++k) {
+          const size_t j = at(rng);
+          const float d = (rng() & 1) ? 1.f : -1.f;
+          m.w[j] += d;
+          m.added[j] += d;
+        }
+        m.group->iter.fetch_add(1);  // as a solver claims its iteration
+        m.group->done[0].fetch_add(1);
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+  }
+  void EndTraining(int r) {
+    if (m_[r].solver.joinable()) m_[r].solver.join();
+    m_[r].group->finished[0].store(1);
+  }
+  // What the leader's final snapshot must hold: the initial weights plus every machine's sums.
+  std::vector<float> Expected(const std::vector<int>& machines) const {
+    std::vector<float> e = initial_;
+    for (int r : machines)
+      for (size_t j = 0; j < kFloats; ++j) e[j] += m_[r].added[j];
+    return e;
+  }
+  // Elements of `got` that differ from `want`. A solver write racing the daemon's rule on the
+  // same element may be lost (Hogwild), so a handful are tolerated by the callers; a lost or
+  // double-counted delta moves a whole chunk.
+  static size_t Differing(const std::vector<float>& got, const std::vector<float>& want) {
+    size_t n = 0;
+    for (size_t j = 0; j < got.size(); ++j) n += got[j] != want[j];
+    return n;
+  }
+
+  void TearDown() override {
+    for (Machine& m : m_)
+      if (m.solver.joinable()) m.solver.join();
+  }
+
+  std::vector<float> initial_;
+  uint16_t ports_[kMachines] = {};
+  std::unique_ptr<Transport> transports_[kMachines];
+  Machine m_[kMachines];
+};
+
+TEST_F(NetJobTest, SharesTheChunksCountsTheGlobalIterationAndDrainsBeforeTheSnapshot) {
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 300, TestSeed());
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  // The leader (rank 0) holds its snapshot until everyone's last deltas are in.
+  SolverGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s)) << "the leader never stopped holding";
+  EXPECT_EQ(lead.machine_leads.load(), 1);
+  EXPECT_EQ(m_[1].group->machine_leads.load(), 0);
+  EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
+  EXPECT_EQ(lead.iter.load(), 3 * 300) << "the global iteration is the sum over the machines";
+  const std::vector<float> snapshot = m_[0].w;
+  // Done: the others hear it and end.
+  lead.job_done.store(1);
+  for (int r = 1; r < kMachines; ++r)
+    EXPECT_TRUE(WaitFor([&] { return m_[r].group->job_done.load() == 1; }, 5s)) << "machine " << r;
+  uint32_t owned = 0;
+  for (int r = 0; r < kMachines; ++r) {
+    ASSERT_TRUE(WaitFor([&] { return m_[r].job->stats().chunks > 0; }, 2s));
+    const NetJobStats s = m_[r].job->stats();
+    EXPECT_GT(s.owned, 20u) << "machine " << r << " masters about a third of the chunks";
+    owned += s.owned;
+    EXPECT_EQ(s.chunks, (kFloats + kChunk - 1) / kChunk);
+    EXPECT_EQ(s.lost, 0u);
+    m_[r].job->Finish();
+  }
+  EXPECT_EQ(owned, (kFloats + kChunk - 1) / kChunk) << "every chunk has exactly one master";
+  EXPECT_LE(Differing(snapshot, Expected({0, 1, 2})), 8u)
+      << "the leader's weights hold every machine's progress, once";
+}
+
+TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 100, TestSeed());
+  for (int r = 0; r < kMachines; ++r) m_[r].solver.join();
+  std::this_thread::sleep_for(100ms);  // every copy settles on the same weights
+  std::vector<float> phase1 = Expected({0, 1, 2});
+  m_[2].job.reset();  // killed: silent from now on, nothing said
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(WaitFor([&] {
+      const NetJobStats s = m_[r].job->stats();
+      return s.reshares >= 1 && !s.peers[2].live;
+    }, 5s)) << "machine " << r << " never re-shared the dead machine's chunks";
+  }
+  ASSERT_TRUE(WaitFor([&] {
+    const NetJobStats a = m_[0].job->stats(), b = m_[1].job->stats();
+    return a.owned + b.owned == a.chunks;
+  }, 5s)) << "the survivors master every chunk between them";
+  // The survivors go on; the dead one's chunks now live on them.
+  for (int r = 0; r < 2; ++r) {
+    m_[r].added.assign(kFloats, 0);
+    Train(r, 100, TestSeed());
+  }
+  for (int r = 0; r < 2; ++r) EndTraining(r);
+  ASSERT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 10s))
+      << "the leader waits on a dead machine";
+  std::vector<float> want = phase1;
+  for (int r = 0; r < 2; ++r)
+    for (size_t j = 0; j < kFloats; ++j) want[j] += m_[r].added[j];
+  EXPECT_LE(Differing(m_[0].w, want), 8u) << "all of phase 1 and the survivors' phase 2, once";
+  EXPECT_EQ(m_[0].group->iter.load(), 3 * 100 + 2 * 100);
+  m_[0].group->job_done.store(1);
+  for (int r = 0; r < 2; ++r) m_[r].job->Finish();
+}
+
+TEST_F(NetJobTest, TheLowestLiveMachineTakesOverWhenTheLeaderDies) {
+  AttachAll();
+  EXPECT_TRUE(m_[0].job->leads());
+  m_[0].job.reset();  // the leader, killed
+  ASSERT_TRUE(WaitFor([&] { return m_[1].group->machine_leads.load() == 1; }, 5s)) << "no takeover";
+  EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
+  EXPECT_TRUE(m_[1].job->leads());
+  EXPECT_TRUE(WaitFor([&] { return m_[2].job->stats().leader == 1; }, 5s));
+  for (int r = 1; r < kMachines; ++r) EndTraining(r);
+  EXPECT_TRUE(WaitFor([&] { return m_[1].group->hold_final.load() == 0; }, 10s));
+  m_[1].group->job_done.store(1);
+  for (int r = 1; r < kMachines; ++r) m_[r].job->Finish();
+}
+
+TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 100, TestSeed());
+  EndTraining(2);
+  m_[2].job.reset();
+  ASSERT_TRUE(WaitFor([&] { return m_[0].job->stats().owned + m_[1].job->stats().owned == m_[0].job->stats().chunks; }, 5s));
+  for (int r = 0; r < 2; ++r) m_[r].solver.join();
+  std::this_thread::sleep_for(100ms);  // every copy settles on the same weights
+  // Restarted on the same port, with weights of its own (a fresh process's fillers).
+  UdpOptions o;
+  o.job = 0x7e57;
+  o.peer_timeout_ms = 1u << 30;
+  o.max_payload = kChunk * sizeof(float);
+  Open(2, o, ports_[2]);
+  m_[2].group = std::make_unique<SolverGroup>();
+  std::vector<float> garbage(kFloats, 12345.f);
+  Attach(2, garbage);  // returns once it has the weights
+  EXPECT_TRUE(m_[2].job->joined_running());
+  EXPECT_EQ(m_[2].group->iter.load(), m_[0].group->iter.load()) << "the global iteration taken over";
+  EXPECT_EQ(Differing(m_[2].w, m_[0].w), 0u) << "the newcomer holds the job's weights";
+  ASSERT_TRUE(WaitFor([&] {
+    const NetJobStats a = m_[0].job->stats(), b = m_[1].job->stats(), c = m_[2].job->stats();
+    return c.owned > 0 && a.owned + b.owned + c.owned == a.chunks && a.peers[2].ready;
+  }, 5s)) << "the newcomer never took back a share";
+  // It contributes: its iterations reach the others' count of the global iteration, and its
+  // work the leader's weights, once (chunks that moved to it are not counted twice).
+  const int64_t before = m_[0].group->iter.load();
+  std::vector<float> want = m_[0].w;
+  m_[2].added.assign(kFloats, 0);
+  Train(2, 50, TestSeed());
+  EndTraining(2);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->iter.load() == before + 50; }, 5s));
+  for (int r = 0; r < 2; ++r) EndTraining(r);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 10s));
+  for (size_t j = 0; j < kFloats; ++j) want[j] += m_[2].added[j];
+  EXPECT_LE(Differing(m_[0].w, want), 8u);
+  m_[0].group->job_done.store(1);
+  for (int r = 0; r < kMachines; ++r) m_[r].job->Finish();
+}
+
+TEST_F(NetJobTest, AMachineThatNeverComesIsNamedInOneLine) {
+  NetJobOptions o = Options(0);
+  o.start_ms = 300;
+  Connect(0);
+  NetJob job(std::move(transports_[0]), o);
+  SolverGroup g;
+  std::vector<float> w(kFloats, 0);
+  try {
+    job.Attach(&g, 1, w.data(), kFloats);
+    FAIL() << "started without machines 1 and 2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("machine 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("machine 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hogstream
