@@ -41,6 +41,9 @@ const char kUsage[] =
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
+    "           [--peers=udp://HOST:PORT,...|raw://MAC,...|@FILE [--multicast=GROUP:PORT|on]\n"
+    "            [--rank=N] [--iface=NAME] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
+    "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60]]  across machines\n"
     "           [--metrics=[HOST:]PORT] [--stats_json=FILE]  Prometheus endpoint, JSON lines\n"
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
@@ -61,11 +64,6 @@ const char kUsage[] =
     "defaults to the batch size).\n";
 
 const std::vector<std::string> kNetFlags = {"model", "phase", "level", "stage", "input"};
-
-std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
 
 std::unique_ptr<Net> LoadNet(const Flags& f) {
   HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
@@ -99,13 +97,18 @@ int Time(int argc, char** argv) {
 }
 
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(kHogwildFlags, {"solver", "solvers"}), {"private"});
+  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
   // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
-  const HogwildOptions h = HogwildFromFlags(f, f.get("solvers", "1"));
-  if (f.has("solvers") || f.has("shm") || f.has("private")) {
+  HogwildOptions h = HogwildFromFlags(f, f.get("solvers", "1"));
+  std::unique_ptr<NetJob> net;
+  if (f.has("peers")) {  // one machine of a job across machines
+    net = NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false);
+    h.net = net.get();
+  }
+  if (f.has("solvers") || f.has("shm") || f.has("private") || net) {
     RunHogwild(param, h);
     return 0;
   }

@@ -1,5 +1,9 @@
 #include "bin/program.hpp"
 
+#include "bin/peers.hpp"
+#include "transport/fault/endpoint.hpp"
+#include "transport/frame.hpp"
+
 #include "core/signals.hpp"
 #include "observe/metrics.hpp"
 #include "observe/stats_json.hpp"
@@ -83,6 +87,44 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   // would kill the process instead of stopping the job cleanly).
   h.stats = StatsFromFlags(f);
   return h;
+}
+
+std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form) {
+  const PeerList list = raw_form ? ParseRawBinPeers(peers) : ParsePeers(peers);
+  const int forced = f.has("rank") ? static_cast<int>(f.get_int("rank", -1, 0, kNoPeer - 1)) : -1;
+  const SelfRank self = FindSelf(list, ReadLocalAddresses(), LauncherEnv(), forced);
+  PeerOpenOptions o;
+  // Jobs on one wire tell each other apart by a number from --job (default: the list itself).
+  const std::string job = f.get("job", peers);
+  uint64_t id = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char ch : job) id = (id ^ ch) * 1099511628211ULL;
+  o.job = id;
+  if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
+  o.iface = f.get("iface");
+  o.multicast = f.get("multicast");
+  std::unique_ptr<Transport> t = OpenPeers(list, self, o);
+  if (f.has("loss")) {  // injected loss on the data messages, to see how a job takes it
+    const std::string text = f.get("loss");
+    char* end = nullptr;
+    const double p = std::strtod(text.c_str(), &end);
+    HS_REQUIRE(end && *end == 0 && p >= 0 && p < 1) << "--loss wants a probability in [0, 1), got '" << text << "'";
+    FaultOptions fo;
+    fo.drop = p;
+    fo.kinds = FaultOptions::Kind(MsgKind::kPosition) | FaultOptions::Kind(MsgKind::kDelta);
+    fo.seed = id + static_cast<uint64_t>(self.rank);
+    t = std::make_unique<FaultEndpoint>(std::move(t), fo);
+  }
+  NetJobOptions n;
+  n.rank = self.rank;
+  n.machines = static_cast<int>(list.peers.size());
+  for (int r = 0; r < n.machines; ++r) n.names.push_back(PeerName(list, r));
+  n.multicast = !o.multicast.empty();
+  n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
+  n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
+  n.start_ms = static_cast<uint32_t>(f.get_int("start_timeout", 60, 1, 86400)) * 1000;
+  LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "
+            << PeerName(list, n.rank) << " (" << self.how << ")";
+  return std::make_unique<NetJob>(std::move(t), std::move(n));
 }
 
 }  // namespace hogstream

@@ -20,6 +20,12 @@ int RunProgram(const char* name, const char* argv0, const std::function<int()>& 
 // --input=TOP:N,C,H,W (repeatable): stand-in shapes for Data layers without a source.
 std::map<std::string, std::vector<int>> InputShapes(const Flags& f);
 
+// Flag lists joined.
+inline std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
 // The flags both `hogstream train --solvers=...` and hogwild.bin take.
 inline const std::vector<std::string> kHogwildFlags = {
     "shm", "private", "chunk", "snapshot", "weights", "iterations", "sigint_effect",
@@ -29,5 +35,13 @@ inline const std::vector<std::string> kHogwildFlags = {
 std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f);
 // HogwildOptions from those flags, for the SOLVERS spec `solvers`.
 HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers);
+
+// The flags of a job across machines (`hogstream train --peers=...`, raw.bin).
+inline const std::vector<std::string> kNetJobFlags = {
+    "peers", "multicast", "rank", "iface", "job", "job-key", "loss", "sweep_ms", "dead_ms", "start_timeout"};
+// This machine's network daemon from those flags: `peers` is the --peers text (or raw.bin's
+// MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
+// in the log. Errors (a bad list, no local entry, a port in use) are one line.
+std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form);
 
 }  // namespace hogstream

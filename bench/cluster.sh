@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Several "machines" on one host: network namespaces on a bridge, each running a real
+# `hogstream train --peers=...` process, LeNet on Fashion-MNIST. Prints the leader's final test
+# accuracy, the wall time, per-machine img/s, the link's Gbit/s and lost frames, and how each
+# machine ended.
+#
+#   bench/cluster.sh [udp|mcast|raw] [plain|kill|leaderkill|rejoin]
+#     udp    unicast UDP            mcast  UDP, positions multicast (239.7.7.7)
+#     raw    raw Ethernet (AF_PACKET), positions to a group MAC
+#     kill       machine N-1 killed (SIGKILL) at KILL_AT global iterations
+#     leaderkill machine 0 (the leader) killed at KILL_AT
+#     rejoin     machine N-1 killed at KILL_AT and started again REJOIN_AFTER seconds later
+#   env: MACHINES=3 SOLVERS=1 ITER=10000 KILL_AT=3000 REJOIN_AFTER=5 LOSS=0 MTU=1500
+#        SWEEP_MS=20 SOLVER=configs/lenet/solver.prototxt BUILD_DIR=build OUT=out/cluster
+#        EXTRA="more flags for every machine"  DEADLINE=3600 (seconds for the whole run)
+# Needs root (namespaces; raw sockets). Deletes its namespaces on exit, whatever happens.
+set -euo pipefail
+HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$HS_ROOT"
+MODE=${1:-mcast}
+SCENARIO=${2:-plain}
+MACHINES=${MACHINES:-3}
+SOLVERS=${SOLVERS:-1}
+ITER=${ITER:-10000}
+KILL_AT=${KILL_AT:-3000}
+REJOIN_AFTER=${REJOIN_AFTER:-5}
+LOSS=${LOSS:-0}
+MTU=${MTU:-1500}
+SWEEP_MS=${SWEEP_MS:-20}
+SOLVER=${SOLVER:-configs/lenet/solver.prototxt}
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-out/cluster}
+DEADLINE=${DEADLINE:-3600}
+BIN=$BUILD_DIR/hogstream
+[[ $(id -u) == 0 ]] || { echo "cluster.sh: needs root (network namespaces)"; exit 77; }
+[[ -x $BIN ]] || { echo "cluster.sh: build $BIN first (scripts/test.sh)"; exit 1; }
+[[ -d data/fashion-mnist/train_lmdb ]] || { echo "cluster.sh: run scripts/demo.sh once (it converts Fashion-MNIST)"; exit 1; }
+case $MODE in udp|mcast|raw) ;; *) echo "cluster.sh: mode udp, mcast or raw"; exit 2;; esac
+case $SCENARIO in plain|kill|leaderkill|rejoin) ;; *) echo "cluster.sh: scenario plain, kill, leaderkill or rejoin"; exit 2;; esac
+
+P=hsc$$  # namespace prefix
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for ((i = 0; i < MACHINES; ++i)); do ip netns del "${P}m$i" 2>/dev/null || true; done
+  ip netns del "${P}br" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+ip netns add "${P}br"
+ip -n "${P}br" link add br0 type bridge
+ip -n "${P}br" link set br0 up
+for ((i = 0; i < MACHINES; ++i)); do
+  ns=${P}m$i
+  ip netns add "$ns"
+  ip link add "eth$i$P" type veth peer name "p$i$P"
+  ip link set "eth$i$P" netns "$ns"
+  ip link set "p$i$P" netns "${P}br"
+  ip -n "$ns" link set "eth$i$P" name eth0
+  ip -n "${P}br" link set "p$i$P" master br0 mtu "$MTU" up
+  ip -n "$ns" link set eth0 mtu "$MTU" up
+  ip -n "$ns" link set lo up
+  ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
+  ip -n "$ns" route add 224.0.0.0/4 dev eth0
+done
+ip -n "${P}br" link set br0 mtu "$MTU"
+
+peers=() macs=()
+for ((i = 0; i < MACHINES; ++i)); do
+  peers+=("10.78.0.$((i + 1)):7000")
+  macs+=("$(ip -n "${P}m$i" -br link show eth0 | awk '{print $3}')")
+done
+case $MODE in
+  udp) PEERS="udp://$(IFS=,; echo "${peers[*]}")"; MC=() ;;
+  mcast) PEERS="udp://$(IFS=,; echo "${peers[*]}")"; MC=(--multicast=239.7.7.7:7001) ;;
+  raw) PEERS="raw://$(IFS=,; echo "${macs[*]}")"; MC=(--multicast=on) ;;
+esac
+rm -rf "$OUT"
+mkdir -p "$OUT"
+sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/lenet\"|" "$SOLVER" > "$OUT/solver.prototxt"
+flags=(train --solver="$OUT/solver.prototxt" --solvers="$SOLVERS" --iterations="$ITER" --peers="$PEERS"
+       "${MC[@]}" --sweep_ms="$SWEEP_MS" --job=cluster$$)
+[[ $LOSS != 0 ]] && flags+=(--loss="$LOSS")
+# shellcheck disable=SC2206
+[[ -n ${EXTRA:-} ]] && flags+=($EXTRA)
+
+start() {  # machine i, log suffix
+  ip netns exec "${P}m$1" "$BIN" "${flags[@]}" > "$OUT/m$1$2.log" 2>&1 &
+  PIDS[$1]=$!
+}
+echo "== $MACHINES machines, $MODE, $SCENARIO: $BIN ${flags[*]}"
+t0=$(date +%s.%N)
+for ((i = 0; i < MACHINES; ++i)); do start $i ""; done
+
+# The global iteration as the leader's log last displayed it.
+global_iter() {
+  cat "$OUT"/m*.log 2>/dev/null | grep -oE "Iteration [0-9]+ \(" | awk '{print $2}' | sort -n | tail -1
+}
+victim=-1
+case $SCENARIO in kill|rejoin) victim=$((MACHINES - 1)) ;; leaderkill) victim=0 ;; esac
+killed=0 restarted=0 kill_time=0
+rc=()
+while :; do
+  now=$(date +%s.%N)
+  if (( $(echo "$now - $t0 > $DEADLINE" | bc) )); then echo "cluster.sh: past the ${DEADLINE}s deadline"; exit 1; fi
+  if [[ $victim -ge 0 && $killed == 0 && $(global_iter || echo 0) -ge $KILL_AT ]] 2>/dev/null; then
+    kill -9 "${PIDS[$victim]}"; killed=1; kill_time=$now
+    echo "== killed machine $victim (SIGKILL) at iteration $(global_iter), $(echo "$now - $t0" | bc | cut -c1-6) s"
+  fi
+  if [[ $SCENARIO == rejoin && $killed == 1 && $restarted == 0 ]] &&
+     (( $(echo "$now - $kill_time > $REJOIN_AFTER" | bc) )); then
+    start "$victim" .rejoin; restarted=1
+    echo "== restarted machine $victim at iteration $(global_iter)"
+  fi
+  running=0
+  for ((i = 0; i < MACHINES; ++i)); do kill -0 "${PIDS[$i]}" 2>/dev/null && running=1; done
+  [[ $running == 0 ]] && break
+  sleep 0.5
+done
+for ((i = 0; i < MACHINES; ++i)); do wait "${PIDS[$i]}" 2>/dev/null; rc[$i]=$?; done
+t1=$(date +%s.%N)
+
+echo "== results ($MODE, $SCENARIO, $MACHINES x $SOLVERS solvers, $ITER global iterations, loss $LOSS)"
+printf "wall time: %.1f s\n" "$(echo "$t1 - $t0" | bc)"
+for f in "$OUT"/m*.log; do
+  m=$(basename "$f" .log)
+  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|raw.bin: .*|hogstream: .*" "$f" | tail -1)
+  acc=$(grep "Test net output #0: accuracy" "$f" | tail -1 | sed 's/.*accuracy = //')
+  net=$(grep "Network: machine [0-9]* leads" "$f" | tail -1 | sed 's/.*\] //')
+  echo "$m: ${end:-(no end: killed)}${acc:+; last test accuracy $acc}"
+  [[ -n $net ]] && echo "    $net"
+done
+lead=$(grep -l "Test net output #0: accuracy" "$OUT"/m*.log | xargs grep -l "Optimization Done.$" | head -1 || true)
+if [[ -n $lead ]]; then
+  echo "final accuracy (leader $(basename "$lead" .log)): $(grep "Test net output #0: accuracy" "$lead" | tail -1 | sed 's/.*accuracy = //')"
+fi
+ls "$OUT"/lenet_iter_*.caffemodel 2>/dev/null | tail -2
