@@ -1,0 +1,101 @@
+// The machines of a networked job: --peers parsed into one entry per rank, which entry is this
+// machine (its own addresses, a launcher's environment or --rank), and this machine's endpoint
+// opened with every other rank as a peer (PeerId = rank). What the programs in bin/ call before
+// training over udp or raw Ethernet.
+// Not for: liveness (the endpoint never declares a peer down by itself; the job layer decides),
+// discovery or address exchange (every address is in the list), the wire (transport/).
+//
+// Pure functions (ParsePeers aside, which resolves host names) take the local addresses and the
+// environment as arguments, so tests feed them; ReadLocalAddresses and LauncherEnv read the real
+// ones. Every error a user can cause is a one-line Error naming the entry or flag at fault.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "transport/frame.hpp"
+#include "transport/raw/device.hpp"
+#include "transport/transport.hpp"
+
+namespace hogstream {
+
+enum class PeerScheme { kUdp, kRaw, kVerbs };
+
+struct PeerEntry {
+  std::string text;   // as the user wrote it (named in error messages)
+  std::string ip;     // udp: IPv4 dotted, resolved (getaddrinfo, AF_INET)
+  uint16_t port = 0;  // udp: 1..65535
+  Mac mac{};          // raw
+  std::string verbs;  // verbs: the text after the scheme, kept as given
+};
+
+struct PeerList {
+  PeerScheme scheme = PeerScheme::kUdp;
+  std::vector<PeerEntry> peers;  // index = machine rank
+};
+constexpr size_t kMaxPeers = 65534;
+
+// --peers=SPEC: "udp://HOST:PORT,HOST:PORT,..." | "raw://MAC,MAC,..." | "verbs://X,Y,..." |
+// "@FILE" (the same text in a file: entries separated by commas and/or newlines, '#' starts a
+// comment, blank lines ignored). The scheme is written on the first entry and may be repeated on
+// any other (all must agree). One machine is a valid list; at most kMaxPeers. Errors: an unknown
+// or missing scheme, an empty list, a host that does not resolve, a bad or missing port, a bad
+// MAC, the same machine twice, an unreadable FILE.
+PeerList ParsePeers(const std::string& spec);
+// raw.bin's positional form "MAC1:MAC2[:MAC3...]", each MAC 12 hex digits without colons
+// (0025908a56d8:0025908a56d9); text starting "raw://" (or "@") is read as --peers.
+PeerList ParseRawBinPeers(const std::string& text);
+// "udp://127.0.0.1:9000" style text of entry r, for logs.
+std::string PeerName(const PeerList& list, int r);
+
+struct LocalAddresses {
+  std::vector<std::string> ipv4;                  // every IPv4 address of an up interface (127.0.0.1 too)
+  std::vector<std::pair<std::string, Mac>> macs;  // (interface, MAC) of every interface with a non-zero MAC
+};
+// getifaddrs in network namespace `netns` ("" = the calling thread's own).
+LocalAddresses ReadLocalAddresses(const std::string& netns = "");
+
+struct SelfRank {
+  int rank = -1;
+  std::string how;    // why this rank, for the log: "--rank", "the only local entry", "OMPI_COMM_WORLD_RANK"
+  std::string iface;  // raw: the interface whose MAC is the entry (empty when decided otherwise)
+};
+// Which entry is this machine, in this order:
+//  1. forced >= 0 (--rank=N): that, range-checked.
+//  2. The one entry that is local: udp, its ip is in local.ipv4; raw, its MAC is an interface's
+//     (verbs entries never match: they need 1 or 3).
+//  3. A launcher's rank in `env` (OMPI_COMM_WORLD_*, PMI_*, SLURM_PROCID/SLURM_NTASKS, torchrun's
+//     RANK/WORLD_SIZE; the first pair present wins) when the addresses do not decide: no entry
+//     local, or several (ranks sharing a host; the launcher's must then be one of them).
+// Unless --rank decides, a launcher's size, wherever set, must be the list's length (else an Error naming both).
+// Otherwise a one-line Error: none local (the local addresses listed), or several local and no
+// launcher (run under mpirun/srun/torchrun or give --rank).
+SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
+                  const std::map<std::string, std::string>& env, int forced = -1);
+// The launcher variables FindSelf reads, from this process's environment.
+std::map<std::string, std::string> LauncherEnv();
+
+struct PeerOpenOptions {
+  uint64_t job = 0;             // frames of other jobs are dropped
+  std::optional<JobKey> key;    // --job-key
+  std::string iface;            // raw: interface override (else SelfRank::iface)
+  // Dest::Group(0) for every rank, "" = none. udp: "GROUP:PORT" (GROUP in 239.0.0.0/8), every
+  // endpoint joins; a member also gets its own sends to the group back (source == self()).
+  // raw: "on" = a locally administered group MAC derived from `job` (03:48:53:...), or a group
+  // MAC; the kernel does not hand a raw endpoint its own sends.
+  std::string multicast;
+  uint32_t max_payload = 0;     // 0 = udp 8192, raw the most the MTU carries
+  std::string netns;            // open the sockets in this `ip netns` ("" = the caller's own)
+};
+// This machine's endpoint (udp: bound to its entry's ip:port; raw: on the interface) with every
+// other entry as peer (PeerId = rank) and group 0 when asked. Its peer timeout is effectively
+// infinite: it never latches kPeerDown by itself. verbs is a one-line Error for now (its peers
+// need an address exchange that does not exist yet).
+std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self, const PeerOpenOptions& opt);
+
+}  // namespace hogstream

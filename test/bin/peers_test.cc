@@ -1,0 +1,460 @@
+// bin/peers: every --peers form parsed (and every kind of mistake a one-line Error naming the
+// entry), this machine found by each rule from fed addresses and launcher variables, and real
+// endpoints opened from a list: two UDP ranks on 127.0.0.1 talking both ways (unicast and a
+// 239.x group), and, where test networks can be made (root), raw Ethernet and UDP between two
+// namespaces on a veth pair, each end finding itself from its own namespace's addresses.
+#include "bin/peers.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/common.hpp"
+#include "test/test_seed.hpp"
+#include "test/transport/veth.hpp"
+
+namespace hogstream {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Env = std::map<std::string, std::string>;
+
+// The message of the hogstream::Error `f` throws ("" and a test failure when it throws none).
+template <class F>
+std::string ErrorOf(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a hogstream::Error";
+  return "";
+}
+
+// A file holding `text`, removed when the test ends (passed or not).
+struct TempFile {
+  explicit TempFile(const std::string& text)
+      : path((std::filesystem::temp_directory_path() /
+              ("hogstream-peers-" + std::to_string(getpid()) + "-" + std::to_string(TestSeed())))
+                 .string()) {
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+  const std::string path;
+};
+
+// `n` distinct UDP ports free on 127.0.0.1: each bound at once (so they differ), then let go.
+std::vector<uint16_t> FreeUdpPorts(int n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ADD_FAILURE() << "no free UDP port on 127.0.0.1";
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  return ports;
+}
+
+// Sends 16 floats (tagged with `seq`) from `a` to `to` until `b` receives them, resending every
+// 100 ms, for at most 5 s; checks the source `b` was told and the payload.
+::testing::AssertionResult Delivers(Transport* a, Dest to, Transport* b, uint64_t seq) {
+  float out[16];
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<float>(seq * 100 + i);
+  Header h;
+  h.kind = MsgKind::kPosition;
+  h.seq = seq;
+  h.length = sizeof out;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  auto resend = Clock::now();
+  Message m[8];
+  while (Clock::now() < deadline) {
+    if (Clock::now() >= resend) {
+      a->PostSend(to, h, out);
+      resend = Clock::now() + std::chrono::milliseconds(100);
+    }
+    a->Flush();
+    const size_t n = b->Poll(m, 8);
+    for (size_t i = 0; i < n; ++i) {
+      if (m[i].h.seq != seq || m[i].h.source == b->self()) continue;  // an echo of b's own group sends
+      const bool same = m[i].h.length == sizeof out && std::memcmp(m[i].payload, out, sizeof out) == 0;
+      const PeerId source = m[i].h.source;
+      b->Release(n);
+      if (source != a->self()) return ::testing::AssertionFailure() << "source " << source << ", sent by " << a->self();
+      if (!same) return ::testing::AssertionFailure() << "payload changed on the way";
+      return ::testing::AssertionSuccess();
+    }
+    b->Release(n);
+    if (!n) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return ::testing::AssertionFailure() << "message " << seq << " from peer " << a->self() << " not received in 5 s";
+}
+
+// ---------------------------------------------------------------- parsing
+
+TEST(PeersParse, UdpHostsResolveAndKeepTheirText) {
+  const PeerList l = ParsePeers("udp://127.0.0.1:9000,localhost:9001");
+  EXPECT_EQ(l.scheme, PeerScheme::kUdp);
+  ASSERT_EQ(l.peers.size(), 2u);
+  EXPECT_EQ(l.peers[0].text, "udp://127.0.0.1:9000");
+  EXPECT_EQ(l.peers[1].text, "localhost:9001");
+  EXPECT_EQ(l.peers[1].ip, "127.0.0.1") << "localhost resolved (getaddrinfo, IPv4)";
+  EXPECT_EQ(l.peers[0].port, 9000);
+  EXPECT_EQ(l.peers[1].port, 9001);
+  EXPECT_EQ(PeerName(l, 1), "udp://127.0.0.1:9001");
+  EXPECT_EQ(ParsePeers("udp://127.0.0.1:65535").peers.size(), 1u) << "one machine is a list";
+}
+
+TEST(PeersParse, RawTakesBothMacSpellings) {
+  const PeerList l = ParsePeers("raw://0025908a56d8,00:25:90:8A:56:D9");
+  EXPECT_EQ(l.scheme, PeerScheme::kRaw);
+  ASSERT_EQ(l.peers.size(), 2u);
+  EXPECT_EQ(l.peers[0].mac, (Mac{0x00, 0x25, 0x90, 0x8a, 0x56, 0xd8}));
+  EXPECT_EQ(l.peers[1].mac, (Mac{0x00, 0x25, 0x90, 0x8a, 0x56, 0xd9}));
+  EXPECT_EQ(PeerName(l, 0), "raw://00:25:90:8a:56:d8");
+}
+
+TEST(PeersParse, VerbsEntriesAreKeptAsGiven) {
+  const PeerList l = ParsePeers("verbs://node1/mlx5_0:1,node2/mlx5_0:1");
+  EXPECT_EQ(l.scheme, PeerScheme::kVerbs);
+  ASSERT_EQ(l.peers.size(), 2u);
+  EXPECT_EQ(l.peers[1].verbs, "node2/mlx5_0:1");
+  EXPECT_EQ(PeerName(l, 0), "verbs://node1/mlx5_0:1");
+}
+
+TEST(PeersParse, FileWithCommentsNewlinesAndRepeatedScheme) {
+  TempFile f(
+      "# the machines of this job\n"
+      "udp://127.0.0.1:9000, 127.0.0.1:9001   # two on this host\n"
+      "\n"
+      "  udp://localhost:9002\r\n"
+      "127.0.0.2:9003,\n");
+  const PeerList l = ParsePeers("@" + f.path);
+  ASSERT_EQ(l.peers.size(), 4u);
+  EXPECT_EQ(l.peers[1].port, 9001);
+  EXPECT_EQ(l.peers[2].text, "udp://localhost:9002");
+  EXPECT_EQ(l.peers[2].ip, "127.0.0.1");
+  EXPECT_EQ(l.peers[3].ip, "127.0.0.2");
+  TempFile raw("raw://0025908a56d8\n00:25:90:8a:56:d9 # rank 1\nraw://0025908a56da\n");
+  EXPECT_EQ(ParsePeers("@" + raw.path).peers.size(), 3u);
+}
+
+TEST(PeersParse, EachMistakeIsAnErrorNamingTheEntry) {
+  struct Case {
+    std::string spec, names;
+  };
+  const Case cases[] = {
+      {"tcp://127.0.0.1:9000", "tcp://"},                                   // unknown scheme
+      {"127.0.0.1:9000", "'127.0.0.1:9000' has no scheme"},                 // no scheme
+      {"", "names no machine"},                                             // empty
+      {" # nothing\n,,", "names no machine"},                               // only blanks
+      {"udp://", "'udp://' names no machine"},                              // a scheme alone
+      {"udp://no-such-host.invalid:9000", "no-such-host.invalid"},          // does not resolve
+      {"udp://127.0.0.1:9000,127.0.0.1", "'127.0.0.1' is not HOST:PORT"},   // missing port
+      {"udp://127.0.0.1:0", "bad port in 'udp://127.0.0.1:0'"},             // port 0
+      {"udp://127.0.0.1:65536", "bad port in 'udp://127.0.0.1:65536'"},     // port too big
+      {"udp://127.0.0.1:90x", "bad port in 'udp://127.0.0.1:90x'"},         // not a number
+      {"raw://0025908a56d8,0025908a56", "'0025908a56'"},                    // MAC too short
+      {"raw://00-25-90-8a-56-d8", "'00-25-90-8a-56-d8'"},                   // MAC spelled wrong
+      {"udp://127.0.0.1:9000,raw://0025908a56d8", "'raw://0025908a56d8' is raw://"},  // schemes
+      {"udp://127.0.0.1:9000,localhost:9000", "'udp://127.0.0.1:9000' and 'localhost:9000'"},
+      {"raw://0025908a56d8,00:25:90:8a:56:d8", "'raw://0025908a56d8' and '00:25:90:8a:56:d8'"},
+      {"verbs://a,b,a", "'verbs://a' and 'a'"},
+      {"@/nonexistent/peers.txt", "cannot read /nonexistent/peers.txt"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.spec);
+    const std::string e = ErrorOf([&] { ParsePeers(c.spec); });
+    EXPECT_NE(e.find(c.names), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << "one line: " << e;
+  }
+}
+
+TEST(PeersParse, AtMost65534Machines) {
+  std::string spec = "verbs://0";
+  for (size_t r = 1; r < kMaxPeers; ++r) spec.append(",").append(std::to_string(r));
+  EXPECT_EQ(ParsePeers(spec).peers.size(), kMaxPeers);
+  const std::string e = ErrorOf([&] { ParsePeers(spec + ",x"); });
+  EXPECT_NE(e.find("65535 machines, more than 65534"), std::string::npos) << e;
+}
+
+TEST(PeersParse, RawBinPositionalForm) {
+  PeerList l = ParseRawBinPeers("0025908a56d8:0025908a56d9:0025908A56DA");
+  EXPECT_EQ(l.scheme, PeerScheme::kRaw);
+  ASSERT_EQ(l.peers.size(), 3u);
+  EXPECT_EQ(l.peers[2].mac, (Mac{0x00, 0x25, 0x90, 0x8a, 0x56, 0xda}));
+  l = ParseRawBinPeers("raw://00:25:90:8a:56:d8,00:25:90:8a:56:d9");
+  EXPECT_EQ(l.peers.size(), 2u);
+  std::string e = ErrorOf([] { ParseRawBinPeers("00:25:90:8a:56:d8"); });
+  EXPECT_NE(e.find("'00' is not a MAC of 12 hex digits"), std::string::npos) << e;
+  e = ErrorOf([] { ParseRawBinPeers("0025908a56d8:0025908a56zz"); });
+  EXPECT_NE(e.find("'0025908a56zz'"), std::string::npos) << e;
+  e = ErrorOf([] { ParseRawBinPeers("0025908a56d8:0025908a56d8"); });
+  EXPECT_NE(e.find("same machine"), std::string::npos) << e;
+  e = ErrorOf([] { ParseRawBinPeers("udp://127.0.0.1:9000"); });
+  EXPECT_NE(e.find("not raw://"), std::string::npos) << e;
+}
+
+// ---------------------------------------------------------------- which machine am I
+
+TEST(PeersFindSelf, TheOneLocalEntryDecides) {
+  const PeerList udp = ParsePeers("udp://10.9.0.1:9000,10.9.0.2:9000");
+  LocalAddresses local{{"127.0.0.1", "10.9.0.2"}, {}};
+  SelfRank s = FindSelf(udp, local, {});
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.iface, "");
+  // The list decides over a launcher's numbering (mpirun's rank 0 may be the list's rank 1).
+  s = FindSelf(udp, local, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.how, "the only local entry");
+  const PeerList raw = ParsePeers("raw://0025908a56d8,0025908a56d9,0025908a56da");
+  local = {{}, {{"eth0", ParseMac("aabbccddeeff")}, {"eth3", ParseMac("0025908a56da")}}};
+  s = FindSelf(raw, local, {});
+  EXPECT_EQ(s.rank, 2);
+  EXPECT_EQ(s.iface, "eth3") << "the interface whose MAC is the entry";
+}
+
+TEST(PeersFindSelf, RankFlagWinsAndIsRangeChecked) {
+  const PeerList l = ParsePeers("raw://0025908a56d8,0025908a56d9");
+  const LocalAddresses local{{}, {{"eth1", ParseMac("0025908a56d9")}}};
+  const Env env{{"RANK", "1"}, {"WORLD_SIZE", "2"}};
+  SelfRank s = FindSelf(l, local, env, 0);
+  EXPECT_EQ(s.rank, 0);
+  EXPECT_EQ(s.how, "--rank");
+  EXPECT_EQ(s.iface, "") << "rank 0's MAC is on no interface here";
+  EXPECT_EQ(FindSelf(l, local, env, 1).iface, "eth1");
+  const std::string e = ErrorOf([&] { FindSelf(l, local, env, 2); });
+  EXPECT_NE(e.find("--rank=2 is out of range"), std::string::npos) << e;
+  EXPECT_NE(e.find("2 machines"), std::string::npos) << e;
+}
+
+TEST(PeersFindSelf, EachLauncherDecidesAmongSeveralLocalEntries) {
+  const PeerList l = ParsePeers("udp://127.0.0.1:9000,127.0.0.1:9001,127.0.0.1:9002");
+  const LocalAddresses local{{"127.0.0.1"}, {}};
+  const std::pair<const char*, const char*> launchers[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                                           {"PMI_RANK", "PMI_SIZE"},
+                                                           {"SLURM_PROCID", "SLURM_NTASKS"},
+                                                           {"RANK", "WORLD_SIZE"}};
+  for (const auto& [rank, size] : launchers) {
+    SCOPED_TRACE(rank);
+    const SelfRank s = FindSelf(l, local, {{rank, "2"}, {size, "3"}});
+    EXPECT_EQ(s.rank, 2);
+    EXPECT_EQ(s.how, rank);
+    const std::string e = ErrorOf([&] { FindSelf(l, local, {{rank, "1"}, {size, "4"}}); });
+    EXPECT_NE(e.find(std::string(size) + "=4"), std::string::npos) << e;
+    EXPECT_NE(e.find("names 3 machines"), std::string::npos) << e;
+  }
+  // The first launcher present wins (mpirun sets PMI_RANK too, in some builds).
+  EXPECT_EQ(FindSelf(l, local, {{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "3"}, {"PMI_RANK", "1"},
+                                {"PMI_SIZE", "3"}}).rank,
+            0);
+}
+
+TEST(PeersFindSelf, LauncherDecidesWhenNoEntryIsLocal) {
+  const PeerList l = ParsePeers("udp://10.9.0.1:9000,10.9.0.2:9000");
+  const SelfRank s = FindSelf(l, LocalAddresses{{"127.0.0.1"}, {}}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}});
+  EXPECT_EQ(s.rank, 1);
+  EXPECT_EQ(s.how, "SLURM_PROCID");
+  const PeerList verbs = ParsePeers("verbs://a,b");
+  EXPECT_EQ(FindSelf(verbs, {}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}}).rank, 0);
+  const std::string e = ErrorOf([&] { FindSelf(verbs, {}, {}); });
+  EXPECT_NE(e.find("run under mpirun/srun/torchrun or give --rank"), std::string::npos) << e;
+}
+
+TEST(PeersFindSelf, LauncherMistakesAreErrors) {
+  const PeerList l = ParsePeers("udp://127.0.0.1:9000,127.0.0.1:9001,10.9.0.3:9000");
+  const LocalAddresses local{{"127.0.0.1"}, {}};
+  std::string e = ErrorOf([&] { FindSelf(l, local, {{"RANK", "2"}, {"WORLD_SIZE", "3"}}); });
+  EXPECT_NE(e.find("RANK=2 picks '10.9.0.3:9000', which is not this machine"), std::string::npos) << e;
+  e = ErrorOf([&] { FindSelf(l, local, {{"RANK", "3"}, {"WORLD_SIZE", "3"}}); });
+  EXPECT_NE(e.find("RANK=3 is out of range"), std::string::npos) << e;
+  e = ErrorOf([&] { FindSelf(l, local, {{"RANK", "one"}, {"WORLD_SIZE", "3"}}); });
+  EXPECT_NE(e.find("RANK='one' is not a number"), std::string::npos) << e;
+  e = ErrorOf([&] { FindSelf(l, local, {{"RANK", "1"}}); });
+  EXPECT_NE(e.find("WORLD_SIZE is not set"), std::string::npos) << e;
+  // The size is checked even where the addresses decide: a launcher that started 2 processes
+  // for a list of 3 has one machine missing.
+  e = ErrorOf([&] { FindSelf(l, {{"10.9.0.3"}, {}}, {{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}}); });
+  EXPECT_NE(e.find("PMI_SIZE=2"), std::string::npos) << e;
+}
+
+TEST(PeersFindSelf, NoneOrSeveralLocalWithoutLauncherAreErrors) {
+  const PeerList l = ParsePeers("udp://10.9.0.1:9000,10.9.0.2:9000");
+  std::string e = ErrorOf([&] { FindSelf(l, {{"127.0.0.1", "192.168.1.5"}, {}}, {}); });
+  EXPECT_NE(e.find("none of the 2 --peers entries is an address of this machine (local: 127.0.0.1, 192.168.1.5)"),
+            std::string::npos)
+      << e;
+  const PeerList raw = ParsePeers("raw://0025908a56d8");
+  e = ErrorOf([&] { FindSelf(raw, {{}, {{"eth0", ParseMac("aabbccddeeff")}}}, {}); });
+  EXPECT_NE(e.find("(local: eth0 aa:bb:cc:dd:ee:ff)"), std::string::npos) << e;
+  const PeerList two = ParsePeers("udp://127.0.0.1:9000,127.0.0.1:9001");
+  e = ErrorOf([&] { FindSelf(two, {{"127.0.0.1"}, {}}, {}); });
+  EXPECT_NE(e.find("'udp://127.0.0.1:9000' and '127.0.0.1:9001' are both local"), std::string::npos) << e;
+  EXPECT_NE(e.find("run under mpirun/srun/torchrun or give --rank"), std::string::npos) << e;
+}
+
+TEST(PeersFindSelf, LauncherEnvReadsTheProcessEnvironment) {
+  const char* saved = std::getenv("PMI_SIZE");
+  const std::string was = saved ? saved : "";
+  ASSERT_EQ(setenv("PMI_SIZE", "7", 1), 0);
+  const Env env = LauncherEnv();
+  saved ? setenv("PMI_SIZE", was.c_str(), 1) : unsetenv("PMI_SIZE");
+  ASSERT_EQ(env.count("PMI_SIZE"), 1u);
+  EXPECT_EQ(env.at("PMI_SIZE"), "7");
+  EXPECT_EQ(env.count("PATH"), 0u) << "only the launchers' variables";
+}
+
+TEST(PeersLocal, ReadLocalAddressesHasLoopback) {
+  const LocalAddresses local = ReadLocalAddresses();
+  EXPECT_NE(std::find(local.ipv4.begin(), local.ipv4.end(), "127.0.0.1"), local.ipv4.end());
+  for (const auto& [name, mac] : local.macs) EXPECT_NE(mac, Mac{}) << name << ": zero MACs (lo) are left out";
+}
+
+// ---------------------------------------------------------------- opening the endpoint
+
+TEST(PeersOpen, TwoUdpRanksOnLoopbackTalkBothWays) {
+  const std::vector<uint16_t> ports = FreeUdpPorts(2);
+  const PeerList l = ParsePeers("udp://127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" +
+                                std::to_string(ports[1]));
+  const LocalAddresses local = ReadLocalAddresses();
+  PeerOpenOptions opt;
+  opt.job = 0x5eed;
+  std::unique_ptr<Transport> t[2];
+  for (int r = 0; r < 2; ++r) {  // both entries are local: the launcher says which is which
+    const SelfRank s = FindSelf(l, local, {{"RANK", std::to_string(r)}, {"WORLD_SIZE", "2"}});
+    ASSERT_EQ(s.rank, r);
+    t[r] = OpenPeers(l, s, opt);
+    EXPECT_EQ(t[r]->self(), r);
+    EXPECT_EQ(t[r]->caps().max_payload, 8192u) << "the udp default";
+  }
+  EXPECT_TRUE(Delivers(t[0].get(), Dest::Peer(1), t[1].get(), 1));
+  EXPECT_TRUE(Delivers(t[1].get(), Dest::Peer(0), t[0].get(), 2));
+  // Rank 1 goes silent: the endpoint leaves liveness to the job layer (the udp default would
+  // call it down after 10 heartbeats, 500 ms).
+  t[1].reset();
+  const auto until = Clock::now() + std::chrono::milliseconds(800);
+  Message m[8];
+  while (Clock::now() < until) {
+    t[0]->Flush();
+    t[0]->Release(t[0]->Poll(m, 8));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(t[0]->status().ok()) << t[0]->status().what;
+}
+
+TEST(PeersOpen, UdpMulticastGroupZeroReachesTheOtherRank) {
+  const std::vector<uint16_t> ports = FreeUdpPorts(3);
+  const PeerList l = ParsePeers("udp://127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" +
+                                std::to_string(ports[1]));
+  const uint32_t seed = TestSeed();
+  PeerOpenOptions opt;
+  opt.multicast = "239.77." + std::to_string(seed % 250 + 1) + "." + std::to_string(seed / 250 % 250 + 1) + ":" +
+                  std::to_string(ports[2]);
+  std::unique_ptr<Transport> t[2];
+  for (int r = 0; r < 2; ++r) {
+    try {
+      t[r] = OpenPeers(l, SelfRank{r, "test", ""}, opt);
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("could not join") == std::string::npos) throw;
+      GTEST_SKIP() << "the kernel refused multicast on lo: " << e.what();
+    }
+  }
+  EXPECT_TRUE(t[0]->caps().multicast);
+  EXPECT_TRUE(Delivers(t[0].get(), Dest::Group(0), t[1].get(), 3));
+  EXPECT_TRUE(Delivers(t[1].get(), Dest::Group(0), t[0].get(), 4));
+}
+
+TEST(PeersOpen, BadSettingsAreErrors) {
+  // Rank 0's port is held here: the settings must be refused before any socket is bound.
+  const int held = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof at;
+  ASSERT_EQ(bind(held, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(getsockname(held, reinterpret_cast<sockaddr*>(&at), &len), 0);
+  const PeerList l = ParsePeers("udp://127.0.0.1:" + std::to_string(ntohs(at.sin_port)) + ",127.0.0.1:9001");
+  for (const char* bad : {"239.1.2.3", "224.0.0.1:9000", "239.1.2.3:0", "group:9000"}) {
+    PeerOpenOptions opt;
+    opt.multicast = bad;
+    const std::string e = ErrorOf([&] { OpenPeers(l, SelfRank{0, "test", ""}, opt); });
+    EXPECT_NE(e.find(std::string("--multicast=") + bad), std::string::npos) << e;
+  }
+  const std::string in_use = ErrorOf([&] { OpenPeers(l, SelfRank{0, "test", ""}, {}); });
+  EXPECT_NE(in_use.find("cannot bind 127.0.0.1:"), std::string::npos) << in_use;
+  close(held);
+  const PeerList raw = ParsePeers("raw://0025908a56d8,0025908a56d9");
+  PeerOpenOptions opt;
+  opt.iface = "hs-no-such-if";
+  opt.multicast = "yes";
+  std::string e = ErrorOf([&] { OpenPeers(raw, SelfRank{1, "--rank", ""}, opt); });
+  EXPECT_NE(e.find("'yes' is not a MAC"), std::string::npos) << "checked before the socket: " << e;
+  e = ErrorOf([&] { OpenPeers(raw, SelfRank{1, "--rank", ""}, {}); });
+  EXPECT_NE(e.find("00:25:90:8a:56:d9 (rank 1) is on no interface here"), std::string::npos) << e;
+  e = ErrorOf([&] { OpenPeers(ParsePeers("verbs://a,b"), SelfRank{0, "--rank", ""}, {}); });
+  EXPECT_NE(e.find("use udp:// or raw://"), std::string::npos) << e;
+}
+
+// Two namespaces on a veth pair: each end reads its own namespace's addresses, finds itself in
+// the list with no help, and opens its endpoint there; raw Ethernet (unicast and the group
+// derived from the job) and UDP.
+TEST(PeersOpen, EachEndOfAVethPairFindsItselfAndTalks) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethPair net;
+  LocalAddresses local[2];
+  std::string macs;
+  for (int i = 0; i < 2; ++i) {
+    local[i] = ReadLocalAddresses(net.ns(i));
+    for (const auto& [name, mac] : local[i].macs)
+      if (name == net.iface(i)) macs += (i ? "," : "raw://") + FormatMac(mac);
+  }
+  const PeerList raw = ParsePeers(macs);
+  ASSERT_EQ(raw.peers.size(), 2u) << macs;
+  const PeerList udp = ParsePeers("udp://" + net.address(0) + ":9000," + net.address(1) + ":9000");
+  for (const PeerList* l : {&raw, &udp}) {
+    SCOPED_TRACE(PeerName(*l, 0));
+    std::unique_ptr<Transport> t[2];
+    for (int i = 0; i < 2; ++i) {
+      const SelfRank s = FindSelf(*l, local[i], {});
+      ASSERT_EQ(s.rank, i);
+      EXPECT_EQ(s.iface, l == &raw ? net.iface(i) : "");
+      PeerOpenOptions opt;
+      opt.job = 0xabc;
+      opt.netns = net.ns(i);
+      if (l == &raw) opt.multicast = "on";
+      t[i] = OpenPeers(*l, s, opt);
+    }
+    EXPECT_TRUE(Delivers(t[0].get(), Dest::Peer(1), t[1].get(), 5));
+    EXPECT_TRUE(Delivers(t[1].get(), Dest::Peer(0), t[0].get(), 6));
+    if (l == &raw) {
+      EXPECT_TRUE(Delivers(t[0].get(), Dest::Group(0), t[1].get(), 7));
+    }
+  }
+  // Rank 1 opened on rank 0's interface: peers would not know its frames.
+  PeerOpenOptions opt;
+  opt.iface = net.iface(0);
+  opt.netns = net.ns(0);
+  const std::string e = ErrorOf([&] { OpenPeers(raw, SelfRank{1, "--rank", ""}, opt); });
+  EXPECT_NE(e.find("interface '" + net.iface(0) + "' has MAC"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace hogstream
