@@ -124,14 +124,14 @@ echo "== results ($MODE, $SCENARIO, $MACHINES x $SOLVERS solvers, $ITER global i
 printf "wall time: %.1f s\n" "$(echo "$t1 - $t0" | bc)"
 for f in "$OUT"/m*.log; do
   m=$(basename "$f" .log)
-  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|raw.bin: .*|hogstream: .*" "$f" | tail -1)
-  acc=$(grep "Test net output #0: accuracy" "$f" | tail -1 | sed 's/.*accuracy = //')
-  net=$(grep "Network: machine [0-9]* leads" "$f" | tail -1 | sed 's/.*\] //')
+  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|raw.bin: .*|hogstream: .*" "$f" | tail -1 || true)
+  acc=$(grep "Test net output #0: accuracy" "$f" | tail -1 | sed 's/.*accuracy = //' || true)
+  net=$(grep "Network: machine [0-9]* leads" "$f" | tail -1 | sed 's/.*\] //' || true)
   echo "$m: ${end:-(no end: killed)}${acc:+; last test accuracy $acc}"
   [[ -n $net ]] && echo "    $net"
 done
-lead=$(grep -l "Test net output #0: accuracy" "$OUT"/m*.log | xargs grep -l "Optimization Done.$" | head -1 || true)
+lead=$(grep -l "Optimization Done.$" "$OUT"/m*.log 2>/dev/null | head -1 || true)
 if [[ -n $lead ]]; then
   echo "final accuracy (leader $(basename "$lead" .log)): $(grep "Test net output #0: accuracy" "$lead" | tail -1 | sed 's/.*accuracy = //')"
 fi
-ls "$OUT"/lenet_iter_*.caffemodel 2>/dev/null | tail -2
+ls "$OUT"/lenet_iter_*.caffemodel 2>/dev/null | tail -2 || true

@@ -66,7 +66,8 @@ std::string NetJob::Name(int r) const {
   return os.str();
 }
 
-void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n) {
+void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
+                    const std::function<bool()>& stop) {
   HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
   g_ = group;
   local_ = local_solvers;
@@ -81,7 +82,14 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   g_->hold_final.store(1);
   g_->machine_leads.store(opt_.machines == 1 ? 1 : 0);
   thread_ = std::thread([this] { Run(); });
-  while (!start_ok_.load() && !start_failed_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!start_ok_.load() && !start_failed_.load()) {
+    if (stop && stop()) {
+      quit_.store(true);
+      thread_.join();
+      HS_REQUIRE(false) << "stopped while waiting for the other machines";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (start_failed_.load()) {
     thread_.join();
     HS_REQUIRE(false) << start_error_;
@@ -446,9 +454,11 @@ void NetJob::Bridge() {
 }
 
 void NetJob::Figures() {
+  // Rates over a second at least (a machine's iterations come in heartbeats).
   const Clock::time_point now = Clock::now();
   const double lapse = std::max(1e-9, Seconds(now - last_figures_));
-  last_figures_ = now;
+  const bool rates = lapse >= 1.0 || figures_chunks_ == 0;
+  if (rates) last_figures_ = now;
   NetJobStats s;
   s.leader = leader_;
   s.global_iter = g_ ? g_->iter.load() : 0;
@@ -463,8 +473,11 @@ void NetJob::Figures() {
     f.ready = f.self ? ready_ : (p.live && (p.flags & kNetReady));
     f.leader = r == leader_;
     f.iterations = f.self ? mine : p.count;
-    f.iter_per_s = (f.iterations - p.rate_count) / lapse;
-    p.rate_count = f.iterations;
+    f.iter_per_s = figures_.peers.size() > static_cast<size_t>(r) ? figures_.peers[r].iter_per_s : 0;
+    if (rates) {
+      f.iter_per_s = (f.iterations - p.rate_count) / lapse;
+      p.rate_count = f.iterations;
+    }
     s.peers.push_back(f);
   }
   s.sweeps = old_masters_sweeps_;
@@ -490,12 +503,22 @@ void NetJob::Figures() {
   s.reshares = reshares_;
   s.owned = static_cast<uint32_t>(owned_.size());
   s.chunks = static_cast<uint32_t>(owners_.size());
+  figures_chunks_ = s.chunks;
   std::lock_guard<std::mutex> lock(figures_mu_);
-  s.sweeps_per_s = (s.sweeps - figures_.sweeps) / lapse;
-  s.gbit_out = (tc.bytes_sent - last_bytes_sent_) * 8e-9 / lapse;
-  s.gbit_in = (tc.bytes_received - last_bytes_received_) * 8e-9 / lapse;
-  last_bytes_sent_ = tc.bytes_sent;
-  last_bytes_received_ = tc.bytes_received;
+  s.sweeps_per_s = figures_.sweeps_per_s;
+  s.gbit_out = figures_.gbit_out;
+  s.gbit_in = figures_.gbit_in;
+  if (rates) {
+    // Sweeps per destination: each master sweeps its chunks once for its machine (or group).
+    size_t destinations = 0;
+    for (const auto& m : masters_) destinations += m != nullptr;
+    s.sweeps_per_s = (s.sweeps - last_sweeps_) / lapse / static_cast<double>(std::max<size_t>(1, destinations));
+    s.gbit_out = (tc.bytes_sent - last_bytes_sent_) * 8e-9 / lapse;
+    s.gbit_in = (tc.bytes_received - last_bytes_received_) * 8e-9 / lapse;
+    last_sweeps_ = s.sweeps;
+    last_bytes_sent_ = tc.bytes_sent;
+    last_bytes_received_ = tc.bytes_received;
+  }
   figures_ = s;
 }
 

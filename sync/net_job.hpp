@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -81,7 +82,7 @@ struct NetJobStats {
   int64_t global_iter = 0;
   std::vector<NetPeerFigures> peers;
   uint64_t sweeps = 0;             // of this machine's masters (all destinations)
-  double sweeps_per_s = 0;
+  double sweeps_per_s = 0;         // per destination (a machine, or the group)
   double gbit_out = 0, gbit_in = 0;  // payload, over the last second
   uint64_t positions_sent = 0, deltas_applied = 0, unanswered = 0, positions_answered = 0;
   uint64_t lost = 0;               // frames dropped on the way (injected, rejected, kernel)
@@ -104,7 +105,9 @@ class NetJob {
   // group's first `local_solvers` ranks) and blocks until training may begin: every machine
   // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
   // machine has joined a running job (its weights received, the global iteration taken over).
-  void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n);
+  // `stop` is asked while waiting: true (a signal, say) ends the wait with an Error.
+  void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
+              const std::function<bool()>& stop = {});
   // After the local solvers have returned: tells the others a little longer (done, or
   // finished), then stops the daemon. Idempotent.
   void Finish();
@@ -170,7 +173,8 @@ class NetJob {
   std::atomic<bool> start_failed_{false};
   mutable std::mutex figures_mu_;
   NetJobStats figures_;  // under figures_mu_
-  uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0;  // under figures_mu_
+  uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_sweeps_ = 0;  // under figures_mu_
+  uint32_t figures_chunks_ = 0;  // daemon thread
   std::thread thread_;
   bool finished_called_ = false;
 };

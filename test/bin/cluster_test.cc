@@ -1,0 +1,218 @@
+// A job across machines end to end: three real `hogstream train --peers=...` processes over UDP
+// on loopback (ranks by --rank, or from a launcher's environment), a tiny learnable net. The
+// job ends with the leader's snapshot and "Optimization Done" everywhere; a follower killed
+// with SIGKILL, the leader killed, a machine restarted: the others finish the job. Mistakes in
+// the list are one line. (Namespaces, raw Ethernet and multicast: bench/cluster.sh.)
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test/program_runner.hpp"
+
+namespace hogstream {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Child;
+using test::Finished;
+
+// A UDP port free now (bound and closed again).
+uint16_t FreePort() {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The last "Iteration N" the log displayed, or -1.
+int64_t LastIteration(const std::string& log) {
+  static const std::regex re("Iteration ([0-9]+) \\(");
+  int64_t last = -1;
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+    last = std::stoll((*it)[1]);
+  return last;
+}
+
+class Cluster : public ::testing::Test {
+ protected:
+  static constexpr int kMachines = 3;
+
+  void SetUp() override {
+    for (int r = 0; r < kMachines; ++r) ports_.push_back(FreePort());
+    peers_ = "udp://";
+    for (int r = 0; r < kMachines; ++r) peers_ += (r ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports_[r]);
+    // A net that learns to say "1" whatever it sees: the loss falls from ln 2 towards 0.
+    solver_ = scratch_ / "solver.prototxt";
+    std::ofstream(solver_) << R"(
+      net_param {
+        layer { name: "d" type: "DummyData" top: "x" top: "label"
+                dummy_data_param { shape { dim: 8 dim: 3072 } shape { dim: 8 }
+                                   data_filler { type: "gaussian" }
+                                   data_filler { type: "constant" value: 1 } } }
+        layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
+                inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
+      base_lr: 0.01 lr_policy: "fixed" display: 100 solver_mode: CPU
+      snapshot_after_train: true
+      snapshot_prefix: ")" << (scratch_ / "snap") << "\"\n";
+  }
+
+  std::unique_ptr<Child> Start(int rank, int iterations, const std::string& tag = "",
+                               const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"train", "--solver=" + solver_, "--solvers=1",
+                                     "--iterations=" + std::to_string(iterations), "--peers=" + peers_,
+                                     "--rank=" + std::to_string(rank), "--dead_ms=600", "--start_timeout=30",
+                                     "--sweep_ms=5", "--job=" + std::to_string(getpid())};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "m" + std::to_string(rank) + tag);
+  }
+  // Waits (with a deadline) until the leader's log `who` has displayed iteration `at`.
+  bool WaitIteration(Child& who, int64_t at, double seconds = 60) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (LastIteration(who.err()) < at) {
+      if (std::chrono::steady_clock::now() > end || !who.running()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+  static void ExpectClean(const Finished& f, const std::string& who) {
+    EXPECT_EQ(f.rc, 0) << who << ":\n" << f.err;
+    for (const char* bad : {"terminate called", "Aborted", "*** Check failure", "internal error"})
+      EXPECT_EQ(f.err.find(bad), std::string::npos) << who << ": " << bad;
+  }
+  // The final loss the leader printed ("Iteration N, loss = X" after training).
+  static double FinalLoss(const std::string& log) {
+    static const std::regex re("Iteration [0-9]+, loss = ([0-9.e+-]+)");
+    std::smatch m;
+    double loss = -1;
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
+      loss = std::stod((*it)[1]);
+    return loss;
+  }
+
+  test::ScratchDir scratch_{"cluster"};
+  std::vector<uint16_t> ports_;
+  std::string peers_, solver_;
+};
+
+TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000));
+  std::vector<Finished> f;
+  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  EXPECT_NE(f[0].err.find("Network: all 3 machines heard from"), std::string::npos) << f[0].err;
+  EXPECT_NE(f[0].err.find("Optimization Done.\n"), std::string::npos) << f[0].err;
+  for (int r = 1; r < kMachines; ++r)
+    EXPECT_NE(f[r].err.find("Optimization Done. (machine " + std::to_string(r)), std::string::npos) << f[r].err;
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_3000.caffemodel")) << "the leader's final snapshot";
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_3000.solverstate"));
+  // The global iteration is the sum over machines: each ran about a third of it.
+  EXPECT_EQ(f[0].err.find("Iteration 3100"), std::string::npos) << "ran past max_iter";
+  const double loss = FinalLoss(f[0].err);
+  EXPECT_GE(loss, 0);
+  EXPECT_LT(loss, 0.1) << "the job learned (ln 2 = 0.69 untrained)";
+  EXPECT_NE(f[0].err.find("Network: machine 0 leads"), std::string::npos) << "the live view";
+}
+
+TEST_F(Cluster, AFollowerKilledMidRunAndTheOthersFinish) {
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 30000));
+  ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
+  kill(m[2]->pid(), SIGKILL);
+  const Finished f0 = m[0]->Wait(180), f1 = m[1]->Wait(60);
+  ExpectClean(f0, "machine 0");
+  ExpectClean(f1, "machine 1");
+  EXPECT_NE(f0.err.find("machine 2 (udp://127.0.0.1:" + std::to_string(ports_[2]) + ") silent"), std::string::npos) << f0.err;
+  EXPECT_NE(f0.err.find("chunks re-shared among machines 0 1"), std::string::npos) << f0.err;
+  EXPECT_NE(f0.err.find("Optimization Done.\n"), std::string::npos);
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_30000.caffemodel"));
+}
+
+TEST_F(Cluster, TheLeaderKilledAndTheNextTakesOver) {
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 30000));
+  ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
+  kill(m[0]->pid(), SIGKILL);
+  const Finished f1 = m[1]->Wait(180), f2 = m[2]->Wait(60);
+  ExpectClean(f1, "machine 1");
+  ExpectClean(f2, "machine 2");
+  EXPECT_NE(f1.err.find("leads the job now"), std::string::npos) << f1.err;
+  EXPECT_NE(f1.err.find("Optimization Done.\n"), std::string::npos) << "the new leader ends the job";
+  EXPECT_NE(f2.err.find("Optimization Done. (machine 2"), std::string::npos) << f2.err;
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_30000.caffemodel")) << "the new leader's final snapshot";
+  EXPECT_LT(FinalLoss(f1.err), 0.1);
+}
+
+TEST_F(Cluster, AMachineRestartedMidRunRejoinsAndContributes) {
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 40000));
+  ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
+  kill(m[2]->pid(), SIGKILL);
+  m[2]->Wait(10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // taken for dead (--dead_ms=600)
+  m[2] = Start(2, 40000, ".again");
+  const Finished f0 = m[0]->Wait(180), f1 = m[1]->Wait(60), f2 = m[2]->Wait(60);
+  for (const Finished* f : {&f0, &f1, &f2}) ExpectClean(*f, "a machine");
+  EXPECT_NE(f2.err.find("joins a running job at iteration"), std::string::npos) << f2.err;
+  EXPECT_NE(f2.err.find("has the weights"), std::string::npos) << f2.err;
+  EXPECT_NE(f0.err.find("restarted; it rejoins"), std::string::npos) << f0.err;
+  EXPECT_NE(f2.err.find("Optimization Done. (machine 2"), std::string::npos) << f2.err;
+  // It took back a share and trained: the leader's live view showed it with a rate, after.
+  EXPECT_NE(f0.err.find("chunks re-shared among machines 0 1 2"), std::string::npos) << f0.err;
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_40000.caffemodel"));
+}
+
+TEST_F(Cluster, RanksFromALaunchersEnvironment) {
+  // Three entries all on 127.0.0.1: the list alone cannot say which is which; OMPI's
+  // variables do (as `mpirun -np 3` sets them).
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) {
+    setenv("OMPI_COMM_WORLD_RANK", std::to_string(r).c_str(), 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "3", 1);
+    std::vector<std::string> args = {"train", "--solver=" + solver_, "--solvers=1", "--iterations=600",
+                                     "--peers=" + peers_, "--start_timeout=30", "--job=env" + std::to_string(getpid())};
+    m.push_back(std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "env" + std::to_string(r)));
+  }
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  for (int r = 0; r < kMachines; ++r) {
+    const Finished f = m[r]->Wait(120);
+    ExpectClean(f, "rank " + std::to_string(r));
+    EXPECT_NE(f.err.find("this is machine " + std::to_string(r) + " of 3"), std::string::npos) << f.err;
+  }
+}
+
+TEST_F(Cluster, MistakesInTheListAreOneLine) {
+  // No entry is this machine.
+  Finished f = test::RunProgram(HS_HOGSTREAM_BIN,
+                                {"train", "--solver=" + solver_, "--peers=udp://198.51.100.1:7000,198.51.100.2:7000"},
+                                scratch_, 60);
+  EXPECT_EQ(f.rc, 1);
+  EXPECT_EQ(f.last_line().rfind("hogstream: none of the 2 --peers entries", 0), 0u) << f.err;
+  // A machine that never comes: named, after --start_timeout, not a hang.
+  f = test::RunProgram(HS_HOGSTREAM_BIN,
+                       {"train", "--solver=" + solver_, "--peers=" + peers_, "--rank=0", "--start_timeout=1"},
+                       scratch_, 60);
+  EXPECT_EQ(f.rc, 1);
+  EXPECT_NE(f.last_line().find("no word from machine 1"), std::string::npos) << f.err;
+  EXPECT_NE(f.last_line().find("machine 2"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("terminate called"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hogstream
