@@ -6,10 +6,12 @@
 #
 #   bench/cluster.sh [udp|mcast|raw] [plain|kill|leaderkill|rejoin]
 #     udp    unicast UDP            mcast  UDP, positions multicast (239.7.7.7)
-#     raw    raw Ethernet (AF_PACKET), positions to a group MAC
+#     raw    raw Ethernet (AF_PACKET), positions to a group MAC: raw.bin SOLVER SOLVERS MAC1:MAC2:...
 #     kill       machine N-1 killed (SIGKILL) at KILL_AT global iterations
 #     leaderkill machine 0 (the leader) killed at KILL_AT
 #     rejoin     machine N-1 killed at KILL_AT and started again REJOIN_AFTER seconds later
+#   FOREIGN=1: a second job of as many machines (another --job, other ports, the same
+#     multicast group or the same raw interfaces) trains on the same wire at the same time
 #   env: MACHINES=3 SOLVERS=1 ITER=10000 KILL_AT=3000 REJOIN_AFTER=5 LOSS=0 MTU=1500
 #        SWEEP_MS=20 SOLVER=configs/lenet/solver.prototxt BUILD_DIR=build OUT=out/cluster
 #        EXTRA="more flags for every machine"  DEADLINE=3600 (seconds for the whole run)
@@ -78,8 +80,13 @@ esac
 rm -rf "$OUT"
 mkdir -p "$OUT"
 sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/lenet\"|" "$SOLVER" > "$OUT/solver.prototxt"
-flags=(train --solver="$OUT/solver.prototxt" --solvers="$SOLVERS" --iterations="$ITER" --peers="$PEERS"
-       "${MC[@]}" --sweep_ms="$SWEEP_MS" --job=cluster$$)
+if [[ $MODE == raw ]]; then  # the seed's form: raw.bin SOLVER SOLVERS MAC1:MAC2:...
+  BIN=$BUILD_DIR/raw.bin
+  flags=("$OUT/solver.prototxt" "$SOLVERS" "$(IFS=:; echo "${macs[*]//:/}")" --iterations="$ITER")
+else
+  flags=(train --solver="$OUT/solver.prototxt" --solvers="$SOLVERS" --iterations="$ITER" --peers="$PEERS")
+fi
+flags+=("${MC[@]}" --sweep_ms="$SWEEP_MS" --job=cluster$$)
 [[ $LOSS != 0 ]] && flags+=(--loss="$LOSS")
 # shellcheck disable=SC2206
 [[ -n ${EXTRA:-} ]] && flags+=($EXTRA)
@@ -91,6 +98,27 @@ start() {  # machine i, log suffix
 echo "== $MACHINES machines, $MODE, $SCENARIO: $BIN ${flags[*]}"
 t0=$(date +%s.%N)
 for ((i = 0; i < MACHINES; ++i)); do start $i ""; done
+FPIDS=()
+if [[ ${FOREIGN:-0} == 1 ]]; then  # another job on the same wire
+  fflags=()
+  for a in "${flags[@]}"; do
+    case $a in
+      --job=*) fflags+=(--job=foreign$$) ;;
+      --peers=udp://*) fflags+=("${a//:7000/:7100}") ;;
+      --solver=*) sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/foreign\"|" "$OUT/solver.prototxt" > "$OUT/foreign.prototxt"
+                  fflags+=(--solver="$OUT/foreign.prototxt") ;;
+      "$OUT/solver.prototxt") sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/foreign\"|" "$OUT/solver.prototxt" > "$OUT/foreign.prototxt"
+                  fflags+=("$OUT/foreign.prototxt") ;;
+      *) fflags+=("$a") ;;
+    esac
+  done
+  echo "== and a foreign job on the same wire: $BIN ${fflags[*]}"
+  for ((i = 0; i < MACHINES; ++i)); do
+    ip netns exec "${P}m$i" "$BIN" "${fflags[@]}" > "$OUT/f$i.log" 2>&1 &
+    FPIDS[$i]=$!
+    PIDS+=($!)
+  done
+fi
 
 # The global iteration as the leader's log last displayed it.
 global_iter() {
@@ -99,7 +127,6 @@ global_iter() {
 victim=-1
 case $SCENARIO in kill|rejoin) victim=$((MACHINES - 1)) ;; leaderkill) victim=0 ;; esac
 killed=0 restarted=0 kill_time=0
-rc=()
 while :; do
   now=$(date +%s.%N)
   if (( $(echo "$now - $t0 > $DEADLINE" | bc) )); then echo "cluster.sh: past the ${DEADLINE}s deadline"; exit 1; fi
@@ -113,16 +140,17 @@ while :; do
     echo "== restarted machine $victim at iteration $(global_iter)"
   fi
   running=0
-  for ((i = 0; i < MACHINES; ++i)); do kill -0 "${PIDS[$i]}" 2>/dev/null && running=1; done
+  for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && running=1; done
   [[ $running == 0 ]] && break
   sleep 0.5
 done
-for ((i = 0; i < MACHINES; ++i)); do wait "${PIDS[$i]}" 2>/dev/null; rc[$i]=$?; done
+for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 t1=$(date +%s.%N)
 
 echo "== results ($MODE, $SCENARIO, $MACHINES x $SOLVERS solvers, $ITER global iterations, loss $LOSS)"
 printf "wall time: %.1f s\n" "$(echo "$t1 - $t0" | bc)"
-for f in "$OUT"/m*.log; do
+for f in "$OUT"/m*.log "$OUT"/f*.log; do
+  [[ -f $f ]] || continue
   m=$(basename "$f" .log)
   end=$(grep -hoE "Optimization Done.*|Optimization stopped early|raw.bin: .*|hogstream: .*" "$f" | tail -1 || true)
   acc=$(grep "Test net output #0: accuracy" "$f" | tail -1 | sed 's/.*accuracy = //' || true)

@@ -43,7 +43,7 @@ const char kUsage[] =
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
     "           [--peers=udp://HOST:PORT,...|raw://MAC,...|@FILE [--multicast=GROUP:PORT|on]\n"
     "            [--rank=N] [--iface=NAME] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
-    "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60]]  across machines\n"
+    "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params]]  across machines\n"
     "           [--metrics=[HOST:]PORT] [--stats_json=FILE]  Prometheus endpoint, JSON lines\n"
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
@@ -97,7 +97,7 @@ int Time(int argc, char** argv) {
 }
 
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private"});
+  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private", "chunk_at_params"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));

@@ -119,6 +119,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.machines = static_cast<int>(list.peers.size());
   for (int r = 0; r < n.machines; ++r) n.names.push_back(PeerName(list, r));
   n.multicast = !o.multicast.empty();
+  n.chunk_at_params = f.has("chunk_at_params");
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
   n.start_ms = static_cast<uint32_t>(f.get_int("start_timeout", 60, 1, 86400)) * 1000;

@@ -16,6 +16,7 @@ HS_PACKAGES=(
   libcairo2-dev                       # hogstream plot (PNG and SVG)
   prometheus-cpp-dev                  # --metrics (Prometheus pull endpoint)
   libxxhash-dev libsodium-dev         # transport frames: XXH3 checksum, keyed MAC (--job-key)
+  openmpi-bin                         # tests: a job's ranks from a real mpirun
 )
 
 hs_ensure_packages() {

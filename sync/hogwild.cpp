@@ -169,9 +169,12 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         }
         // Across machines: link the host copy to the others' and wait for them (or, joining a
         // running job, for the weights and the global iteration).
-        if (opt.net)
-          opt.net->Attach(group, n, master, floats,
+        if (opt.net) {
+          std::vector<size_t> params;
+          for (Blob* p : net.learnable_params()) params.push_back(p->cpu_data() - net.param_data());
+          opt.net->Attach(group, n, master, floats, params,
                           [&] { return opt.action && opt.action() == SolverAction::STOP; });
+        }
       }
       sync.arrive_and_wait();
       HS_REQUIRE(master != nullptr) << "the first solver failed to set up the shared weights";

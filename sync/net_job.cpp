@@ -67,7 +67,7 @@ std::string NetJob::Name(int r) const {
 }
 
 void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
-                    const std::function<bool()>& stop) {
+                    const std::vector<size_t>& params, const std::function<bool()>& stop) {
   HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
   g_ = group;
   local_ = local_solvers;
@@ -78,8 +78,10 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   HS_REQUIRE(chunk_floats_ > 0 && chunk_floats_ <= most)
       << "chunks of " << chunk_floats_ << " floats do not fit this transport's messages ("
       << most << " floats at most)";
-  slave_ = std::make_unique<SlaveEndpoint>(w_, n_, chunk_floats_, t_.get());
+  layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params ? params : std::vector<size_t>{});
+  slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
   g_->hold_final.store(1);
+  attached_at_ = Clock::now();
   g_->machine_leads.store(opt_.machines == 1 ? 1 : 0);
   thread_ = std::thread([this] { Run(); });
   while (!start_ok_.load() && !start_failed_.load()) {
@@ -100,10 +102,29 @@ void NetJob::Finish() {
   if (finished_called_) return;
   finished_called_ = true;
   if (!thread_.joinable()) return;
-  // The others hear this machine's last state (done, or finished and flushed) a few times.
+  // The others hear this machine's last state a few times; the leader's "done" until every
+  // live machine has said it back (a lost "done" would make one of them take over and end
+  // the job again), or dead_ms.
+  const Clock::time_point until = Clock::now() + std::chrono::milliseconds(opt_.dead_ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(5 * opt_.heartbeat_ms));
+  while (leads() && !all_done_.load() && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(opt_.heartbeat_ms));
   quit_.store(true);
   thread_.join();
+  if (!opt_.log || !g_) return;
+  // What this machine did over the whole job, for the log (and tools that read it).
+  int64_t mine = 0;
+  for (int r = 0; r < local_; ++r) mine += g_->done[r].load();
+  const double secs = std::max(1e-9, Seconds(Clock::now() - attached_at_));
+  const TransportCounters tc = t_->counters();
+  const uint64_t foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
+  const uint64_t lost = tc.dropped + tc.rejected_total() - foreign;
+  LOG(INFO) << std::fixed << std::setprecision(1) << "Network: " << Name(opt_.rank) << " ran " << mine
+            << " iterations in " << secs << " s (" << mine / secs << " iter/s); sent "
+            << std::setprecision(3) << tc.bytes_sent * 1e-9 << " GB, received " << tc.bytes_received * 1e-9
+            << " GB (" << (tc.bytes_sent + tc.bytes_received) * 8e-9 / secs << " Gbit/s); " << lost
+            << " frames lost (" << std::setprecision(2) << (tc.sent ? 100.0 * lost / tc.sent : 0.0)
+            << "% of sent), " << foreign << " foreign; " << reshares_ << " re-shares";
 }
 
 bool NetJob::leads() const { return lead_.load() == opt_.rank; }
@@ -165,7 +186,8 @@ void NetJob::Run() {
           Reshare();
           LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
                                  << Name(opt_.rank) << " masters " << owned_.size() << " of "
-                                 << slave_->layout().count << " chunks of " << chunk_floats_ << " floats";
+                                 << slave_->layout().count << " chunks of " << chunk_floats_ << " floats"
+                                 << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
           start_ok_.store(true);
         }
       } else if (now - started > std::chrono::milliseconds(opt_.start_ms)) {
@@ -358,7 +380,7 @@ void NetJob::Reshare() {
   FlowOptions flow;
   flow.window = opt_.window;
   auto make = [&](Dest to) {
-    auto m = std::make_unique<MasterEndpoint>(w_, n_, chunk_floats_, t_.get(), to, Access::kPlain, flow);
+    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, t_.get(), to, Access::kPlain, flow);
     m->set_owned(owned_);
     m->set_epoch(++epoch_);  // newer than any this machine used: slaves take it at once
     return m;
@@ -417,8 +439,13 @@ void NetJob::Bridge() {
     if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
       g_->stop.store(1);
       g_->job_done.store(1);
+      done_ = true;  // and says so back, so the leader knows it was heard
     }
   }
+  bool heard_done = true;
+  for (int r = 0; r < opt_.machines; ++r)
+    if (r != opt_.rank && peers_[r]->live) heard_done = heard_done && (peers_[r]->flags & kNetDone);
+  all_done_.store(done_ && heard_done);
   bool local_done = local_ > 0;
   for (int r = 0; r < local_; ++r) local_done = local_done && g_->finished[r].load();
   if (local_done && !finished_) {
@@ -499,7 +526,9 @@ void NetJob::Figures() {
   s.staleness = s.deltas_applied ? static_cast<double>(stale_sum) / s.deltas_applied : 0;
   s.positions_answered = slave_ ? slave_->stats().positions_applied : 0;
   const TransportCounters tc = t_->counters();
-  s.lost = tc.dropped + tc.rejected_total();
+  s.foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
+  s.lost = tc.dropped + tc.rejected_total() - s.foreign;
+  s.sent = tc.sent;
   s.reshares = reshares_;
   s.owned = static_cast<uint32_t>(owned_.size());
   s.chunks = static_cast<uint32_t>(owners_.size());
@@ -538,8 +567,9 @@ std::string NetJob::Line() const {
     else os << p.iter_per_s;
   }
   os << std::setprecision(1) << "; " << s.sweeps_per_s << " sweeps/s, " << std::setprecision(3) << s.gbit_out
-     << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost, " << s.unanswered
-     << " positions unanswered, staleness " << std::setprecision(0) << s.staleness << " it (max "
+     << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost ("
+     << std::setprecision(2) << (s.sent ? 100.0 * s.lost / s.sent : 0.0) << "% of sent), " << s.foreign
+     << " foreign, " << s.unanswered << " positions unanswered in time, staleness " << std::setprecision(0) << s.staleness << " it (max "
      << s.staleness_max << "), " << s.reshares << " re-shares";
   return os.str();
 }

@@ -51,6 +51,7 @@ struct NetJobOptions {
   std::vector<std::string> names;  // per rank, for messages (e.g. "udp://10.0.0.2:7000"); may be empty
   bool multicast = false;          // positions to Dest::Group(0) (one send reaches every machine)
   uint32_t chunk_floats = 0;       // 0: as many as one message carries (a multiple of 4)
+  bool chunk_at_params = false;    // no chunk straddles two parameter blobs (Attach's `params`)
   uint32_t heartbeat_ms = 20;      // control message to every machine at least this often
   uint32_t dead_ms = 2000;         // silence after which a machine is dead
   uint32_t start_ms = 60000;       // how long to wait for every machine at the start
@@ -66,7 +67,7 @@ enum NetFlag : uint32_t {
   kNetTraining = 2,   // past the start: its solvers train (a newcomer seeing it joins a running job)
   kNetFinished = 4,   // its solvers are done
   kNetFlushed = 8,    // ... and every chunk it does not own has been answered since
-  kNetDone = 16,      // the job is over (the leader's final snapshot is written)
+  kNetDone = 16,      // the job is over (the leader's final snapshot is written; the others echo it)
   kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
 };
 
@@ -85,7 +86,9 @@ struct NetJobStats {
   double sweeps_per_s = 0;         // per destination (a machine, or the group)
   double gbit_out = 0, gbit_in = 0;  // payload, over the last second
   uint64_t positions_sent = 0, deltas_applied = 0, unanswered = 0, positions_answered = 0;
-  uint64_t lost = 0;               // frames dropped on the way (injected, rejected, kernel)
+  uint64_t lost = 0;               // frames dropped on the way (injected) or refused as corrupt
+  uint64_t foreign = 0;            // frames of another job on the same wire, refused
+  uint64_t sent = 0;               // messages this machine sent
   uint64_t reshares = 0;           // ownership changes
   uint32_t owned = 0, chunks = 0;  // chunks this machine masters, of all
   double staleness = 0;            // mean iterations between a delta's base and its applying
@@ -105,9 +108,11 @@ class NetJob {
   // group's first `local_solvers` ranks) and blocks until training may begin: every machine
   // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
   // machine has joined a running job (its weights received, the global iteration taken over).
-  // `stop` is asked while waiting: true (a signal, say) ends the wait with an Error.
+  // `params`: where each of the net's parameter blobs starts in `weights` (chunks are cut there
+  // with opt.chunk_at_params). `stop` is asked while waiting: true (a signal, say) ends the
+  // wait with an Error.
   void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
-              const std::function<bool()>& stop = {});
+              const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
   // After the local solvers have returned: tells the others a little longer (done, or
   // finished), then stops the daemon. Idempotent.
   void Finish();
@@ -144,6 +149,7 @@ class NetJob {
   float* w_ = nullptr;
   size_t n_ = 0;
   uint32_t chunk_floats_ = 0;
+  std::unique_ptr<ChunkLayout> layout_;
 
   std::unique_ptr<SlaveEndpoint> slave_;
   std::vector<std::unique_ptr<MasterEndpoint>> masters_;  // [0] multicast; else per rank
@@ -158,6 +164,7 @@ class NetJob {
   std::vector<uint64_t> answers_at_finish_, answers_at_drain_;
   bool draining_ = false;
   std::chrono::steady_clock::time_point finished_at_, last_control_, last_post_, last_figures_;
+  std::chrono::steady_clock::time_point attached_at_;  // owner thread
   int leader_ = -1;
   Message batch_[32];
   size_t polled_ = 0, next_ = 0;
@@ -168,6 +175,7 @@ class NetJob {
   // Shared with other threads.
   std::atomic<bool> start_ok_{false}, quit_{false};
   std::atomic<bool> joined_running_{false};
+  std::atomic<bool> all_done_{false};  // done, and every live machine has said so too
   std::atomic<int> lead_{-1};
   std::string start_error_;  // set by the daemon before start_ok_ stays false and quit_
   std::atomic<bool> start_failed_{false};

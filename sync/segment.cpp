@@ -71,15 +71,31 @@ void MasterApply(float* __restrict w, const float* __restrict d, size_t n, Acces
 
 // ---------------------------------------------------------------- ChunkLayout
 
-ChunkLayout::ChunkLayout(size_t n_, uint32_t chunk_floats_) : n(n_), chunk_floats(chunk_floats_) {
+ChunkLayout::ChunkLayout(size_t n_, uint32_t chunk_floats_, const std::vector<size_t>& boundaries)
+    : n(n_), chunk_floats(chunk_floats_) {
   HS_REQUIRE(n > 0) << "a sync segment needs a non-empty buffer";
   HS_REQUIRE(chunk_floats > 0) << "chunk size must be at least one float";
-  const size_t c = (n + chunk_floats - 1) / chunk_floats;
-  HS_REQUIRE(c <= UINT32_MAX) << "too many chunks (" << c << "); use a larger chunk size";
-  count = static_cast<uint32_t>(c);
+  if (boundaries.empty()) {
+    const size_t c = (n + chunk_floats - 1) / chunk_floats;
+    HS_REQUIRE(c <= UINT32_MAX) << "too many chunks (" << c << "); use a larger chunk size";
+    count = static_cast<uint32_t>(c);
+    return;
+  }
+  size_t piece = 0;  // where the current piece began
+  for (size_t i = 0; i <= boundaries.size(); ++i) {
+    const size_t end = i < boundaries.size() ? boundaries[i] : n;
+    HS_REQUIRE(end >= piece && end <= n) << "chunk boundaries must ascend within the buffer of " << n
+                                          << " floats; got " << end << " after " << piece;
+    for (size_t at = piece; at < end; at += chunk_floats) starts_.push_back(at);
+    piece = end;
+  }
+  HS_REQUIRE(starts_.size() <= UINT32_MAX) << "too many chunks (" << starts_.size() << "); use a larger chunk size";
+  count = static_cast<uint32_t>(starts_.size());
+  starts_.push_back(n);
 }
 
 uint32_t ChunkLayout::length(uint32_t c) const {
+  if (!starts_.empty()) return static_cast<uint32_t>(starts_[c + 1] - starts_[c]);
   return static_cast<uint32_t>(std::min<size_t>(chunk_floats, n - offset(c)));
 }
 
@@ -97,10 +113,10 @@ std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers
 
 // ---------------------------------------------------------------- MasterEndpoint
 
-MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport,
+MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transport* transport,
                                Dest slaves, Access access, FlowOptions flow)
     : w_(master),
-      layout_(n, chunk_floats),
+      layout_(layout),
       t_(transport),
       slaves_(slaves),
       access_(access),
@@ -111,8 +127,8 @@ MasterEndpoint::MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, T
       seq_(layout_.count, 0),
       pending_(flow.window ? layout_.count : 0, 0),
       posted_(flow.window ? 2 * size_t{flow.window} : 0) {
-  HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
-      << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
+  HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
+      << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
 }
 
@@ -260,23 +276,23 @@ MasterEndpoint::Stats MasterEndpoint::stats() const {
 
 // ---------------------------------------------------------------- SlaveEndpoint
 
-SlaveEndpoint::SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Transport* transport,
+SlaveEndpoint::SlaveEndpoint(float* slave, const ChunkLayout& layout, Transport* transport,
                              Access access)
     : w_(slave),
-      layout_(n, chunk_floats),
+      layout_(layout),
       t_(transport),
       access_(access),
       seq_(layout_.count, 0),
       epoch_(layout_.count, 0),
       clock_(layout_.count, 0),
       answers_(layout_.count, 0) {
-  HS_REQUIRE(layout_.length(0) * sizeof(float) <= t_->caps().max_payload)
-      << "chunk of " << layout_.length(0) << " floats exceeds the transport's "
+  HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
+      << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
-  const size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+  const size_t bytes = (layout_.n * sizeof(float) + 63) / 64 * 64;
   last_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
   if (!last_) throw std::bad_alloc();
-  ReadChunk(slave, last_.get(), n, access_);
+  ReadChunk(slave, last_.get(), layout_.n, access_);
 }
 
 void SlaveEndpoint::FreeDelete::operator()(float* p) const { std::free(p); }

@@ -54,14 +54,20 @@ namespace hogstream {
 
 enum class Access { kPlain, kAtomic };
 
-// How a buffer of n floats is cut into chunks.
+// How a buffer of n floats is cut into chunks: runs of chunk_floats floats; with `boundaries`
+// (offsets where a new piece begins, e.g. each of a net's parameter blobs), also cut at each,
+// so no chunk straddles two pieces (what a rule or codec that works per parameter asks for).
+// Boundaries must be ascending; 0, n and repeats are ignored; one past n is an Error.
 struct ChunkLayout {
-  ChunkLayout(size_t n, uint32_t chunk_floats);
+  ChunkLayout(size_t n, uint32_t chunk_floats, const std::vector<size_t>& boundaries = {});
   size_t n;
-  uint32_t chunk_floats;
-  uint32_t count;  // number of chunks
-  size_t offset(uint32_t c) const { return static_cast<size_t>(c) * chunk_floats; }
+  uint32_t chunk_floats;  // the longest chunk
+  uint32_t count;         // number of chunks
+  size_t offset(uint32_t c) const { return starts_.empty() ? static_cast<size_t>(c) * chunk_floats : starts_[c]; }
   uint32_t length(uint32_t c) const;
+
+ private:
+  std::vector<size_t> starts_;  // with boundaries: count + 1 offsets (the last is n); else empty
 };
 
 // Which peer masters each chunk when every machine is master of a share of the weights and
@@ -86,6 +92,10 @@ class MasterEndpoint {
   // `master` is borrowed; solver threads may write it concurrently. Positions go to `slaves`
   // (a peer, or a group of them); deltas are accepted from any peer.
   MasterEndpoint(float* master, size_t n, uint32_t chunk_floats, Transport* transport, Dest slaves,
+                 Access access = Access::kPlain, FlowOptions flow = {})
+      : MasterEndpoint(master, ChunkLayout(n, chunk_floats), transport, slaves, access, flow) {}
+  // The same with any layout (cut at parameter boundaries, say); the slaves' must be equal.
+  MasterEndpoint(float* master, const ChunkLayout& layout, Transport* transport, Dest slaves,
                  Access access = Access::kPlain, FlowOptions flow = {});
 
   // Posts the POSITIONs of up to `max` next chunks in round-robin order, as many as send slots
@@ -169,6 +179,9 @@ class SlaveEndpoint {
  public:
   // `slave` is borrowed and must equal the master at construction (last starts as a copy).
   SlaveEndpoint(float* slave, size_t n, uint32_t chunk_floats, Transport* transport,
+                Access access = Access::kPlain)
+      : SlaveEndpoint(slave, ChunkLayout(n, chunk_floats), transport, access) {}
+  SlaveEndpoint(float* slave, const ChunkLayout& layout, Transport* transport,
                 Access access = Access::kPlain);
 
   // Answers waiting POSITIONs with DELTAs (to the peer that sent each) while a send slot is

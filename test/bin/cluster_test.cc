@@ -127,6 +127,18 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
   EXPECT_GE(loss, 0);
   EXPECT_LT(loss, 0.1) << "the job learned (ln 2 = 0.69 untrained)";
   EXPECT_NE(f[0].err.find("Network: machine 0 leads"), std::string::npos) << "the live view";
+  // The leader's "done" reached everyone: nobody took over at the end.
+  for (int r = 1; r < kMachines; ++r) EXPECT_EQ(f[r].err.find("leads the job now"), std::string::npos) << f[r].err;
+  // Each machine says what it ran; together, at least the job's iterations.
+  static const std::regex ran("Network: machine [0-9] \\([^)]*\\) ran ([0-9]+) iterations");
+  int64_t total = 0;
+  for (int r = 0; r < kMachines; ++r) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(f[r].err, m, ran)) << f[r].err;
+    EXPECT_GT(std::stoll(m[1]), 0) << "machine " << r << " trained";
+    total += std::stoll(m[1]);
+  }
+  EXPECT_GE(total, 3000);
 }
 
 TEST_F(Cluster, AFollowerKilledMidRunAndTheOthersFinish) {
@@ -195,6 +207,26 @@ TEST_F(Cluster, RanksFromALaunchersEnvironment) {
     ExpectClean(f, "rank " + std::to_string(r));
     EXPECT_NE(f.err.find("this is machine " + std::to_string(r) + " of 3"), std::string::npos) << f.err;
   }
+}
+
+TEST_F(Cluster, ThreeRanksUnderARealMpirun) {
+  const char* mpirun = "/usr/bin/mpirun";
+  if (access(mpirun, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/mpirun (Debian's openmpi-bin; scripts/test.sh installs it)";
+  Child job(mpirun,
+            {"--allow-run-as-root", "--oversubscribe", "-np", "3", HS_HOGSTREAM_BIN, "train", "--solver=" + solver_,
+             "--solvers=1", "--iterations=600", "--peers=" + peers_, "--start_timeout=30",
+             "--job=mpi" + std::to_string(getpid())},
+            scratch_, "mpirun");
+  const Finished f = job.Wait(180);
+  EXPECT_EQ(f.rc, 0) << f.err << f.out;
+  const std::string all = f.err + f.out;
+  for (int r = 0; r < kMachines; ++r)
+    EXPECT_NE(all.find("this is machine " + std::to_string(r) + " of 3, udp://127.0.0.1:" + std::to_string(ports_[r]) +
+                       " (OMPI_COMM_WORLD_RANK)"),
+              std::string::npos)
+        << all;
+  EXPECT_NE(all.find("Optimization Done.\n"), std::string::npos) << all;
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_600.caffemodel"));
 }
 
 TEST_F(Cluster, MistakesInTheListAreOneLine) {

@@ -605,6 +605,64 @@ TEST(SegmentPeersTest, SlaveTakesPositionsOnlyFromTheChunksOwner) {
 INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),
                          [](const auto& info) { return info.param ? "lossy" : "clean"; });
 
+TEST(SegmentLayoutTest, ChunksCutAtParameterBoundariesNeverStraddleOne) {
+  // LeNet's blobs: conv1 500 + 20, conv2 25000 + 50, ip1 400000 + 500, ip2 5000 + 10.
+  const std::vector<size_t> sizes = {500, 20, 25000, 50, 400000, 500, 5000, 10};
+  std::vector<size_t> starts;
+  size_t n = 0;
+  for (size_t s : sizes) {
+    starts.push_back(n);
+    n += s;
+  }
+  const ChunkLayout layout(n, 2048, starts);
+  size_t covered = 0;
+  for (uint32_t c = 0; c < layout.count; ++c) {
+    ASSERT_EQ(layout.offset(c), covered) << "chunk " << c << " follows the one before";
+    ASSERT_GT(layout.length(c), 0u);
+    ASSERT_LE(layout.length(c), 2048u);
+    for (size_t b : starts)  // a boundary may start a chunk, never fall inside one
+      EXPECT_FALSE(b > layout.offset(c) && b < layout.offset(c) + layout.length(c)) << "chunk " << c;
+    covered += layout.length(c);
+  }
+  EXPECT_EQ(covered, n);
+  size_t want = 0;
+  for (size_t s : sizes) want += (s + 2047) / 2048;
+  EXPECT_EQ(layout.count, want) << "each blob on its own, in chunks of at most 2048";
+  EXPECT_EQ(ChunkLayout(n, 2048).count, (n + 2047) / 2048) << "without boundaries: uniform";
+  EXPECT_THROW(ChunkLayout(100, 10, {50, 20}), Error) << "descending";
+  EXPECT_THROW(ChunkLayout(100, 10, {101}), Error) << "past the end";
+}
+
+TEST(SegmentLayoutTest, TheRuleSyncsOverAnUnevenLayout) {
+  std::mt19937 gen(TestSeed());
+  const size_t n = 1000;
+  const ChunkLayout layout(n, 64, {3, 10, 500, 501});
+  std::vector<float> master = RandomVector(n, gen), slave = master, want = master;
+  InprocOptions o;
+  o.max_payload = 64 * sizeof(float);
+  o.slots = 8;
+  auto [a, b] = InprocDevice::MakePair(o);
+  MasterEndpoint me(master.data(), layout, a.get(), Dest::Peer(1));
+  SlaveEndpoint se(slave.data(), layout, b.get());
+  std::uniform_real_distribution<float> step(-1, 1);
+  for (size_t i = 0; i < n; ++i) {  // progress on both sides, then every chunk once
+    const float dm = step(gen), ds = step(gen);
+    master[i] += dm;
+    slave[i] += ds;
+    want[i] += dm + ds;
+  }
+  for (uint32_t sent = 0; sent < layout.count;) {
+    sent += static_cast<uint32_t>(me.PostPositions(4));
+    se.PollPositions();
+    me.PollDeltas();
+  }
+  EXPECT_EQ(me.stats().malformed + se.stats().malformed, 0u);
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(master[i], want[i], 1e-5) << i;
+    ASSERT_NEAR(slave[i], want[i], 1e-5) << i;
+  }
+}
+
 TEST(SegmentSettingsTest, RejectsBadSettingsAndSweepWhileRunning) {
   std::vector<float> a(10), b(10);
   SegmentOptions bad;
