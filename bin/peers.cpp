@@ -5,6 +5,8 @@
 #include <ifaddrs.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 #include <netdb.h>
 
 #include <algorithm>
@@ -287,6 +289,47 @@ std::map<std::string, std::string> LauncherEnv() {
   return env;
 }
 
+namespace {
+
+// The MTU of the interface holding IPv4 address `ip` in namespace `netns` ("" = the calling
+// thread's); 0 when none holds it (or the kernel will not say).
+uint32_t MtuOfAddress(const std::string& ip, const std::string& netns) {
+  NetnsScope in_ns(netns);
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return 0;
+  std::string name;
+  for (ifaddrs* a = all; a && name.empty(); a = a->ifa_next) {
+    if (!a->ifa_addr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    if (ip == text) name = a->ifa_name;
+  }
+  freeifaddrs(all);
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (name.empty() || name.size() >= IFNAMSIZ || fd < 0) {
+    if (fd >= 0) close(fd);
+    return 0;
+  }
+  ifreq req{};
+  std::memcpy(req.ifr_name, name.c_str(), name.size());
+  const int rc = ioctl(fd, SIOCGIFMTU, &req);
+  close(fd);
+  return rc == 0 && req.ifr_mtu > 0 ? static_cast<uint32_t>(req.ifr_mtu) : 0;
+}
+
+// The largest UDP payload (a multiple of 16) whose frame fits one datagram within `mtu`, so
+// nothing is fragmented: IPv4 + UDP headers (28 bytes), the frame header and the longer
+// trailer, padded to 16. At most 32 KiB (loopback's MTU is 64 KiB); 8 KiB when the MTU is
+// unknown.
+uint32_t UdpPayloadFor(uint32_t mtu) {
+  if (mtu == 0) return 8192;
+  const uint32_t datagram = (mtu - 28) / 16 * 16;
+  const uint32_t overhead = static_cast<uint32_t>(FrameFormat::kHeaderBytes) + 16;
+  return std::min<uint32_t>(32768, datagram > overhead + 16 ? datagram - overhead : 16);
+}
+
+}  // namespace
+
 std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self, const PeerOpenOptions& opt) {
   const int n = static_cast<int>(list.peers.size());
   HS_CHECK(self.rank >= 0 && self.rank < n) << "rank " << self.rank << " of " << n;
@@ -297,7 +340,7 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
     UdpOptions o;
     o.address = list.peers[me].ip;
     o.port = list.peers[me].port;
-    o.max_payload = opt.max_payload ? opt.max_payload : 8192;
+    o.max_payload = opt.max_payload ? opt.max_payload : UdpPayloadFor(MtuOfAddress(o.address, opt.netns));
     o.job = opt.job;
     o.key = opt.key;
     o.peer_timeout_ms = kNever;

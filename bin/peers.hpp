@@ -89,7 +89,8 @@ struct PeerOpenOptions {
   // raw: "on" = a locally administered group MAC derived from `job` (03:48:53:...), or a group
   // MAC; the kernel does not hand a raw endpoint its own sends.
   std::string multicast;
-  uint32_t max_payload = 0;     // 0 = udp 8192, raw the most the MTU carries
+  uint32_t max_payload = 0;     // 0 = the most one datagram (udp) or frame (raw) carries
+                                // within the local interface's MTU (udp: at most 32 KiB)
   std::string netns;            // open the sockets in this `ip netns` ("" = the caller's own)
 };
 // This machine's endpoint (udp: bound to its entry's ip:port; raw: on the interface) with every

@@ -102,6 +102,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
   o.iface = f.get("iface");
   o.multicast = f.get("multicast");
+  o.max_payload = static_cast<uint32_t>(f.get_int("payload", 0, 16, 1 << 20));
+  HS_REQUIRE(o.max_payload % 16 == 0) << "--payload must be a multiple of 16 bytes, got " << o.max_payload;
   std::unique_ptr<Transport> t = OpenPeers(list, self, o);
   if (f.has("loss")) {  // injected loss on the data messages, to see how a job takes it
     const std::string text = f.get("loss");

@@ -39,7 +39,7 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers);
 // The flags of a job across machines (`hogstream train --peers=...`, raw.bin).
 inline const std::vector<std::string> kNetJobFlags = {
     "peers", "multicast", "rank", "iface", "job", "job-key", "loss", "sweep_ms", "dead_ms", "start_timeout",
-    "chunk_at_params"};
+    "chunk_at_params", "payload"};
 // This machine's network daemon from those flags: `peers` is the --peers text (or raw.bin's
 // MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
 // in the log. Errors (a bad list, no local entry, a port in use) are one line.

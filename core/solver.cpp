@@ -180,15 +180,18 @@ void Solver::ApplyUpdate() {
 void Solver::UpdateSmoothedLoss(float loss) {
   // The window runs on this solver's own losses: in a group its iterations are not
   // consecutive, so (iter - start) % window would revisit some slots and never others.
+  // The mean of the window, summed afresh: a running "+= (new - old) / window" keeps the
+  // rounding of every loss that passed through it, so after large losses (thousands) small
+  // ones averaged to about -5e-4, a negative loss.
   const int window = param_.average_loss();
   if (static_cast<int>(losses_.size()) < window) {
     losses_.push_back(loss);
-    smoothed_loss_ = (smoothed_loss_ * (losses_.size() - 1) + loss) / losses_.size();
   } else {
-    const size_t idx = static_cast<size_t>(losses_seen_ % window);
-    smoothed_loss_ += (loss - losses_[idx]) / window;
-    losses_[idx] = loss;
+    losses_[static_cast<size_t>(losses_seen_ % window)] = loss;
   }
+  double sum = 0;
+  for (float l : losses_) sum += l;
+  smoothed_loss_ = static_cast<float>(sum / static_cast<double>(losses_.size()));
   ++losses_seen_;
 }
 

@@ -2,7 +2,9 @@
 // on loopback (ranks by --rank, or from a launcher's environment), a tiny learnable net. The
 // job ends with the leader's snapshot and "Optimization Done" everywhere; a follower killed
 // with SIGKILL, the leader killed, a machine restarted: the others finish the job. Mistakes in
-// the list are one line. (Namespaces, raw Ethernet and multicast: bench/cluster.sh.)
+// the list are one line. Between network namespaces on a bridge (root): over raw Ethernet and
+// over UDP multicast, each beside a foreign job on the same wire. (LeNet on Fashion-MNIST to
+// its accuracy band, with kills and a rejoin, between namespaces: bench/cluster.sh.)
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -16,7 +18,9 @@
 #include <thread>
 #include <vector>
 
+#include "bin/peers.hpp"
 #include "test/program_runner.hpp"
+#include "test/transport/veth.hpp"
 
 namespace hogstream {
 namespace {
@@ -102,6 +106,16 @@ class Cluster : public ::testing::Test {
     for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it)
       loss = std::stod((*it)[1]);
     return loss;
+  }
+
+  // The same solver with its snapshots under another prefix (for a second job).
+  std::string SolverWithPrefix(const std::string& prefix) {
+    std::string text = test::ReadFile(solver_);
+    const std::string from = (scratch_ / "snap");
+    text.replace(text.find(from), from.size(), scratch_ / prefix);
+    const std::string path = scratch_ / (prefix + ".prototxt");
+    std::ofstream(path) << text;
+    return path;
   }
 
   test::ScratchDir scratch_{"cluster"};
@@ -227,6 +241,61 @@ TEST_F(Cluster, ThreeRanksUnderARealMpirun) {
         << all;
   EXPECT_NE(all.find("Optimization Done.\n"), std::string::npos) << all;
   EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_600.caffemodel"));
+}
+
+TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethBridge net(kMachines);
+  std::string raw = "raw://", udp = "udp://", other = "udp://";
+  for (int i = 0; i < kMachines; ++i) {
+    const Finished route = test::RunProgram("/usr/sbin/ip", {"-n", net.ns(i), "route", "add", "224.0.0.0/4", "dev", net.iface(i)}, scratch_, 10);
+    ASSERT_EQ(route.rc, 0) << route.err;
+    for (const auto& [iface, mac] : ReadLocalAddresses(net.ns(i)).macs)
+      if (iface == net.iface(i)) raw += (i ? "," : "") + FormatMac(mac);
+    udp += (i ? "," : "") + net.address(i) + ":7000";
+    other += (i ? "," : "") + net.address(i) + ":7100";
+  }
+  const std::string foreign_solver = SolverWithPrefix("foreign");
+  struct Case {
+    const char* name;
+    std::string peers, foreign_peers, multicast;
+  };
+  for (const Case& c : {Case{"raw", raw, raw, "on"}, Case{"udp", udp, other, "239.77.0.9:7001"}}) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::unique_ptr<Child>> job, foreign;
+    auto start = [&](const std::string& peers, const std::string& solver, const std::string& tag, int i) {
+      return std::make_unique<Child>(
+          "/usr/sbin/ip",
+          std::vector<std::string>{"netns", "exec", net.ns(i), HS_HOGSTREAM_BIN, "train", "--solver=" + solver,
+                                   "--solvers=1", "--iterations=2000", "--peers=" + peers, "--multicast=" + c.multicast,
+                                   "--job=" + tag, "--start_timeout=30", "--sweep_ms=5"},
+          scratch_, std::string(c.name) + tag + std::to_string(i));
+    };
+    for (int i = 0; i < kMachines; ++i) job.push_back(start(c.peers, solver_, "A", i));
+    for (int i = 0; i < kMachines; ++i) foreign.push_back(start(c.foreign_peers, foreign_solver, "B", i));
+    std::vector<Finished> f, g;
+    for (int i = 0; i < kMachines; ++i) f.push_back(job[i]->Wait(180));
+    for (int i = 0; i < kMachines; ++i) g.push_back(foreign[i]->Wait(60));
+    for (int i = 0; i < kMachines; ++i) {
+      ExpectClean(f[i], "machine " + std::to_string(i));
+      ExpectClean(g[i], "foreign machine " + std::to_string(i));
+    }
+    EXPECT_NE(f[0].err.find("Optimization Done.\n"), std::string::npos) << f[0].err;
+    EXPECT_NE(g[0].err.find("Optimization Done.\n"), std::string::npos) << g[0].err;
+    EXPECT_LT(FinalLoss(f[0].err), 0.1) << "the job learned beside the foreign one";
+    EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_2000.caffemodel"));
+    EXPECT_TRUE(fs::exists(scratch_ / "foreign_iter_2000.caffemodel"));
+    // The foreign job's frames reached this job's sockets and were counted and refused.
+    static const std::regex counted("frames lost \\([0-9.]+% of sent\\), ([0-9]+) foreign");
+    uint64_t seen = 0;
+    for (const Finished& x : f) {
+      std::smatch m;
+      if (std::regex_search(x.err, m, counted)) seen += std::stoull(m[1]);
+    }
+    EXPECT_GT(seen, 0u) << f[0].err;
+    fs::remove(scratch_ / "snap_iter_2000.caffemodel");
+    fs::remove(scratch_ / "foreign_iter_2000.caffemodel");
+  }
 }
 
 TEST_F(Cluster, MistakesInTheListAreOneLine) {

@@ -438,6 +438,37 @@ TEST(Solver, SmoothedLossWindowInAGroup) {
   EXPECT_NEAR(s->smoothed_loss(), want, 1e-5 * std::max(1.0, std::fabs(want)));
 }
 
+// Large losses, then small ones: the smoothed loss is the mean of the last ones, not what
+// rounding left of the large ones (a running "+= (new - old) / window" went negative).
+TEST(Solver, SmoothedLossForgetsLargeLossesExactly) {
+  std::vector<float> losses;
+  Solver* solver = nullptr;
+  std::mt19937 gen(TestSeed());
+  std::normal_distribution<float> d;
+  // Inputs and weights at `scale`: W x + b - y, and the loss, grow with it.
+  auto set_scale = [&](float scale) {
+    for (Blob* b : solver->net().input_blobs())
+      for (int i = 0; i < b->count(); ++i) b->mutable_cpu_data()[i] = scale * d(gen);
+    for (Blob* b : solver->net().learnable_params())
+      for (int i = 0; i < b->count(); ++i) b->mutable_cpu_data()[i] = scale * d(gen);
+  };
+  SolverOptions o = Quiet();
+  o.action = [&] {  // after each iteration; from the 10th on, the losses are tiny
+    losses.push_back(solver->net().output_blobs()[0]->cpu_data()[0]);
+    if (losses.size() == 10) set_scale(1e-3f);
+    return SolverAction::NONE;
+  };
+  auto s = CreateSolver(LinearSolver("average_loss: 1 base_lr: 0 weight_decay: 0"), o);
+  solver = s.get();
+  set_scale(3000.f);  // losses ~1e13
+  s->Step(20);
+  ASSERT_EQ(losses.size(), 20u);
+  ASSERT_GT(losses[0], 1e6f);
+  ASSERT_LT(losses.back(), 1e-3f);
+  EXPECT_GE(s->smoothed_loss(), 0.f);
+  EXPECT_FLOAT_EQ(s->smoothed_loss(), losses.back()) << "average_loss 1: the last loss itself";
+}
+
 // lr_policy poly is finite even past max_iter (1 - iter/max_iter < 0 used to give NaN).
 TEST(Solver, PolyLearningRatePastMaxIterIsFinite) {
   auto s = CreateSolver(LinearSolver("lr_policy: 'poly' power: 0.5 max_iter: 10"), Quiet());
