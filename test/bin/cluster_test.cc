@@ -80,7 +80,8 @@ class Cluster : public ::testing::Test {
     std::vector<std::string> args = {"train", "--solver=" + solver_, "--solvers=1",
                                      "--iterations=" + std::to_string(iterations), "--peers=" + peers_,
                                      "--rank=" + std::to_string(rank), "--dead_ms=600", "--start_timeout=30",
-                                     "--sweep_ms=5", "--job=" + std::to_string(getpid())};
+                                     "--sweep_ms=5", "--job=" + std::to_string(getpid()),
+                                     "--payload=4096"};  // 7 chunks of the net's 6146 floats: a share each
     args.insert(args.end(), extra.begin(), extra.end());
     return std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "m" + std::to_string(rank) + tag);
   }
