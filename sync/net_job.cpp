@@ -349,7 +349,12 @@ void NetJob::Reshare() {
       same = same && (masters_[r] != nullptr) == static_cast<bool>(live[r]);
     }
   }
-  if (same && !masters_.empty() == !owned_.empty()) return;
+  int receivers = 0;  // the live machines a multicast position reaches
+  for (int r = 0; r < opt_.machines; ++r) receivers += r != opt_.rank && live[r];
+  if (same && !masters_.empty() == !owned_.empty()) {
+    if (opt_.multicast && !masters_.empty()) masters_[0]->set_receivers(static_cast<uint32_t>(receivers));
+    return;
+  }
   for (const auto& m : masters_) {
     if (!m) continue;
     const MasterEndpoint::Stats s = m->stats();
@@ -387,6 +392,7 @@ void NetJob::Reshare() {
   };
   if (opt_.multicast) {
     masters_.push_back(make(Dest::Group(0)));
+    masters_[0]->set_receivers(static_cast<uint32_t>(receivers));  // a window per receiver
   } else {
     masters_.resize(opt_.machines);
     for (int r = 0; r < opt_.machines; ++r)

@@ -126,6 +126,7 @@ MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transpo
                                        .count())),
       seq_(layout_.count, 0),
       pending_(flow.window ? layout_.count : 0, 0),
+      awaiting_(flow.window ? layout_.count : 0, 0),
       posted_(flow.window ? 2 * size_t{flow.window} : 0) {
   HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
@@ -150,6 +151,7 @@ void MasterEndpoint::set_owned(std::vector<uint32_t> chunks) {
 
 void MasterEndpoint::Answered(uint32_t c, uint64_t seq) {
   if (!flow_.window || pending_[c] != seq) return;  // not awaited (expired, or superseded)
+  if (--awaiting_[c] > 0) return;                   // other receivers still to answer
   pending_[c] = 0;
   --in_flight_;
 }
@@ -190,6 +192,7 @@ size_t MasterEndpoint::PostPositions(size_t max) {
     if (flow_.window) {
       if (pending_[c] == 0) ++in_flight_;  // else the older position is superseded
       pending_[c] = h.seq;
+      awaiting_[c] = receivers_;
       if (posted_size_ == posted_.size()) Expire();  // full of answered entries: drop them
       posted_[(posted_head_ + posted_size_++) % posted_.size()] = {c, h.seq, NowUs()};
     }
@@ -242,16 +245,14 @@ bool MasterEndpoint::OnDelta(const Message& m) {
     Add(deltas_other_epoch_);  // its seq belongs to another incarnation's numbering
   } else if (h.seq == 0 || h.seq > seq_[h.chunk]) {
     Add(malformed_);  // answers a position never posted
-  } else {
+  } else if (Fresh(h.source, h.chunk, h.seq)) {  // (a duplicate answers nothing twice)
     Answered(h.chunk, h.seq);
-    if (Fresh(h.source, h.chunk, h.seq)) {
-      MasterApply(w_ + layout_.offset(h.chunk), m.floats(), m.float_count(), access_);
-      Add(deltas_applied_);
-      const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
-      Add(staleness_sum_, stale);
-      if (stale > staleness_max_.load(kRelaxed)) staleness_max_.store(stale, kRelaxed);
-      return true;
-    }
+    MasterApply(w_ + layout_.offset(h.chunk), m.floats(), m.float_count(), access_);
+    Add(deltas_applied_);
+    const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
+    Add(staleness_sum_, stale);
+    if (stale > staleness_max_.load(kRelaxed)) staleness_max_.store(stale, kRelaxed);
+    return true;
   }
   return false;
 }

@@ -112,6 +112,12 @@ class MasterEndpoint {
   // sweep is one pass over them. Default: every chunk. An empty list or a chunk out of range is
   // a user Error. Set it before the first post.
   void set_owned(std::vector<uint32_t> chunks);
+  // How many slaves answer each position (the members of a multicast group besides this
+  // master; 1 for a single peer, the default). With a window, a position awaits all of their
+  // deltas, so the window is as wide as its slowest receiver lets it be (each receiver's
+  // outstanding positions are bounded, not only the first answerer's). Takes effect for
+  // positions posted from now on.
+  void set_receivers(uint32_t n) { receivers_ = n ? n : 1; }
   // Applies every DELTA waiting. Returns how many were applied.
   size_t PollDeltas();
   // The same for one DELTA a caller polled itself (a daemon that reads one transport for
@@ -138,7 +144,7 @@ class MasterEndpoint {
  private:
   // Marks (from, chunk, seq) applied; false if that slave's delta was seen or is too old.
   bool Fresh(PeerId from, uint32_t chunk, uint64_t seq);
-  void Answered(uint32_t chunk, uint64_t seq);  // a delta for (chunk, seq) came back
+  void Answered(uint32_t chunk, uint64_t seq);  // a fresh delta for (chunk, seq) came back
   void Expire();  // stops counting positions unanswered for answer_timeout_us
 
   float* w_;
@@ -166,6 +172,8 @@ class MasterEndpoint {
     int64_t at_us;
   };
   std::vector<uint64_t> pending_;
+  std::vector<uint32_t> awaiting_;  // per chunk: answers the pending position still awaits
+  uint32_t receivers_ = 1;
   std::vector<Posted> posted_;  // a ring of 2 * window entries (answered ones leave lazily)
   size_t posted_head_ = 0, posted_size_ = 0;
   uint32_t in_flight_ = 0;

@@ -521,6 +521,32 @@ TEST(SegmentPeersTest, EverySlavesAnswerToAMulticastPositionIsApplied) {
   EXPECT_EQ(st.malformed, 0u);
 }
 
+// A multicast position with a window awaits every receiver's delta: the window stays closed
+// until the slowest has answered (a duplicate of the fast one's answer does not count twice).
+TEST(SegmentPeersTest, AMulticastWindowWaitsForEveryReceiver) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(8, gen);
+  ScriptedTransport t(4 * sizeof(float));
+  FlowOptions flow;
+  flow.window = 1;
+  flow.answer_timeout_us = 10'000'000;  // never, in this test
+  MasterEndpoint me(w.data(), w.size(), 4, &t, Dest::Group(1), Access::kPlain, flow);
+  me.set_epoch(3);
+  me.set_receivers(2);
+  ASSERT_EQ(me.PostPositions(4), 1u);
+  EXPECT_EQ(me.PostPositions(4), 0u) << "window of 1";
+  t.Deliver(Delta(0, 1, 3), 2, RandomVector(4, gen));
+  t.Deliver(Delta(0, 1, 3), 2, RandomVector(4, gen));  // the fast receiver's duplicate
+  EXPECT_EQ(me.PollDeltas(), 1u);
+  EXPECT_EQ(me.in_flight(), 1u) << "receiver 3 has not answered";
+  EXPECT_EQ(me.PostPositions(4), 0u);
+  t.Deliver(Delta(0, 1, 3), 3, RandomVector(4, gen));
+  EXPECT_EQ(me.PollDeltas(), 1u);
+  EXPECT_EQ(me.in_flight(), 0u);
+  EXPECT_EQ(me.PostPositions(4), 1u) << "both answered: the window reopens";
+  EXPECT_EQ(me.stats().deltas_duplicate, 1u);
+}
+
 // A restarted master (a newer epoch, seqs from 1 again) is answered; positions of the older
 // incarnation that arrive late are ignored; the delta echoes the position's epoch.
 TEST(SegmentPeersTest, SlaveFollowsANewerEpochAndIgnoresAnOlderOne) {
