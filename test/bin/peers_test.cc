@@ -3,6 +3,7 @@
 // endpoints opened from a list: two UDP ranks on 127.0.0.1 talking both ways (unicast and a
 // 239.x group), and, where test networks can be made (root), raw Ethernet and UDP between two
 // namespaces on a veth pair, each end finding itself from its own namespace's addresses.
+#include "test/error_of.hpp"
 #include "bin/peers.hpp"
 
 #include <arpa/inet.h>
@@ -29,18 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Env = std::map<std::string, std::string>;
-
-// The message of the hogstream::Error `f` throws ("" and a test failure when it throws none).
-template <class F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a hogstream::Error";
-  return "";
-}
 
 // A file holding `text`, removed when the test ends (passed or not).
 struct TempFile {

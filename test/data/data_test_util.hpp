@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "test/error_of.hpp"
 #include "core/common.hpp"
 #include "core/proto/hogstream.pb.h"
 #include "data/lmdb.hpp"
 
 namespace hogstream::testing {
+
+using hogstream::ErrorOf;  // test/error_of.hpp
 
 class TempDir {
  public:
@@ -83,19 +86,6 @@ inline pb::LayerParameter DataParam(const std::vector<std::string>& sources, int
   dp->set_batch_size(batch_size);
   dp->set_backend(pb::DataParameter::LMDB);
   return p;
-}
-
-// Runs `f` and returns the message of the hogstream::Error it throws ("" plus a test failure
-// if it throws nothing).
-template <class F>
-std::string ErrorOf(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a hogstream::Error";
-  return "";
 }
 
 }  // namespace hogstream::testing

@@ -10,6 +10,7 @@
 // no RDMA device is listed (here: always).
 #ifdef HOGSTREAM_VERBS
 
+#include "test/error_of.hpp"
 #include "transport/verbs/endpoint.hpp"
 
 #include "core/common.hpp"
@@ -634,15 +635,6 @@ TEST_F(VerbsFake, RegisterGivesHostAndPinnedMemoryAnMr) {
   a->Deregister(w.data());
   EXPECT_EQ(fake_.live_objects(), before);
   a->Register(w.data() + 500, 16, MemoryKind::kPinned);  // left for the destructor
-}
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(VerbsSetup, OpenWithNoDeviceIsOneLineError) {
