@@ -27,7 +27,9 @@
 // not own has been answered once more (its progress has gone out: "flushed"); the leader holds
 // its final snapshot (the group's hold_final) until every live machine is flushed and each
 // chunk it does not own has been answered twice more (the owners' values with those deltas
-// in), or drain_ms pass; then its "done" tells the others to stop.
+// in), or drain_ms pass; then its "done" tells the others to stop, and it goes on saying so
+// until every live machine has said it back (or dead_ms pass).
+// Multicast: a position under the window awaits the delta of every live machine it reaches.
 #pragma once
 
 #include <atomic>
