@@ -204,6 +204,27 @@ TEST_F(Cluster, AMachineRestartedMidRunRejoinsAndContributes) {
   EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_40000.caffemodel"));
 }
 
+TEST_F(Cluster, EveryMachineResumesFromTheSnapshot) {
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 1000, ".first"));
+  for (int r = 0; r < kMachines; ++r) ExpectClean(m[r]->Wait(120), "first run, machine " + std::to_string(r));
+  const std::string state = scratch_ / "snap_iter_1000.solverstate";
+  ASSERT_TRUE(fs::exists(state));
+  m.clear();
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 2000, ".resumed", {"--snapshot=" + state}));
+  std::vector<Finished> f;
+  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "resumed, machine " + std::to_string(r));
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_2000.caffemodel"));
+  // The global iteration went on from 1000: no display below it.
+  static const std::regex shown("Iteration ([0-9]+) \\(");
+  int64_t lowest = -1;
+  for (auto it = std::sregex_iterator(f[0].err.begin(), f[0].err.end(), shown); it != std::sregex_iterator(); ++it)
+    if (lowest < 0 || std::stoll((*it)[1]) < lowest) lowest = std::stoll((*it)[1]);
+  EXPECT_GE(lowest, 1000) << f[0].err;
+  EXPECT_LT(FinalLoss(f[0].err), 0.1);
+}
+
 TEST_F(Cluster, RanksFromALaunchersEnvironment) {
   // Three entries all on 127.0.0.1: the list alone cannot say which is which; OMPI's
   // variables do (as `mpirun -np 3` sets them).
