@@ -10,6 +10,10 @@
 #     kill       machine N-1 killed (SIGKILL) at KILL_AT global iterations
 #     leaderkill machine 0 (the leader) killed at KILL_AT
 #     rejoin     machine N-1 killed at KILL_AT and started again REJOIN_AFTER seconds later
+#   BASELINE=1: first the same solver in one process with SOLVERS threads, on the host; then
+#     both runs' time to TARGET test accuracy (default 0.89) and the cluster's ratio to it
+#     (issue 10's scaling goal: MACHINES=4 SOLVERS=3, ratio <= 0.35, on a 16-core machine;
+#     run it 3 times and quote the medians)
 #   FOREIGN=1: a second job of as many machines (another --job, other ports, the same
 #     multicast group or the same raw interfaces) trains on the same wire at the same time
 #   env: MACHINES=3 SOLVERS=1 ITER=10000 KILL_AT=3000 REJOIN_AFTER=5 LOSS=0 MTU=1500
@@ -95,6 +99,27 @@ start() {  # machine i, log suffix
   ip netns exec "${P}m$1" "$BIN" "${flags[@]}" > "$OUT/m$1$2.log" 2>&1 &
   PIDS[$1]=$!
 }
+# Seconds from a Caffe-format log's first line to its first test accuracy >= TARGET ("-" if never).
+TARGET=${TARGET:-0.89}
+time_to_target() {
+  awk -v target="$TARGET" '
+    function secs(t,  a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+    /^[IWE][0-9][0-9][0-9][0-9] / { if (start == "") start = secs($2) }
+    /Test net output #0: accuracy = / {
+      v = $NF + 0
+      if (v >= target && hit == "") hit = secs($2)
+    }
+    END { if (hit == "") print "-"; else printf "%.1f\n", hit - start }' "$1"
+}
+if [[ ${BASELINE:-0} == 1 ]]; then
+  echo "== baseline: one process, $SOLVERS solver threads: $BUILD_DIR/hogstream train --solver=$OUT/solver.prototxt --solvers=$SOLVERS --iterations=$ITER"
+  tb0=$(date +%s.%N)
+  "$BUILD_DIR/hogstream" train --solver="$OUT/solver.prototxt" --solvers="$SOLVERS" --iterations="$ITER" > "$OUT/single.log" 2>&1
+  printf "baseline wall time: %.1f s, final accuracy %s, time to %s: %s s\n" "$(echo "$(date +%s.%N) - $tb0" | bc)" \
+    "$(grep "Test net output #0: accuracy" "$OUT/single.log" | tail -1 | sed 's/.*accuracy = //')" "$TARGET" \
+    "$(time_to_target "$OUT/single.log")"
+  rm -f "$OUT"/lenet_iter_*  # the cluster's snapshots next
+fi
 echo "== $MACHINES machines, $MODE, $SCENARIO: $BIN ${flags[*]}"
 t0=$(date +%s.%N)
 for ((i = 0; i < MACHINES; ++i)); do start $i ""; done
@@ -161,5 +186,13 @@ done
 lead=$(grep -l "Optimization Done.$" "$OUT"/m*.log 2>/dev/null | head -1 || true)
 if [[ -n $lead ]]; then
   echo "final accuracy (leader $(basename "$lead" .log)): $(grep "Test net output #0: accuracy" "$lead" | tail -1 | sed 's/.*accuracy = //')"
+  tc=$(time_to_target "$lead")
+  echo "time to $TARGET: $tc s"
+  if [[ ${BASELINE:-0} == 1 ]]; then
+    tb=$(time_to_target "$OUT/single.log")
+    if [[ $tb != - && $tc != - ]]; then
+      echo "ratio to one process with $SOLVERS threads: $(echo "scale=3; $tc / $tb" | bc) (cluster $tc s / one process $tb s)"
+    fi
+  fi
 fi
 ls "$OUT"/lenet_iter_*.caffemodel 2>/dev/null | tail -2 || true
