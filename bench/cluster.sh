@@ -123,24 +123,20 @@ fi
 echo "== $MACHINES machines, $MODE, $SCENARIO: $BIN ${flags[*]}"
 t0=$(date +%s.%N)
 for ((i = 0; i < MACHINES; ++i)); do start $i ""; done
-FPIDS=()
 if [[ ${FOREIGN:-0} == 1 ]]; then  # another job on the same wire
+  sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/foreign\"|" "$OUT/solver.prototxt" > "$OUT/foreign.prototxt"
   fflags=()
   for a in "${flags[@]}"; do
     case $a in
       --job=*) fflags+=(--job=foreign$$) ;;
       --peers=udp://*) fflags+=("${a//:7000/:7100}") ;;
-      --solver=*) sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/foreign\"|" "$OUT/solver.prototxt" > "$OUT/foreign.prototxt"
-                  fflags+=(--solver="$OUT/foreign.prototxt") ;;
-      "$OUT/solver.prototxt") sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/foreign\"|" "$OUT/solver.prototxt" > "$OUT/foreign.prototxt"
-                  fflags+=("$OUT/foreign.prototxt") ;;
+      *solver.prototxt) fflags+=("${a/solver.prototxt/foreign.prototxt}") ;;  # --solver=F, or raw.bin's F
       *) fflags+=("$a") ;;
     esac
   done
   echo "== and a foreign job on the same wire: $BIN ${fflags[*]}"
   for ((i = 0; i < MACHINES; ++i)); do
     ip netns exec "${P}m$i" "$BIN" "${fflags[@]}" > "$OUT/f$i.log" 2>&1 &
-    FPIDS[$i]=$!
     PIDS+=($!)
   done
 fi

@@ -18,6 +18,24 @@ namespace hogstream {
 namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+// Frames refused as another job's, and frames lost otherwise (injected drops, corrupt or
+// refused for any other reason).
+struct Losses {
+  uint64_t lost, foreign;
+};
+// Adds a master's figures to a sum over masters (a maximum for staleness_max).
+void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
+  sum.sweeps += s.sweeps;
+  sum.positions_sent += s.positions_sent;
+  sum.deltas_applied += s.deltas_applied;
+  sum.unanswered += s.unanswered;
+  sum.staleness_sum += s.staleness_sum;
+  sum.staleness_max = std::max(sum.staleness_max, s.staleness_max);
+}
+Losses LossesOf(const TransportCounters& tc) {
+  const uint64_t foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
+  return {tc.dropped + tc.rejected_total() - foreign, foreign};
+}
 }  // namespace
 
 struct NetJob::Peer {
@@ -113,12 +131,10 @@ void NetJob::Finish() {
   thread_.join();
   if (!opt_.log || !g_) return;
   // What this machine did over the whole job, for the log (and tools that read it).
-  int64_t mine = 0;
-  for (int r = 0; r < local_; ++r) mine += g_->done[r].load();
+  const int64_t mine = LocalIterations();
   const double secs = std::max(1e-9, Seconds(Clock::now() - attached_at_));
   const TransportCounters tc = t_->counters();
-  const uint64_t foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
-  const uint64_t lost = tc.dropped + tc.rejected_total() - foreign;
+  const auto [lost, foreign] = LossesOf(tc);
   LOG(INFO) << std::fixed << std::setprecision(1) << "Network: " << Name(opt_.rank) << " ran " << mine
             << " iterations in " << secs << " s (" << mine / secs << " iter/s); sent "
             << std::setprecision(3) << tc.bytes_sent * 1e-9 << " GB, received " << tc.bytes_received * 1e-9
@@ -128,6 +144,12 @@ void NetJob::Finish() {
 }
 
 bool NetJob::leads() const { return lead_.load() == opt_.rank; }
+
+int64_t NetJob::LocalIterations() const {
+  int64_t n = 0;
+  for (int r = 0; g_ && r < local_; ++r) n += g_->done[r].load(std::memory_order_relaxed);
+  return n;
+}
 
 uint32_t NetJob::Flags() const {
   uint32_t f = 0;
@@ -150,8 +172,7 @@ void NetJob::Run() {
   bool reported_status = false;
   while (!quit_.load(std::memory_order_relaxed)) {
     const Clock::time_point now = Clock::now();
-    const uint64_t before = t_->counters().received;
-    Receive();
+    const size_t received = Receive();
     if (now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) SendControl();
     CheckLiveness();
     if (phase_ == Phase::kStart) {
@@ -230,22 +251,23 @@ void NetJob::Run() {
     }
     // Idle (nothing came in): sleep on the transport until something does, 1 ms at most, so
     // pacing, heartbeats and the group are looked at often enough.
-    if (t_->counters().received == before && fd >= 0) {
+    if (received == 0 && fd >= 0) {
       pollfd p{fd, POLLIN, 0};
       ::poll(&p, 1, 1);
-    } else if (fd < 0 && t_->counters().received == before) {
+    } else if (received == 0) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
 }
 
-void NetJob::Receive() {
-  for (;;) {
+size_t NetJob::Receive() {
+  size_t handled = 0;
+  for (;; ++handled) {
     if (next_ == polled_) {
       if (polled_) t_->Release(polled_);
       next_ = polled_ = 0;
       polled_ = t_->Poll(batch_, std::size(batch_));
-      if (polled_ == 0) return;
+      if (polled_ == 0) return handled;
     }
     const Message& m = batch_[next_];
     const PeerId src = m.h.source;
@@ -257,7 +279,7 @@ void NetJob::Receive() {
       case MsgKind::kPosition:
         if (!slave_->Answer(m)) {
           t_->Flush();
-          if (!slave_->Answer(m)) return;  // no slot for its delta yet: this batch waits
+          if (!slave_->Answer(m)) return handled;  // no slot for its delta yet: this batch waits
         }
         break;
       case MsgKind::kDelta: {
@@ -302,9 +324,7 @@ void NetJob::SendControl() {
   h.kind = MsgKind::kIteration;
   h.epoch = incarnation_;
   h.chunk = Flags();
-  int64_t mine = 0;
-  for (int r = 0; g_ && r < local_; ++r) mine += g_->done[r].load(std::memory_order_relaxed);
-  h.clock = static_cast<uint64_t>(mine);
+  h.clock = static_cast<uint64_t>(LocalIterations());
   h.seq = g_ ? static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed)) : 0;
   h.length = 0;
   for (int r = 0; r < opt_.machines; ++r) {
@@ -355,16 +375,8 @@ void NetJob::Reshare() {
     if (opt_.multicast && !masters_.empty()) masters_[0]->set_receivers(static_cast<uint32_t>(receivers));
     return;
   }
-  for (const auto& m : masters_) {
-    if (!m) continue;
-    const MasterEndpoint::Stats s = m->stats();
-    old_masters_sweeps_ += s.sweeps;
-    old_masters_sent_ += s.positions_sent;
-    old_masters_applied_ += s.deltas_applied;
-    old_masters_unanswered_ += s.unanswered;
-    old_staleness_sum_ += s.staleness_sum;
-    old_staleness_max_ = std::max(old_staleness_max_, s.staleness_max);
-  }
+  for (const auto& m : masters_)
+    if (m) Accumulate(retired_, m->stats());
   masters_.clear();
   if (owners != owners_) {
     if (!owners_.empty()) ++reshares_;
@@ -495,8 +507,7 @@ void NetJob::Figures() {
   NetJobStats s;
   s.leader = leader_;
   s.global_iter = g_ ? g_->iter.load() : 0;
-  int64_t mine = 0;
-  for (int r = 0; g_ && r < local_; ++r) mine += g_->done[r].load(std::memory_order_relaxed);
+  const int64_t mine = LocalIterations();
   for (int r = 0; r < opt_.machines; ++r) {
     Peer& p = *peers_[r];
     NetPeerFigures f;
@@ -513,27 +524,20 @@ void NetJob::Figures() {
     }
     s.peers.push_back(f);
   }
-  s.sweeps = old_masters_sweeps_;
-  s.positions_sent = old_masters_sent_;
-  s.deltas_applied = old_masters_applied_;
-  s.unanswered = old_masters_unanswered_;
-  uint64_t stale_sum = old_staleness_sum_;
-  s.staleness_max = old_staleness_max_;
-  for (const auto& m : masters_) {
-    if (!m) continue;
-    const MasterEndpoint::Stats ms = m->stats();
-    s.sweeps += ms.sweeps;
-    s.positions_sent += ms.positions_sent;
-    s.deltas_applied += ms.deltas_applied;
-    s.unanswered += ms.unanswered;
-    stale_sum += ms.staleness_sum;
-    s.staleness_max = std::max(s.staleness_max, ms.staleness_max);
-  }
-  s.staleness = s.deltas_applied ? static_cast<double>(stale_sum) / s.deltas_applied : 0;
+  MasterEndpoint::Stats all = retired_;
+  for (const auto& m : masters_)
+    if (m) Accumulate(all, m->stats());
+  s.sweeps = all.sweeps;
+  s.positions_sent = all.positions_sent;
+  s.deltas_applied = all.deltas_applied;
+  s.unanswered = all.unanswered;
+  s.staleness_max = all.staleness_max;
+  s.staleness = all.deltas_applied ? static_cast<double>(all.staleness_sum) / all.deltas_applied : 0;
   s.positions_answered = slave_ ? slave_->stats().positions_applied : 0;
   const TransportCounters tc = t_->counters();
-  s.foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
-  s.lost = tc.dropped + tc.rejected_total() - s.foreign;
+  const Losses losses = LossesOf(tc);
+  s.lost = losses.lost;
+  s.foreign = losses.foreign;
   s.sent = tc.sent;
   s.reshares = reshares_;
   s.owned = static_cast<uint32_t>(owned_.size());

@@ -131,7 +131,8 @@ class NetJob {
  private:
   struct Peer;
   void Run();
-  void Receive();
+  size_t Receive();  // handles what came in; returns how many messages
+  int64_t LocalIterations() const;  // this machine's solvers' iterations
   void OnControl(const Message& m);
   void SendControl();
   void CheckLiveness();
@@ -170,8 +171,7 @@ class NetJob {
   int leader_ = -1;
   Message batch_[32];
   size_t polled_ = 0, next_ = 0;
-  uint64_t old_masters_sweeps_ = 0, old_masters_sent_ = 0, old_masters_applied_ = 0,
-           old_masters_unanswered_ = 0, old_staleness_sum_ = 0, old_staleness_max_ = 0;
+  MasterEndpoint::Stats retired_{};  // the figures of masters replaced by a re-share, summed
   uint64_t reshares_ = 0;
 
   // Shared with other threads.
