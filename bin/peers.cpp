@@ -16,11 +16,17 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <thread>
+#include <chrono>
 
 #include "core/common.hpp"
 #include "transport/netns.hpp"
 #include "transport/raw/endpoint.hpp"
 #include "transport/udp/endpoint.hpp"
+#ifdef HOGSTREAM_VERBS
+#include "transport/verbs/endpoint.hpp"
+#include "transport/verbs/exchange.hpp"
+#endif
 
 namespace hogstream {
 
@@ -132,7 +138,7 @@ PeerList ParsePeers(const std::string& spec) {
       body = e.text.substr(s + 3);
     } else {
       HS_REQUIRE(r > 0) << "--peers: '" << e.text << "' has no scheme (want udp://HOST:PORT,..., raw://MAC,... or "
-                        << "verbs://...)";
+                        << "verbs://HOST:PORT,...)";
     }
     HS_REQUIRE(!body.empty()) << "--peers: '" << e.text << "' names no machine";
     std::string identity;
@@ -149,8 +155,9 @@ PeerList ParsePeers(const std::string& spec) {
         }
         identity = FormatMac(e.mac);
         break;
-      case PeerScheme::kVerbs:
-        identity = e.verbs = body;
+      case PeerScheme::kVerbs:  // HOST:PORT where the machine trades its RDMA address (UDP)
+        ParseUdp(body, &e);
+        identity = e.ip + ":" + std::to_string(e.port);
         break;
     }
     const auto [at, fresh] = seen.emplace(identity, r);
@@ -182,11 +189,11 @@ std::string PeerName(const PeerList& list, int r) {
   const PeerEntry& e = list.peers[r];
   const std::string scheme = std::string(kSchemes[int(list.scheme)]) + "://";
   switch (list.scheme) {
-    case PeerScheme::kUdp: return scheme + e.ip + ":" + std::to_string(e.port);
-    case PeerScheme::kRaw: return scheme + FormatMac(e.mac);
+    case PeerScheme::kUdp:
     case PeerScheme::kVerbs: break;
+    case PeerScheme::kRaw: return scheme + FormatMac(e.mac);
   }
-  return scheme + e.verbs;
+  return scheme + e.ip + ":" + std::to_string(e.port);
 }
 
 LocalAddresses ReadLocalAddresses(const std::string& netns) {
@@ -223,7 +230,7 @@ SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
   std::map<int, std::string> iface;
   for (int r = 0; r < n; ++r) {
     const PeerEntry& e = list.peers[r];
-    if (list.scheme == PeerScheme::kUdp &&
+    if (list.scheme != PeerScheme::kRaw &&
         std::find(local.ipv4.begin(), local.ipv4.end(), e.ip) != local.ipv4.end()) {
       mine.push_back(r);
     } else if (list.scheme == PeerScheme::kRaw) {
@@ -265,10 +272,7 @@ SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
   }
   if (mine.empty()) {
     std::vector<std::string> have;
-    if (list.scheme == PeerScheme::kVerbs) {
-      HS_FAIL() << "verbs --peers cannot be matched to this machine's addresses: run under mpirun/srun/torchrun "
-                   "or give --rank";
-    } else if (list.scheme == PeerScheme::kUdp) {
+    if (list.scheme != PeerScheme::kRaw) {
       have = local.ipv4;
     } else {
       for (const auto& [name, mac] : local.macs) have.push_back(name + " " + FormatMac(mac));
@@ -290,6 +294,9 @@ std::map<std::string, std::string> LauncherEnv() {
 }
 
 namespace {
+
+// Liveness is the job layer's: the transport never calls a peer down by itself (49 days).
+constexpr uint32_t kNeverDown = std::numeric_limits<uint32_t>::max();
 
 // The MTU of the interface holding IPv4 address `ip` in namespace `netns` ("" = the calling
 // thread's); 0 when none holds it (or the kernel will not say).
@@ -330,21 +337,74 @@ uint32_t UdpPayloadFor(uint32_t mtu) {
 
 }  // namespace
 
+namespace {
+
+// The udp endpoint of rank `me` on its entry's ip:port with every other entry as a peer (udp
+// jobs, and the bootstrap of a verbs job). The job layer decides liveness, not the transport.
+std::unique_ptr<UdpEndpoint> OpenUdp(const PeerList& list, PeerId me, const PeerOpenOptions& opt, uint32_t max_payload) {
+  UdpOptions o;
+  o.address = list.peers[me].ip;
+  o.port = list.peers[me].port;
+  o.max_payload = max_payload;
+  o.job = opt.job;
+  o.key = opt.key;
+  o.peer_timeout_ms = kNeverDown;
+  o.netns = opt.netns;
+  auto u = std::make_unique<UdpEndpoint>(me, o);
+  for (size_t r = 0; r < list.peers.size(); ++r)
+    if (r != me) u->AddPeer(static_cast<PeerId>(r), list.peers[r].ip, list.peers[r].port);
+  return u;
+}
+
+#ifdef HOGSTREAM_VERBS
+// A verbs job: this machine's UD queue pair on --iface=DEVICE[:PORT] (default: the first device,
+// port 1), every other machine's address learnt over UDP on the --peers entries.
+std::unique_ptr<Transport> OpenVerbs(const PeerList& list, PeerId me, const PeerOpenOptions& opt) {
+  HS_REQUIRE(opt.multicast.empty())
+      << "verbs: --multicast needs the subnet manager's multicast join, which hogstream does not do yet; "
+         "leave it out (positions then go to each machine)";
+  VerbsOptions o;
+  const size_t colon = opt.iface.rfind(':');
+  o.device = opt.iface.substr(0, colon);
+  if (colon != std::string::npos) {
+    const uint16_t port = ParsePort(opt.iface.substr(colon + 1));
+    HS_REQUIRE(port > 0 && port < 256) << "verbs: --iface=" << opt.iface << ": want DEVICE[:PORT], PORT 1..255";
+    o.port = static_cast<uint8_t>(port);
+  }
+  o.max_payload = opt.max_payload;
+  o.job = opt.job;
+  o.key = opt.key;
+  o.peer_timeout_ms = kNeverDown;
+  o.api = opt.verbs_api;
+  VerbsDevice device(o);
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + opt.exchange_timeout;
+  std::unique_ptr<VerbsEndpoint> e;
+  while (!(e = device.OpenEndpoint(me))) {  // the port is still coming up
+    HS_REQUIRE(Clock::now() < deadline) << "verbs: port " << int(o.port) << " of "
+                                        << (o.device.empty() ? "the first RDMA device" : o.device)
+                                        << " did not become active in time";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto bootstrap = OpenUdp(list, me, opt, 256);
+  VerbsExchangeOptions x;
+  x.timeout = opt.exchange_timeout;
+  x.name = [&](PeerId r) { return "'" + list.peers[r].text + "'"; };
+  const std::vector<VerbsAddress> all =
+      ExchangeVerbsAddresses(*bootstrap, static_cast<uint32_t>(list.peers.size()), e->Address(), x);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (r != me) e->AddPeer(static_cast<PeerId>(r), all[r]);
+  return e;
+}
+#endif
+
+}  // namespace
+
 std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self, const PeerOpenOptions& opt) {
   const int n = static_cast<int>(list.peers.size());
   HS_CHECK(self.rank >= 0 && self.rank < n) << "rank " << self.rank << " of " << n;
   const PeerId me = static_cast<PeerId>(self.rank);
-  // Liveness is the job layer's: the transport never calls a peer down by itself (49 days).
-  constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();
   if (list.scheme == PeerScheme::kUdp) {
-    UdpOptions o;
-    o.address = list.peers[me].ip;
-    o.port = list.peers[me].port;
-    o.max_payload = opt.max_payload ? opt.max_payload : UdpPayloadFor(MtuOfAddress(o.address, opt.netns));
-    o.job = opt.job;
-    o.key = opt.key;
-    o.peer_timeout_ms = kNever;
-    o.netns = opt.netns;
     // The group checked before any socket is made.
     const size_t c = opt.multicast.rfind(':');
     const std::string group = opt.multicast.substr(0, c == std::string::npos ? 0 : c);
@@ -353,12 +413,11 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
     HS_REQUIRE(opt.multicast.empty() ||
                (port != 0 && inet_pton(AF_INET, group.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 239))
         << "--multicast=" << opt.multicast << ": want GROUP:PORT with GROUP in 239.0.0.0/8 (like 239.77.0.1:9100)";
-    auto u = std::make_unique<UdpEndpoint>(me, o);
-    for (int r = 0; r < n; ++r)
-      if (r != me) u->AddPeer(static_cast<PeerId>(r), list.peers[r].ip, list.peers[r].port);
+    auto u = OpenUdp(list, me, opt,
+                     opt.max_payload ? opt.max_payload : UdpPayloadFor(MtuOfAddress(list.peers[me].ip, opt.netns)));
     if (!opt.multicast.empty()) {
       HS_REQUIRE(u->AddGroup(0, group, port, true))
-          << "udp: could not join " << group << " on " << o.address
+          << "udp: could not join " << group << " on " << list.peers[me].ip
           << " (no multicast route there? try: ip route add 224.0.0.0/4 dev IFACE)";
     }
     return u;
@@ -372,7 +431,7 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
     o.max_payload = opt.max_payload;
     o.job = opt.job;
     o.key = opt.key;
-    o.peer_timeout_ms = kNever;
+    o.peer_timeout_ms = kNeverDown;
     Mac group{0x03, 0x48, 0x53, 0, 0, 0};  // "on": a locally administered group, "HS", then the job folded
     if (opt.multicast == "on") {
       for (int i = 0; i < 8; ++i) group[3 + i % 3] ^= static_cast<uint8_t>(opt.job >> (8 * i));
@@ -389,8 +448,12 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
     if (!opt.multicast.empty()) e->AddGroup(0, group, true);
     return e;
   }
-  HS_FAIL() << "verbs --peers need an address exchange (queue pair numbers) that hogstream does not have yet: "
-               "use udp:// or raw://";
+#ifdef HOGSTREAM_VERBS
+  return OpenVerbs(list, me, opt);
+#else
+  HS_FAIL() << "verbs://: this hogstream was built without the verbs transport (install libibverbs-dev and "
+               "rebuild), or use udp:// or raw://";
+#endif
 }
 
 }  // namespace hogstream

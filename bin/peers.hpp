@@ -1,15 +1,17 @@
 // The machines of a networked job: --peers parsed into one entry per rank, which entry is this
 // machine (its own addresses, a launcher's environment or --rank), and this machine's endpoint
 // opened with every other rank as a peer (PeerId = rank). What the programs in bin/ call before
-// training over udp or raw Ethernet.
+// training over udp, raw Ethernet or RDMA verbs.
 // Not for: liveness (the endpoint never declares a peer down by itself; the job layer decides),
-// discovery or address exchange (every address is in the list), the wire (transport/).
+// discovery (every machine is in the list; verbs queue pair numbers, which are not known before
+// start, are traded over UDP by transport/verbs/exchange.hpp), the wire (transport/).
 //
 // Pure functions (ParsePeers aside, which resolves host names) take the local addresses and the
 // environment as arguments, so tests feed them; ReadLocalAddresses and LauncherEnv read the real
 // ones. Every error a user can cause is a one-line Error naming the entry or flag at fault.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,14 +26,15 @@
 
 namespace hogstream {
 
+struct VerbsApi;
+
 enum class PeerScheme { kUdp, kRaw, kVerbs };
 
 struct PeerEntry {
   std::string text;   // as the user wrote it (named in error messages)
-  std::string ip;     // udp: IPv4 dotted, resolved (getaddrinfo, AF_INET)
-  uint16_t port = 0;  // udp: 1..65535
+  std::string ip;     // udp, verbs: IPv4 dotted, resolved (getaddrinfo, AF_INET)
+  uint16_t port = 0;  // udp, verbs: 1..65535 (verbs: where the machine trades its RDMA address)
   Mac mac{};          // raw
-  std::string verbs;  // verbs: the text after the scheme, kept as given
 };
 
 struct PeerList {
@@ -40,7 +43,7 @@ struct PeerList {
 };
 constexpr size_t kMaxPeers = 65534;
 
-// --peers=SPEC: "udp://HOST:PORT,HOST:PORT,..." | "raw://MAC,MAC,..." | "verbs://X,Y,..." |
+// --peers=SPEC: "udp://HOST:PORT,HOST:PORT,..." | "raw://MAC,MAC,..." | "verbs://HOST:PORT,..." |
 // "@FILE" (the same text in a file: entries separated by commas and/or newlines, '#' starts a
 // comment, blank lines ignored). The scheme is written on the first entry and may be repeated on
 // any other (all must agree). One machine is a valid list; at most kMaxPeers. Errors: an unknown
@@ -67,8 +70,8 @@ struct SelfRank {
 };
 // Which entry is this machine, in this order:
 //  1. forced >= 0 (--rank=N): that, range-checked.
-//  2. The one entry that is local: udp, its ip is in local.ipv4; raw, its MAC is an interface's
-//     (verbs entries never match: they need 1 or 3).
+//  2. The one entry that is local: udp and verbs, its ip is in local.ipv4; raw, its MAC is an
+//     interface's.
 //  3. A launcher's rank in `env` (OMPI_COMM_WORLD_*, PMI_*, SLURM_PROCID/SLURM_NTASKS, torchrun's
 //     RANK/WORLD_SIZE; the first pair present wins) when the addresses do not decide: no entry
 //     local, or several (ranks sharing a host; the launcher's must then be one of them).
@@ -83,7 +86,8 @@ std::map<std::string, std::string> LauncherEnv();
 struct PeerOpenOptions {
   uint64_t job = 0;             // frames of other jobs are dropped
   std::optional<JobKey> key;    // --job-key
-  std::string iface;            // raw: interface override (else SelfRank::iface)
+  std::string iface;            // raw: interface override (else SelfRank::iface); verbs:
+                                // DEVICE[:PORT] (default: the first RDMA device, port 1)
   // Dest::Group(0) for every rank, "" = none. udp: "GROUP:PORT" (GROUP in 239.0.0.0/8), every
   // endpoint joins; a member also gets its own sends to the group back (source == self()).
   // raw: "on" = a locally administered group MAC derived from `job` (03:48:53:...), or a group
@@ -92,11 +96,17 @@ struct PeerOpenOptions {
   uint32_t max_payload = 0;     // 0 = the most one datagram (udp) or frame (raw) carries
                                 // within the local interface's MTU (udp: at most 32 KiB)
   std::string netns;            // open the sockets in this `ip netns` ("" = the caller's own)
+  // verbs: the library (nullptr: the system's libibverbs; tests: a fake), and how long the port
+  // may take to come up plus the address exchange with every machine (then a one-line Error).
+  const VerbsApi* verbs_api = nullptr;
+  std::chrono::milliseconds exchange_timeout{60000};
 };
 // This machine's endpoint (udp: bound to its entry's ip:port; raw: on the interface) with every
 // other entry as peer (PeerId = rank) and group 0 when asked. Its peer timeout is effectively
-// infinite: it never latches kPeerDown by itself. verbs is a one-line Error for now (its peers
-// need an address exchange that does not exist yet).
+// infinite: it never latches kPeerDown by itself. verbs: a UD queue pair on --iface's device;
+// the addresses are traded over UDP on the entries' HOST:PORT first (every machine must be up
+// within exchange_timeout); --multicast is an Error (no subnet-manager join yet); a build
+// without the verbs transport says so in one line.
 std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self, const PeerOpenOptions& opt);
 
 }  // namespace hogstream

@@ -104,6 +104,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   o.multicast = f.get("multicast");
   o.max_payload = static_cast<uint32_t>(f.get_int("payload", 0, 16, 1 << 20));
   HS_REQUIRE(o.max_payload % 16 == 0) << "--payload must be a multiple of 16 bytes, got " << o.max_payload;
+  const int64_t start_s = f.get_int("start_timeout", 60, 1, 86400);
+  o.exchange_timeout = std::chrono::seconds(start_s);  // verbs: every machine up within it
   std::unique_ptr<Transport> t = OpenPeers(list, self, o);
   if (f.has("loss")) {  // injected loss on the data messages, to see how a job takes it
     const std::string text = f.get("loss");
@@ -124,7 +126,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.chunk_at_params = f.has("chunk_at_params");
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
-  n.start_ms = static_cast<uint32_t>(f.get_int("start_timeout", 60, 1, 86400)) * 1000;
+  n.start_ms = static_cast<uint32_t>(start_s) * 1000;
   LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "
             << PeerName(list, n.rank) << " (" << self.how << ")";
   return std::make_unique<NetJob>(std::move(t), std::move(n));

@@ -1,0 +1,135 @@
+// The verbs address exchange (see exchange.hpp).
+#include "transport/verbs/exchange.hpp"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include "core/common.hpp"
+
+namespace hogstream {
+
+namespace {
+
+// The payload of a kJoin: an address in fixed little-endian-free bytes (both ends run this
+// code; no pointers). Header::chunk says HELLO (0) or REPLY (1).
+struct Wire {
+  uint16_t lid;
+  uint8_t gid[16];
+  uint8_t pad[2];
+  uint32_t qpn;
+};
+static_assert(sizeof(Wire) == 24, "the wire form of an address is 24 bytes");
+constexpr uint32_t kHello = 0, kReply = 1;
+
+Wire ToWire(const VerbsAddress& a) {
+  Wire w{};
+  w.lid = a.lid;
+  std::memcpy(w.gid, a.gid.data(), sizeof w.gid);
+  w.qpn = a.qpn;
+  return w;
+}
+
+VerbsAddress FromWire(const Wire& w) {
+  VerbsAddress a;
+  a.lid = w.lid;
+  std::memcpy(a.gid.data(), w.gid, sizeof w.gid);
+  a.qpn = w.qpn;
+  return a;
+}
+
+}  // namespace
+
+std::vector<VerbsAddress> ExchangeVerbsAddresses(Transport& t, uint32_t ranks, const VerbsAddress& mine,
+                                                 const VerbsExchangeOptions& opt) {
+  const PeerId me = t.self();
+  HS_CHECK(me < ranks) << "rank " << me << " of " << ranks;
+  auto name = [&](PeerId r) { return opt.name ? opt.name(r) : "rank " + std::to_string(r); };
+  std::vector<VerbsAddress> all(ranks);
+  std::vector<bool> known(ranks, false), replied(ranks, false);
+  all[me] = mine;
+  known[me] = replied[me] = true;
+  const Wire wire = ToWire(mine);
+  std::vector<PeerId> owe;  // ranks whose HELLO awaits our REPLY (no send slot yet)
+
+  auto send = [&](PeerId to, uint32_t what) {
+    Header h;
+    h.kind = MsgKind::kJoin;
+    h.chunk = what;
+    h.length = sizeof wire;
+    return t.PostSend(Dest::Peer(to), h, &wire);
+  };
+  auto receive = [&] {
+    Message got[32];
+    const size_t n = t.Poll(got, 32);
+    for (size_t i = 0; i < n; ++i) {
+      const Message& m = got[i];
+      const PeerId from = m.h.source;
+      if (m.h.kind != MsgKind::kJoin || from >= ranks || from == me) continue;  // not ours to read
+      HS_REQUIRE(m.h.length == sizeof(Wire) && m.h.chunk <= kReply)
+          << "verbs address exchange: " << name(from) << " sent a malformed address (" << m.h.length
+          << " bytes): is it running the same hogstream?";
+      Wire w;
+      std::memcpy(&w, m.payload, sizeof w);
+      all[from] = FromWire(w);
+      known[from] = true;
+      if (m.h.chunk == kReply) replied[from] = true;
+      else owe.push_back(from);
+    }
+    t.Release(n);
+    return n;
+  };
+  auto answer = [&] {  // REPLY to every HELLO heard, as slots allow
+    size_t sent = 0;
+    while (sent < owe.size() && send(owe[sent], kReply)) ++sent;
+    owe.erase(owe.begin(), owe.begin() + static_cast<std::ptrdiff_t>(sent));
+    t.Flush();
+  };
+  auto sleep_on_wire = [&](std::chrono::milliseconds ms) {
+    if (const int fd = t.wait_fd(); fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, static_cast<int>(ms.count()));
+    } else {
+      std::this_thread::sleep_for(std::min(ms, std::chrono::milliseconds(1)));
+    }
+  };
+  auto complete = [&] {
+    return std::all_of(known.begin(), known.end(), [](bool b) { return b; }) &&
+           std::all_of(replied.begin(), replied.end(), [](bool b) { return b; });
+  };
+
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto next_hello = start;
+  while (!complete()) {
+    const auto now = Clock::now();
+    if (now - start > opt.timeout) {
+      std::string silent;
+      for (PeerId r = 0; r < ranks; ++r)
+        if (!known[r] || !replied[r]) silent += (silent.empty() ? "" : ", ") + name(r);
+      HS_FAIL() << "verbs address exchange: no answer within " << opt.timeout.count() / 1000.0 << " s from "
+                << silent
+                << " (is hogstream running there with the same --peers and --job?)";
+    }
+    if (now >= next_hello) {
+      for (PeerId r = 0; r < ranks; ++r)
+        if (!replied[r]) send(r, kHello);  // a full slot skips this round: the next one sends
+      next_hello = now + opt.resend;
+    }
+    answer();
+    if (receive() == 0 && owe.empty())
+      sleep_on_wire(std::chrono::duration_cast<std::chrono::milliseconds>(next_hello - Clock::now()) +
+                    std::chrono::milliseconds(1));
+  }
+  // Linger: a rank whose REPLY from us was lost keeps saying HELLO; answer it a while longer.
+  for (const auto end = Clock::now() + opt.linger; Clock::now() < end;) {
+    answer();
+    if (receive() == 0 && owe.empty()) sleep_on_wire(std::chrono::milliseconds(5));
+  }
+  answer();
+  return all;
+}
+
+}  // namespace hogstream
