@@ -20,6 +20,7 @@
 #include <chrono>
 
 #include "core/common.hpp"
+#include "sync/net_job.hpp"
 #include "transport/netns.hpp"
 #include "transport/raw/endpoint.hpp"
 #include "transport/udp/endpoint.hpp"
@@ -376,6 +377,11 @@ std::unique_ptr<Transport> OpenVerbs(const PeerList& list, PeerId me, const Peer
   o.key = opt.key;
   o.peer_timeout_ms = kNeverDown;
   o.api = opt.verbs_api;
+  // UD drops a message that finds no receive buffer posted (RNR), so post as many as the job
+  // may have in flight to this machine: a window of positions from each other master and one
+  // of deltas answering ours, per machine, plus room for control messages and a held batch.
+  const uint32_t window = NetJobOptions{}.window;
+  o.recv_slots = static_cast<uint32_t>(std::min<size_t>(16384, 2 * window * (list.peers.size() - 1) + 256));
   VerbsDevice device(o);
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + opt.exchange_timeout;
