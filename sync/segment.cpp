@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -58,12 +59,39 @@ void SlaveRuleAtomic(float* w, float* __restrict last, const float* __restrict p
   }
 }
 
-// Master: w += d. Per element: reads w, d; writes w.
-void MasterApply(float* __restrict w, const float* __restrict d, size_t n, Access a) {
-  if (a == Access::kPlain) {
+// Master: w += d (or w += k d, a policy's weight). Per element: reads w, d; writes w.
+void MasterApply(float* __restrict w, const float* __restrict d, size_t n, Access a, float k = 1) {
+  if (a == Access::kPlain && k == 1) {
     for (size_t i = 0; i < n; ++i) w[i] += d[i];
+  } else if (a == Access::kPlain) {
+    for (size_t i = 0; i < n; ++i) w[i] += k * d[i];
   } else {
-    for (size_t i = 0; i < n; ++i) Store(w[i], Load(w[i]) + d[i]);
+    for (size_t i = 0; i < n; ++i) Store(w[i], Load(w[i]) + k * d[i]);
+  }
+}
+
+// Slave with a lossy codec, in two passes around the encoding: d = w - last into `delta`;
+// the caller encodes it, leaving e = decode(encode(d)) there; then w += pos - last and
+// last = pos + e, so d - e stays in w - last (error feedback).
+void SlaveProgress(const float* w, const float* __restrict last, float* __restrict delta, size_t n, Access a) {
+  if (a == Access::kPlain) {
+    for (size_t i = 0; i < n; ++i) delta[i] = w[i] - last[i];
+  } else {
+    for (size_t i = 0; i < n; ++i) delta[i] = Load(w[i]) - last[i];
+  }
+}
+void SlaveCatchUp(float* w, float* __restrict last, const float* __restrict pos, const float* __restrict sent,
+                  size_t n, Access a) {
+  if (a == Access::kPlain) {
+    for (size_t i = 0; i < n; ++i) {
+      w[i] += pos[i] - last[i];
+      last[i] = pos[i] + sent[i];
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      Store(w[i], Load(w[i]) + (pos[i] - last[i]));
+      last[i] = pos[i] + sent[i];
+    }
   }
 }
 
@@ -128,6 +156,7 @@ MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transpo
       pending_(flow.window ? layout_.count : 0, 0),
       awaiting_(flow.window ? layout_.count : 0, 0),
       posted_(flow.window ? 2 * size_t{flow.window} : 0) {
+  rule_.updates = std::make_shared<ChunkUpdates>(layout_.count);
   HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
@@ -140,6 +169,14 @@ int64_t NowUs() {
       .count();
 }
 }  // namespace
+
+void MasterEndpoint::set_rule(SegmentRule rule) {
+  HS_REQUIRE(!rule.updates || rule.updates->count() == layout_.count)
+      << "shared update counts for " << rule.updates->count() << " chunks, the layout has " << layout_.count;
+  if (!rule.updates) rule.updates = std::make_shared<ChunkUpdates>(layout_.count);
+  rule_ = std::move(rule);
+  scratch_.resize(rule_.codec.compresses() ? layout_.chunk_floats : 0);
+}
 
 void MasterEndpoint::set_owned(std::vector<uint32_t> chunks) {
   HS_REQUIRE(!chunks.empty()) << "a master must own at least one chunk";
@@ -180,14 +217,20 @@ size_t MasterEndpoint::PostPositions(size_t max) {
     std::byte* slot = t_->AcquireSend();
     if (!slot) break;
     const uint32_t c = next_chunk(), len = layout_.length(c);
-    ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
     Header h;
     h.kind = MsgKind::kPosition;
+    h.encoding = rule_.codec.position;
+    if (h.encoding == Encoding::kFloat32) {
+      ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
+      h.length = len * sizeof(float);
+    } else {
+      ReadChunk(w_ + layout_.offset(c), scratch_.data(), len, access_);
+      h.length = static_cast<uint32_t>(rule_.codec.Encode(h.encoding, scratch_.data(), len, slot));
+    }
     h.chunk = c;
     h.seq = ++seq_[c];
     h.epoch = epoch_;
     h.clock = clock_;
-    h.length = len * sizeof(float);
     t_->CommitSend(slaves_, h);
     if (flow_.window) {
       if (pending_[c] == 0) ++in_flight_;  // else the older position is superseded
@@ -197,7 +240,7 @@ size_t MasterEndpoint::PostPositions(size_t max) {
       posted_[(posted_head_ + posted_size_++) % posted_.size()] = {c, h.seq, NowUs()};
     }
     Add(positions_sent_);
-    Add(bytes_sent_, sizeof(float) * len);
+    Add(bytes_sent_, h.length);
     if (++next_ == (owned_.empty() ? layout_.count : owned_.size())) {
       next_ = 0;
       Add(sweeps_);
@@ -211,8 +254,8 @@ size_t MasterEndpoint::PostPositions(size_t max) {
 bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
   auto it = replay_.find(from);
   if (it == replay_.end()) {  // a slave's first delta: its window (seq 0 is never sent: applied)
-    it = replay_.emplace(from, Replay{std::vector<uint64_t>(layout_.count, 0),
-                                      std::vector<uint64_t>(layout_.count, 1)}).first;
+    it = replay_.emplace(from, Replay{std::vector<uint64_t>(layout_.count, 0), std::vector<uint64_t>(layout_.count, 1),
+                                      std::vector<uint64_t>(layout_.count, 0)}).first;
   }
   uint64_t& high = it->second.high[c];
   uint64_t& seen = it->second.seen[c];
@@ -236,18 +279,39 @@ bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
   return true;
 }
 
+float MasterEndpoint::Weigh(Replay& r, uint32_t c) {
+  const uint64_t now = rule_.updates->get(c);  // updates of chunk c so far, by every slave
+  const uint64_t prev = r.last_update[c];      // the count just after this slave's previous one
+  const uint64_t staleness = prev ? now - prev + 1 : 1;
+  if (rule_.weedout && staleness > rule_.weedout) {
+    r.last_update[c] = now;  // it reported: its next delta's staleness counts from here
+    Add(deltas_weeded_);
+    return 0;
+  }
+  r.last_update[c] = rule_.updates->Bump(c);
+  return rule_.staleness_weight ? 1.f / static_cast<float>(staleness) : 1.f;
+}
+
 bool MasterEndpoint::OnDelta(const Message& m) {
   const Header& h = m.h;
-  if (h.kind != MsgKind::kDelta || h.encoding != Encoding::kFloat32 || h.chunk >= layout_.count ||
-      h.length != layout_.length(h.chunk) * sizeof(float)) {
+  const Encoding enc = rule_.codec.delta;
+  if (h.kind != MsgKind::kDelta || h.encoding != enc || h.chunk >= layout_.count ||
+      h.length != rule_.codec.Bytes(enc, layout_.length(h.chunk))) {
     Add(malformed_);
   } else if (h.epoch != epoch_) {
     Add(deltas_other_epoch_);  // its seq belongs to another incarnation's numbering
   } else if (h.seq == 0 || h.seq > seq_[h.chunk]) {
     Add(malformed_);  // answers a position never posted
+  } else if (enc != Encoding::kFloat32 &&
+             !rule_.codec.Decode(enc, m.payload, h.length, layout_.length(h.chunk), scratch_.data())) {
+    Add(malformed_);  // checksummed, but not a payload of this codec
   } else if (Fresh(h.source, h.chunk, h.seq)) {  // (a duplicate answers nothing twice)
     Answered(h.chunk, h.seq);
-    MasterApply(w_ + layout_.offset(h.chunk), m.floats(), m.float_count(), access_);
+    const float weight = Weigh(replay_.find(h.source)->second, h.chunk);
+    if (weight == 0) return false;
+    const float* d = enc == Encoding::kFloat32 ? m.floats() : scratch_.data();
+    MasterApply(w_ + layout_.offset(h.chunk), d, layout_.length(h.chunk), access_, weight);
+    Add(weight_milli_, static_cast<uint64_t>(std::lround(weight * 1000)));
     Add(deltas_applied_);
     const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
     Add(staleness_sum_, stale);
@@ -272,7 +336,8 @@ MasterEndpoint::Stats MasterEndpoint::stats() const {
   return {positions_sent_.load(kRelaxed), deltas_applied_.load(kRelaxed),
           deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
           bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed),
-          deltas_other_epoch_.load(kRelaxed), staleness_sum_.load(kRelaxed), staleness_max_.load(kRelaxed)};
+          deltas_other_epoch_.load(kRelaxed), staleness_sum_.load(kRelaxed), staleness_max_.load(kRelaxed),
+          deltas_weeded_.load(kRelaxed), weight_milli_.load(kRelaxed)};
 }
 
 // ---------------------------------------------------------------- SlaveEndpoint
@@ -325,8 +390,8 @@ void SlaveEndpoint::ForgetOwner(PeerId peer) {
 
 bool SlaveEndpoint::Answer(const Message& m) {
   const uint32_t c = m.h.chunk;
-  if (m.h.kind != MsgKind::kPosition || m.h.encoding != Encoding::kFloat32 || c >= layout_.count ||
-      m.h.length != layout_.length(c) * sizeof(float)) {
+  if (m.h.kind != MsgKind::kPosition || m.h.encoding != codec_.position || c >= layout_.count ||
+      m.h.length != codec_.Bytes(codec_.position, layout_.length(c))) {
     Add(malformed_);
     return true;
   }
@@ -341,15 +406,30 @@ bool SlaveEndpoint::Answer(const Message& m) {
   // Answer a position only when its delta has a slot to go into: back-pressure, never a drop.
   std::byte* slot = t_->AcquireSend();
   if (!slot) return false;
-  const size_t off = layout_.offset(c), len = m.float_count();
-  float* out = reinterpret_cast<float*>(slot);
-  if (access_ == Access::kPlain) {
-    SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);
+  const size_t off = layout_.offset(c);
+  const uint32_t len = layout_.length(c);
+  Header h;
+  h.encoding = codec_.delta;
+  h.length = static_cast<uint32_t>(codec_.Bytes(codec_.delta, len));
+  if (!codec_.compresses()) {
+    float* out = reinterpret_cast<float*>(slot);
+    if (access_ == Access::kPlain) {
+      SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);
+    } else {
+      SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
+    }
   } else {
-    SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
+    pos_.resize(layout_.chunk_floats);
+    delta_.resize(layout_.chunk_floats);
+    if (!codec_.Decode(codec_.position, m.payload, m.h.length, len, pos_.data())) {
+      Add(malformed_);  // checksummed, but not a payload of this codec; the slot is abandoned
+      return true;
+    }
+    SlaveProgress(w_ + off, last_.get() + off, delta_.data(), len, access_);
+    codec_.Encode(codec_.delta, delta_.data(), len, slot);  // delta_ = what the master will add
+    SlaveCatchUp(w_ + off, last_.get() + off, pos_.data(), delta_.data(), len, access_);
   }
   if (answers_[c] == 0) ++chunks_heard_;
-  Header h;
   h.kind = MsgKind::kDelta;
   h.chunk = c;
   h.seq = m.h.seq;
@@ -357,7 +437,6 @@ bool SlaveEndpoint::Answer(const Message& m) {
   // The progress in this delta was made on weights from the previous position on (or this
   // one's, for the first): its clock is what the master's staleness is measured from.
   h.clock = epoch_[c] ? clock_[c] : m.h.clock;
-  h.length = m.h.length;
   seq_[c] = m.h.seq;
   epoch_[c] = m.h.epoch;
   clock_[c] = m.h.clock;

@@ -31,6 +31,17 @@
 // (Recovering it would need an ack from the master and a copy of every unacked delta on the
 // slave: one more buffer of n floats; not done.)
 //
+// Codecs (--compress, sync/codec.hpp): the slave sends e = decode(encode(d)) instead of d and
+// sets last = pos + e. The invariant above still holds exactly, because what the master adds is
+// e, and what the slave keeps as unsent progress is w - last = (w - last_old) - e = d - e plus
+// any concurrent progress: the quantisation residual is not dropped but carried, and it goes
+// out with the chunk's next delta (error feedback, with `last` as the only memory). A lossy
+// position pos' (fp16, int8) changes only the slave's copy: w moves by pos' - last and last
+// becomes pos' + e, so w - last is unchanged and the next position corrects the copy; no
+// error accumulates on either side.
+// Weights (--staleness-weight, --policy=weedout:N): the master may add k e with k < 1 (or drop
+// e); the slave still sets last = pos + e, so (1 - k) e is discarded by design, not resent.
+//
 // Concurrency (Hogwild): solver threads write w on both sides while the rule reads and writes
 // it, without locks. A solver write that lands between the rule's read and write of an element
 // is lost, as in any Hogwild update; nothing else breaks: no check looks at values. Plain float
@@ -48,11 +59,43 @@
 #include <unordered_map>
 #include <vector>
 
+#include "sync/codec.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {
 
 enum class Access { kPlain, kAtomic };
+
+// Deltas applied per chunk of one master buffer, shared by every MasterEndpoint that applies
+// to that buffer (one per slave or destination), so that a delta's staleness counts everyone's
+// updates. Any thread; relaxed atomics.
+class ChunkUpdates {
+ public:
+  explicit ChunkUpdates(uint32_t count) : n_(new std::atomic<uint64_t>[count]()), count_(count) {}
+  uint32_t count() const { return count_; }
+  uint64_t get(uint32_t c) const { return n_[c].load(std::memory_order_relaxed); }
+  uint64_t Bump(uint32_t c) { return n_[c].fetch_add(1, std::memory_order_relaxed) + 1; }
+
+ private:
+  std::unique_ptr<std::atomic<uint64_t>[]> n_;
+  uint32_t count_;
+};
+
+// The pluggable part of the rule, set by a policy (sync/policy.hpp): how messages are encoded
+// (the slave keeps what the encoding lost in w - last: see codec.hpp), and how much of each
+// delta the master takes. Staleness of a delta = the deltas of other slaves applied to its
+// chunk since this slave's previous one, + 1 (1 for a slave's first; with P slaves at equal
+// pace, about P).
+struct SegmentRule {
+  Codec codec;
+  // Master: apply each delta times 1 / staleness (MXNet-G's weighting).
+  bool staleness_weight = false;
+  // Master: drop (and count) a delta whose staleness exceeds this, 0 = never: its sender's
+  // previous report on that chunk is not among the chunk's last `weedout` (SpeeDO's weed-out).
+  uint32_t weedout = 0;
+  // Shared by the endpoints of one master buffer; null: this endpoint counts its own deltas.
+  std::shared_ptr<ChunkUpdates> updates;
+};
 
 // How a buffer of n floats is cut into chunks: runs of chunk_floats floats; with `boundaries`
 // (offsets where a new piece begins, e.g. each of a net's parameter blobs), also cut at each,
@@ -126,6 +169,10 @@ class MasterEndpoint {
   // The iteration clock stamped on positions (the job's global iteration); staleness is
   // measured against it. Set it from the driving thread.
   void set_clock(uint64_t clock) { clock_ = clock; }
+  // Codec, weighting and weed-out (see SegmentRule). Before the first post; the slaves' codec
+  // must be the same (their messages in another encoding are counted malformed).
+  void set_rule(SegmentRule rule);
+  const SegmentRule& rule() const { return rule_; }
 
   const ChunkLayout& layout() const { return layout_; }
   uint32_t next_chunk() const { return owned_.empty() ? next_ : owned_[next_]; }
@@ -138,6 +185,8 @@ class MasterEndpoint {
     // Staleness of the deltas applied: the master's clock when applying minus the clock of the
     // position the slave's progress started from (sum, to average over deltas_applied; max).
     uint64_t staleness_sum, staleness_max;
+    uint64_t deltas_weeded;   // dropped by the weed-out rule
+    uint64_t weight_milli;    // sum of the weights applied, in thousandths (mean = / deltas_applied)
   };
   Stats stats() const;
 
@@ -157,12 +206,17 @@ class MasterEndpoint {
   std::vector<uint32_t> owned_;     // the chunks this master streams; empty: all
   uint32_t epoch_;
   uint64_t clock_ = 0;
+  SegmentRule rule_;
+  std::vector<float> scratch_;  // a chunk decoded or to encode
   std::vector<uint64_t> seq_;   // last seq posted, per chunk
   // The replay window of one slave: per chunk, the highest delta seq applied and, bit k, whether
   // delta high - k was applied (64 seqs). One per slave heard from, made at its first delta.
   struct Replay {
     std::vector<uint64_t> high, seen;
+    std::vector<uint64_t> last_update;  // the chunk's update count after this slave's last delta; 0: none
   };
+  // The weight of a fresh delta from `r` on chunk c (0: weeded out), and its update counted.
+  float Weigh(Replay& r, uint32_t c);
   std::unordered_map<PeerId, Replay> replay_;
   // The window: pending_[c] = seq of chunk c's position awaiting its delta (0 = none);
   // posted_ = (chunk, seq, time posted) oldest first, entries no longer pending skipped lazily.
@@ -179,7 +233,7 @@ class MasterEndpoint {
   uint32_t in_flight_ = 0;
   std::atomic<uint64_t> positions_sent_{0}, deltas_applied_{0}, deltas_duplicate_{0},
       deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0}, deltas_other_epoch_{0},
-      staleness_sum_{0}, staleness_max_{0};
+      staleness_sum_{0}, staleness_max_{0}, deltas_weeded_{0}, weight_milli_{0};
 };
 
 // Slave side. One thread at a time drives it (PollPositions); stats() from any.
@@ -215,6 +269,8 @@ class SlaveEndpoint {
   uint64_t answers(uint32_t c) const { return answers_[c]; }
   // Chunks that have had at least one position applied since construction.
   uint32_t chunks_heard() const { return chunks_heard_; }
+  // The codec (the master's must be the same). Before the first position.
+  void set_codec(const Codec& codec) { codec_ = codec; }
 
   const ChunkLayout& layout() const { return layout_; }
 
@@ -233,6 +289,8 @@ class SlaveEndpoint {
     void operator()(float* p) const;
   };
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
+  Codec codec_;
+  std::vector<float> pos_, delta_;  // a position decoded, a delta to encode (compressed only)
   std::vector<uint64_t> seq_;    // last position seq applied, per chunk
   std::vector<uint32_t> epoch_;  // the epoch of that position, per chunk
   std::vector<uint64_t> clock_;  // the clock of that position, per chunk

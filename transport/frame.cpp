@@ -104,8 +104,9 @@ std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint3
   if (std::memcmp(want, f + body, trailer_bytes()) != 0) return keyed() ? Reject::kMac : Reject::kChecksum;
   // The sender checksummed these fields; out-of-range values are still not ours to apply.
   const uint8_t kind = Get<uint8_t>(f + 5), encoding = Get<uint8_t>(f + 6);
-  if (!KnownKind(kind) || encoding != static_cast<uint8_t>(Encoding::kFloat32) ||
-      length % sizeof(float) != 0 || Get<uint16_t>(f + 18) != 0)
+  if (!KnownKind(kind) || encoding == 0 || encoding > kMaxEncoding ||
+      (encoding == static_cast<uint8_t>(Encoding::kFloat32) && length % sizeof(float) != 0) ||
+      Get<uint16_t>(f + 18) != 0)
     return Reject::kHeader;
   Header h;
   h.kind = static_cast<MsgKind>(kind);

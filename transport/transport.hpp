@@ -48,8 +48,14 @@ enum class MsgKind : uint8_t {
 constexpr int kMsgKinds = 7;  // one past the largest MsgKind value (for per-kind tables)
 const char* MsgKindName(MsgKind k);
 
-// How the payload's bytes encode values. Only float32 today; codecs (fp16, int8, top-k) later.
-enum class Encoding : uint8_t { kFloat32 = 1 };
+// How the payload's bytes encode values (sync/codec.hpp writes and reads the compressed ones).
+enum class Encoding : uint8_t {
+  kFloat32 = 1,  // n floats
+  kFloat16 = 2,  // n IEEE halves
+  kInt8 = 3,     // a float scale per block of 64 values, then n signed bytes
+  kTopK = 4,     // k uint32 indices, then k floats; the rest are zero
+};
+constexpr uint8_t kMaxEncoding = 4;
 
 // What a message says about itself. The sender fills everything but `source`, which the
 // transport sets (a receiver must not trust a claimed source).

@@ -2,7 +2,8 @@
 // up to float rounding) with a clean link; with drops, duplicates and reordering it loses
 // exactly the dropped deltas and nothing else; it stays finite and converges under Hogwild
 // threads. Parameterised over chunk size x buffer length (including chunks that do not divide
-// the length and chunks longer than the buffer). Seeds are fresh and printed on failure.
+// the length and chunks longer than the buffer). Seeds are fresh and printed on failure. The
+// rule's hooks: codecs with error feedback, staleness weights and weed-out, hand-computed.
 #include "sync/local_segment.hpp"
 #include "sync/segment.hpp"
 
@@ -687,6 +688,138 @@ TEST(SegmentLayoutTest, TheRuleSyncsOverAnUnevenLayout) {
     ASSERT_NEAR(master[i], want[i], 1e-5) << i;
     ASSERT_NEAR(slave[i], want[i], 1e-5) << i;
   }
+}
+
+// The codec hook with error feedback: master and slave both make progress while chunks go
+// encoded both ways; after a few rounds with no more progress the master holds the initial
+// weights plus every increment (the slave's quantisation residual stayed in w - last and went
+// out later: nothing is lost to the codec), and the slave is within one position's encoding
+// error of it. int8 moves about a quarter of float32's bytes.
+class SegmentCodecTest : public testing::TestWithParam<const char*> {};
+
+TEST_P(SegmentCodecTest, LosesNothingToQuantisation) {
+  std::mt19937 gen(TestSeed());
+  const Codec codec = Codec::Parse(GetParam());
+  const size_t n = 3000;
+  const uint32_t chunk = 256;
+  std::vector<float> master = RandomVector(n, gen), slave = master;
+  Ledger ledger(master);
+  InprocOptions o;
+  o.max_payload = chunk * sizeof(float);
+  o.slots = 8;
+  auto [a, b] = InprocDevice::MakePair(o);
+  MasterEndpoint me(master.data(), n, chunk, a.get(), Dest::Peer(1));
+  SlaveEndpoint se(slave.data(), n, chunk, b.get());
+  SegmentRule rule;
+  rule.codec = codec;
+  me.set_rule(rule);
+  se.set_codec(codec);
+  const uint32_t chunks = me.layout().count;
+  auto sweep = [&] {
+    for (uint32_t sent = 0; sent < chunks;) {
+      sent += static_cast<uint32_t>(me.PostPositions(4));
+      se.PollPositions();
+      me.PollDeltas();
+    }
+  };
+  for (int round = 0; round < 10; ++round) {
+    for (int k = 0; k < 20; ++k) Bump(slave, gen, {&ledger});
+    for (int k = 0; k < 5; ++k) Bump(master, gen, {&ledger});
+    sweep();
+  }
+  const uint64_t bytes_busy = me.stats().bytes_sent + se.stats().bytes_sent;
+  for (int round = 0; round < 60; ++round) sweep();  // top-k sends 13 of 256 per chunk and round
+  EXPECT_EQ(me.stats().malformed + se.stats().malformed, 0u);
+  ExpectNear(master, ledger.total, "master");
+  const float slave_tol = codec.position == Encoding::kInt8 ? 0.03f : codec.position == Encoding::kFloat16 ? 3e-3f : kTol;
+  for (size_t i = 0; i < n; ++i) ASSERT_NEAR(slave[i], ledger.total[i], slave_tol) << i;
+  const double share = static_cast<double>(bytes_busy) / (10.0 * chunks * 2 * chunk * sizeof(float));
+  const double most = codec.delta == Encoding::kInt8 ? 0.30 : codec.delta == Encoding::kFloat16 ? 0.51 : 0.6;
+  EXPECT_LE(share, most) << "bytes moved vs float32 both ways";
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, SegmentCodecTest, testing::Values("fp16", "int8", "topk:0.05"));
+
+// A slave that speaks another encoding than the master is counted malformed, never applied.
+TEST(SegmentCodecTest2, AnotherEncodingIsMalformed) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(8, gen);
+  const std::vector<float> w0 = w;
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), w.size(), 4, &t, Dest::Peer(1));
+  SegmentRule rule;
+  rule.codec = Codec::Parse("fp16");
+  me.set_rule(rule);
+  me.set_epoch(1);
+  ASSERT_EQ(me.PostPositions(1), 1u);
+  EXPECT_EQ(t.sent[0].h.encoding, Encoding::kFloat16);
+  EXPECT_EQ(t.sent[0].h.length, 8u);
+  t.Deliver(Delta(0, 1, 1), 2, RandomVector(4, gen));  // float32
+  EXPECT_EQ(me.PollDeltas(), 0u);
+  EXPECT_EQ(me.stats().malformed, 1u);
+  EXPECT_EQ(w, w0);
+}
+
+// Two masters of one buffer (two slaves' links) share the chunk's update count. Staleness =
+// the deltas of others applied since the sender's previous one + 1; with --staleness-weight
+// each delta counts 1 / staleness. Hand-computed, in exact binary fractions.
+TEST(SegmentRuleTest, StalenessWeightsEachDeltaByTheUpdatesSinceItsSendersLast) {
+  std::vector<float> w(4, 0.f);
+  ScriptedTransport ta(4 * sizeof(float)), tb(4 * sizeof(float));
+  MasterEndpoint a(w.data(), 4, 4, &ta, Dest::Peer(1)), b(w.data(), 4, 4, &tb, Dest::Peer(2));
+  SegmentRule rule;
+  rule.staleness_weight = true;
+  rule.updates = std::make_shared<ChunkUpdates>(1);
+  a.set_rule(rule);
+  b.set_rule(rule);
+  a.set_epoch(1);
+  b.set_epoch(1);
+  auto deliver = [&](MasterEndpoint& m, ScriptedTransport& t, PeerId from, float v) {
+    ASSERT_EQ(m.PostPositions(1), 1u);
+    t.Deliver(Delta(0, t.sent.back().h.seq, 1), from, std::vector<float>(4, v));
+    ASSERT_EQ(m.PollDeltas(), 1u);
+  };
+  deliver(a, ta, 1, 1);   // a's first: staleness 1, +1          -> 1
+  deliver(b, tb, 2, 2);   // b's first: staleness 1, +2          -> 3
+  deliver(a, ta, 1, 4);   // b updated since a's last: 2, +4/2   -> 5
+  deliver(a, ta, 1, 8);   // nobody since: 1, +8                 -> 13
+  deliver(b, tb, 2, 16);  // a twice since b's last: 3, +16/3
+  EXPECT_FLOAT_EQ(w[0], 13.f + 16.f / 3);
+  EXPECT_EQ(w[0], w[3]);
+  EXPECT_EQ(a.stats().weight_milli, 1000u + 500u + 1000u);
+  EXPECT_EQ(b.stats().weight_milli, 1000u + 333u);
+  EXPECT_EQ(rule.updates->get(0), 5u);
+}
+
+// weedout:2 with three slaves' links: a delta whose sender's previous report on that chunk is
+// not among the chunk's last 2 is dropped and counted; its sender's next one counts again.
+TEST(SegmentRuleTest, WeedOutDropsADeltaWhoseSendersLastReportIsTooFarBack) {
+  std::vector<float> w(4, 0.f);
+  ScriptedTransport t[3] = {ScriptedTransport(16), ScriptedTransport(16), ScriptedTransport(16)};
+  SegmentRule rule;
+  rule.weedout = 2;
+  rule.updates = std::make_shared<ChunkUpdates>(1);
+  std::vector<std::unique_ptr<MasterEndpoint>> m;
+  for (int i = 0; i < 3; ++i) {
+    m.push_back(std::make_unique<MasterEndpoint>(w.data(), 4, 4, &t[i], Dest::Peer(static_cast<PeerId>(i + 1))));
+    m[i]->set_rule(rule);
+    m[i]->set_epoch(1);
+  }
+  auto deliver = [&](int i, float v) {
+    EXPECT_EQ(m[i]->PostPositions(1), 1u);
+    t[i].Deliver(Delta(0, t[i].sent.back().h.seq, 1), static_cast<PeerId>(i + 1), std::vector<float>(4, v));
+    return m[i]->PollDeltas();
+  };
+  EXPECT_EQ(deliver(0, 1), 1u);    // first reports: staleness 1
+  EXPECT_EQ(deliver(1, 2), 1u);
+  EXPECT_EQ(deliver(2, 4), 1u);
+  EXPECT_EQ(deliver(1, 8), 1u);    // since 1's last: 2's -> staleness 2, kept
+  EXPECT_EQ(deliver(2, 16), 1u);   // since 2's last: 1's -> 2, kept
+  EXPECT_EQ(deliver(0, 32), 0u);   // since 0's last: four -> 5 > 2, weeded
+  EXPECT_EQ(deliver(0, 64), 1u);   // right after its weeded report: 1, kept
+  EXPECT_EQ(w[0], 1.f + 2 + 4 + 8 + 16 + 64);
+  EXPECT_EQ(m[0]->stats().deltas_weeded, 1u);
+  EXPECT_EQ(m[0]->stats().deltas_applied, 2u);
 }
 
 TEST(SegmentSettingsTest, RejectsBadSettingsAndSweepWhileRunning) {

@@ -95,6 +95,14 @@ TEST(FrameTest, RefusesEachBadFrameWithItsReason) {
   Header odd = Hdr(4);
   odd.kind = static_cast<MsgKind>(99);
   EXPECT_EQ(Parse(fmt, Make(fmt, odd)), Reject::kHeader);  // checksummed, but not a kind we know
+  odd = Hdr(4);
+  odd.encoding = static_cast<Encoding>(kMaxEncoding + 1);
+  EXPECT_EQ(Parse(fmt, Make(fmt, odd)), Reject::kHeader);  // nor an encoding
+  odd = Hdr(4);
+  odd.length = 13;  // float32 payloads come in whole floats; compressed ones need not
+  EXPECT_EQ(Parse(fmt, Make(fmt, odd)), Reject::kHeader);
+  odd.encoding = Encoding::kInt8;
+  EXPECT_EQ(Parse(fmt, Make(fmt, odd)), std::nullopt);
 }
 
 TEST(FrameTest, KeyedFramesNeedTheSameKey) {
