@@ -41,6 +41,8 @@ const char kUsage[] =
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
+    "           [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:0,1;2,3]\n"
+    "            [--staleness-weight] [--compress=fp16|int8|topk:F] [--policy_timeout=120]\n"
     "           [--peers=udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE\n"
     "            [--multicast=GROUP:PORT|on] [--rank=N] [--iface=NAME|RDMA_DEVICE[:PORT]] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
     "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params]\n"
@@ -98,7 +100,7 @@ int Time(int argc, char** argv) {
 }
 
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private", "chunk_at_params"});
+  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private", "chunk_at_params", "staleness-weight"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
@@ -109,7 +111,7 @@ int Train(int argc, char** argv) {
     net = NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false);
     h.net = net.get();
   }
-  if (f.has("solvers") || f.has("shm") || f.has("private") || net) {
+  if (f.has("solvers") || f.has("shm") || f.has("private") || net || h.policy.needs_private()) {
     RunHogwild(param, h);
     return 0;
   }

@@ -75,6 +75,8 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   h.solvers = ParseSolverSpec(solvers);
   h.shm = f.get("shm");
   h.private_copies = f.has("private");
+  h.policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
+  h.policy.timeout = std::chrono::seconds(f.get_int("policy_timeout", 120, 1, 86400));
   const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
   HS_REQUIRE(chunk > 0) << "--chunk must be > 0";
   h.chunk_floats = static_cast<size_t>(chunk);
@@ -124,6 +126,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   for (int r = 0; r < n.machines; ++r) n.names.push_back(PeerName(list, r));
   n.multicast = !o.multicast.empty();
   n.chunk_at_params = f.has("chunk_at_params");
+  const Policy policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
+  n.rule = policy.Rule(nullptr);
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;

@@ -296,8 +296,9 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     SLOG << os.str();
   }
   if (options_.extra_stats) {
-    const std::string extra = options_.extra_stats();
-    if (!extra.empty()) SLOG << extra;
+    std::istringstream lines(options_.extra_stats());  // one log line each
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) SLOG << line;
   }
   if (options_.stats) {
     fig.iter = iter_;
@@ -377,6 +378,7 @@ void Solver::StepTo(int64_t stop_iter) {
   };
   int64_t last_takeover_check = 0;
   while (!(g && g->stop.load(std::memory_order_relaxed))) {
+    if (options_.before_iteration && !options_.before_iteration()) break;
     const int64_t it = Claim(stop_iter);
     if (it >= stop_iter) break;
     iter_ = static_cast<int>(it);
@@ -400,6 +402,7 @@ void Solver::StepTo(int64_t stop_iter) {
     ApplyUpdate();
     iter_ = static_cast<int>(it + 1);
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
+    if (options_.after_iteration) options_.after_iteration();
     const SolverAction action = PollAction();
     if (lead) {
       snapshot_multiples();

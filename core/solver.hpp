@@ -82,6 +82,11 @@ struct SolverOptions {
   // Called once after this solver's last iteration, before it counts as finished (a private
   // copy hands its last deltas to the master here, so the final snapshot holds them).
   std::function<void()> on_train_end;
+  // A sharing policy's hooks (sync/policy.hpp): `before_iteration` runs before each iteration
+  // is claimed and may wait (a clock bound); false = stop training now (the job is stopping).
+  // `after_iteration` runs after each update (a synchronous round, a periodic exchange).
+  std::function<bool()> before_iteration;
+  std::function<void()> after_iteration;
   // Where the leader sends its figures at each display interval and test pass (--metrics,
   // --stats_json); null: nowhere.
   std::shared_ptr<StatsSink> stats;
@@ -103,6 +108,11 @@ class Solver {
     options_.group = group;
     options_.rank = rank;
     options_.extra_stats = std::move(extra_stats);
+  }
+  // A policy's iteration hooks (see SolverOptions): set after construction, like JoinGroup.
+  void SetIterationHooks(std::function<bool()> before, std::function<void()> after) {
+    options_.before_iteration = std::move(before);
+    options_.after_iteration = std::move(after);
   }
   // Private copies (see SolverOptions): set after construction, like JoinGroup.
   void UseMaster(const float* master, std::function<void()> on_train_end) {

@@ -88,6 +88,15 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   HS_REQUIRE(!opt.net || (opt.shm.empty() && !opt.private_copies))
       << "a job across machines runs this machine's solvers as threads of one process: leave out "
          "--shm and --private";
+  const Policy& policy = opt.policy;
+  using PK = Policy::Kind;
+  const bool private_copies = opt.private_copies || (!opt.net && policy.needs_private());
+  HS_REQUIRE(!opt.net || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
+      << "--policy=" << policy.name() << " runs between the solvers of one process so far; across machines "
+         "use async or weedout:N (with --staleness-weight and --compress)";
+  HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
+      << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
+  policy.CheckGroups(n);
 
   std::unique_ptr<SolverGroup> own_group;
   std::unique_ptr<ShmRegion> shm;
@@ -103,19 +112,29 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   std::atomic<bool> heartbeat_stop{false};
   std::vector<std::exception_ptr> errors(n);
   std::shared_ptr<StatsSink> stats;
-  if (opt.stats)
-    stats = opt.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &locals) : opt.stats;
+  if (opt.stats) stats = private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &locals) : opt.stats;
+  // The policy's state and buffers (private copies only): gsp's group buffers, each linked to
+  // the master by its own segment; the update counts every segment of the master shares.
+  std::unique_ptr<PolicyRun> run;
+  std::vector<std::vector<float>> group_weights;
+  std::vector<std::unique_ptr<Segment>> group_segments;
+  std::shared_ptr<ChunkUpdates> updates;
+  const bool rounds = policy.kind == PK::kBsp || policy.kind == PK::kGsp;
 
-  auto segment_stats = [&locals]() {
+  auto segment_stats = [&locals, &group_segments, &run]() {
     std::ostringstream os;
     os << "Segments:";
-    for (const Local& l : locals) {
-      if (!l.segment) continue;
-      const SegmentStats s = l.segment->stats();
-      os << " [solver " << l.rank << ": " << s.sweeps << " sweeps, " << std::fixed
-         << std::setprecision(1) << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20)
-         << " MiB, " << s.chunks_sent << " chunks, " << s.dropped << " lost]";
-    }
+    auto one = [&os](const char* who, int id, const SegmentStats& s) {
+      os << " [" << who << " " << id << ": " << s.sweeps << " sweeps, " << std::fixed << std::setprecision(1)
+         << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20) << " MiB, " << s.chunks_sent << " chunks, "
+         << s.dropped << " lost";
+      if (s.weeded) os << ", " << s.weeded << " weeded";
+      os << "]";
+    };
+    for (const Local& l : locals)
+      if (l.segment) one("solver", l.rank, l.segment->stats());
+    for (size_t g = 0; g < group_segments.size(); ++g) one("group", static_cast<int>(g), group_segments[g]->stats());
+    if (run) os << "\n" << run->Line();
     return os.str();
   };
 
@@ -191,22 +210,60 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
                              : opt.shm.empty() ? static_cast<double>(i) / n
                                                : std::fmod(0.6180339887498949 * me.rank, 1.0));
       std::function<std::string()> extra;
-      if (me.rank == 0 && opt.private_copies) extra = segment_stats;
+      if (me.rank == 0 && private_copies) extra = segment_stats;
       if (me.rank == 0 && opt.net) extra = [net = opt.net] { return net->Line(); };
       me.solver->JoinGroup(group, me.rank, extra);
-      if (opt.private_copies) {
+      if (private_copies) {
         std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
         SegmentOptions seg;
         seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
         seg.pause_us = 2000;  // a sweep every ~2 ms leaves the cores to the solvers
-        me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
-        // The leader tests and snapshots the master; each solver hands in its last deltas
+        sync.arrive_and_wait();  // every copy made, before the policy's state reads them
+        if (i == 0) {
+          updates = std::make_shared<ChunkUpdates>(ChunkLayout(net.param_buffer_size(), seg.chunk_floats).count);
+          std::vector<int> ranks;
+          std::vector<float*> copies;
+          for (Local& l : locals) {
+            ranks.push_back(base_rank + l.index);
+            copies.push_back(l.solver->net().param_data());
+          }
+          std::vector<float*> targets;
+          if (policy.kind == PK::kBsp) targets.push_back(master);
+          if (policy.kind == PK::kGsp) {  // each group trains its own buffer, streamed to the master
+            group_weights.assign(policy.groups.size(), std::vector<float>(master, master + net.param_buffer_size()));
+            for (auto& gw : group_weights) {
+              targets.push_back(gw.data());
+              SegmentOptions gs = seg;
+              gs.rule = policy.Rule(updates);
+              group_segments.push_back(std::make_unique<Segment>(master, gw.data(), gw.size(), gs));
+            }
+          }
+          run = std::make_unique<PolicyRun>(policy, group, ranks, copies, targets, net.param_buffer_size(),
+                                            [&locals, group](int k) { return !group->gone[locals[k].rank].load(); });
+          run->set_exchange([&locals](int k) { locals[k].segment->Sweep(); });
+          run->set_refresh([&locals, &policy](int k) { locals[k].segment->AwaitSweeps(2, policy.timeout); });
+        }
+        sync.arrive_and_wait();  // the policy's state is made
+        if (!rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
+          seg.rule = policy.Rule(updates);
+          if (policy.kind == PK::kEasgd) seg.elastic = policy.alpha;
+          me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
+        }
+        // The leader tests and snapshots the master; each solver hands in its last progress
         // before it counts as finished, so the final snapshot holds everyone's work.
-        Segment* segment = me.segment.get();
-        me.solver->UseMaster(master, [segment] {
-          segment->Stop();
-          segment->Sweep();
+        me.solver->UseMaster(master, [&, i] {
+          const bool last_of_group = run->End(i);
+          if (Segment* s = locals[i].segment.get()) {
+            s->Stop();
+            s->Sweep();
+          }
+          if (policy.kind == PK::kGsp && last_of_group) {
+            Segment* gs = group_segments[run->group_of(i)].get();
+            gs->Stop();
+            gs->Sweep();
+          }
         });
+        me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
       } else {
         net.UseParamBuffer(master, /*copy_in=*/false);
       }
@@ -223,7 +280,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
           }
         });
       }
-      if (me.segment) me.segment->Start();
+      if (me.segment && policy.kind != PK::kEasgd) me.segment->Start();
+      if (i == 0)
+        for (auto& gs : group_segments) gs->Start();
       // D. Train until the global iteration reaches max_iter (or the leader stops the job).
       me.solver->Solve();
     } catch (...) {
@@ -271,6 +330,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
     report.shards.push_back(l.ctx->data_shard());
     if (l.segment) report.segments.push_back(l.segment->stats());
   }
+  for (auto& gs : group_segments) report.segments.push_back(gs->stats());
+  if (run) report.policy = run->figures();
   return report;
 }
 

@@ -20,6 +20,7 @@
 #include "core/solver.hpp"
 #include "sync/local_segment.hpp"
 #include "sync/net_job.hpp"
+#include "sync/policy.hpp"
 
 namespace hogstream {
 
@@ -35,6 +36,9 @@ struct HogwildOptions {
   SolverSpec solvers;
   std::string shm;              // join/create /dev/shm job NAME; empty: this process only
   bool private_copies = false;  // each solver its own weights, synced through a segment
+  // How the private copies share their progress (sync/policy.hpp); anything but plain async
+  // implies private copies.
+  Policy policy;
   size_t chunk_floats = 16384;  // segment chunk size (64 KiB)
   std::string resume;           // .solverstate to resume from (leader)
   std::string weights;          // comma-separated .caffemodel files to start from
@@ -57,7 +61,8 @@ struct HogwildReport {
   std::vector<int64_t> done;     // iterations each of them ran
   std::vector<uint64_t> seeds;   // the seed of each one's random stream
   std::vector<double> shards;    // where each one's data readers started (fraction)
-  std::vector<SegmentStats> segments;  // private copies: each one's segment
+  std::vector<SegmentStats> segments;  // private copies: each one's segment (gsp: each group's)
+  PolicyFigures policy;                // waits and rounds the policy made
 };
 
 // The seed of rank r's random stream in a job seeded with `base`: rank 0 gets `base` itself

@@ -38,7 +38,11 @@ Segment::Segment(float* master, float* slave, size_t n, SegmentOptions options)
     : opt_(std::move(options)),
       link_(MakeLink(opt_, n)),
       master_(master, n, opt_.chunk_floats, link_.to_slave.get(), Dest::Peer(1), opt_.access),
-      slave_(slave, n, opt_.chunk_floats, link_.to_master.get(), opt_.access) {}
+      slave_(slave, n, opt_.chunk_floats, link_.to_master.get(), opt_.access) {
+  master_.set_rule(opt_.rule);
+  slave_.set_codec(opt_.rule.codec);
+  slave_.set_elastic(opt_.elastic);
+}
 
 Segment::~Segment() { Stop(); }
 
@@ -108,6 +112,16 @@ void Segment::Sweep() {
   link_.to_master->set_enabled(true);
 }
 
+bool Segment::AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit) {
+  const uint64_t want = master_.stats().sweeps + sweeps;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (master_.stats().sweeps < want) {
+    if (!running() || std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return true;
+}
+
 SegmentStats Segment::stats() const {
   const auto m = master_.stats();
   const auto s = slave_.stats();
@@ -120,6 +134,7 @@ SegmentStats Segment::stats() const {
   st.duplicated = a.duplicated + b.duplicated;
   st.reordered = a.reordered + b.reordered;
   st.stale_ignored = s.positions_stale + m.deltas_duplicate + m.deltas_too_old + m.deltas_other_epoch;
+  st.weeded = m.deltas_weeded;
   st.sweeps_per_sec = rate_.load(kRelaxed);
   return st;
 }

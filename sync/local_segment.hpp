@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,6 +25,8 @@ struct SegmentOptions {
                                   // by transport/fault/ over the in-process pair
   uint32_t pause_us = 0;          // sleep between sweeps; 0 = full speed
   Access access = Access::kPlain;
+  SegmentRule rule;               // codec, weights (sync/policy.hpp); default: plain float32
+  float elastic = 0;              // easgd's alpha: the slave runs the elastic rule instead
 };
 
 struct SegmentStats {
@@ -32,6 +35,7 @@ struct SegmentStats {
   uint64_t sweeps = 0;         // full passes of the master over all chunks
   uint64_t dropped = 0, duplicated = 0, reordered = 0;  // injected by the transport
   uint64_t stale_ignored = 0;  // stale positions + duplicate / too-old deltas ignored
+  uint64_t weeded = 0;         // deltas the weed-out rule dropped
   double sweeps_per_sec = 0;   // over the last completed measuring window (~0.5 s)
 };
 
@@ -54,6 +58,10 @@ class Segment {
   void Sweep();
 
   SegmentStats stats() const;
+  // Waits until the daemon has completed `sweeps` more sweeps (positions out, deltas back) than
+  // when called: the slave then holds the master's values of after the call, and the master the
+  // slave's progress of before it. false: not within `limit`, or the daemon is not running.
+  bool AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit);
 
  private:
   void Round();  // post one position, answer it, apply the delta

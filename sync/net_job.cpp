@@ -98,6 +98,8 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
       << most << " floats at most)";
   layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params ? params : std::vector<size_t>{});
   slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
+  slave_->set_codec(opt_.rule.codec);
+  opt_.rule.updates = std::make_shared<ChunkUpdates>(layout_->count);  // shared by every master endpoint
   g_->hold_final.store(1);
   attached_at_ = Clock::now();
   g_->machine_leads.store(opt_.machines == 1 ? 1 : 0);
@@ -399,6 +401,7 @@ void NetJob::Reshare() {
   auto make = [&](Dest to) {
     auto m = std::make_unique<MasterEndpoint>(w_, *layout_, t_.get(), to, Access::kPlain, flow);
     m->set_owned(owned_);
+    m->set_rule(opt_.rule);
     m->set_epoch(++epoch_);  // newer than any this machine used: slaves take it at once
     return m;
   };

@@ -60,6 +60,9 @@ struct NetJobOptions {
   uint32_t sweep_ms = 20;          // a master sweeps its chunks at most once per sweep_ms
   uint32_t window = 64;            // positions awaiting their delta, per destination
   uint32_t drain_ms = 5000;        // the leader's longest wait for the others' last deltas
+  // Codec and weights of every segment (--compress, --staleness-weight, --policy=weedout:N);
+  // its update counts are made per job (every master endpoint of this machine shares them).
+  SegmentRule rule;
   bool log = true;
 };
 

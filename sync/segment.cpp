@@ -411,7 +411,21 @@ bool SlaveEndpoint::Answer(const Message& m) {
   Header h;
   h.encoding = codec_.delta;
   h.length = static_cast<uint32_t>(codec_.Bytes(codec_.delta, len));
-  if (!codec_.compresses()) {
+  if (elastic_ > 0) {
+    pos_.resize(layout_.chunk_floats);
+    delta_.resize(layout_.chunk_floats);
+    if (!codec_.Decode(codec_.position, m.payload, m.h.length, len, pos_.data())) {
+      Add(malformed_);
+      return true;
+    }
+    float* w = w_ + off;
+    for (uint32_t i = 0; i < len; ++i) delta_[i] = elastic_ * ((access_ == Access::kPlain ? w[i] : Load(w[i])) - pos_[i]);
+    codec_.Encode(codec_.delta, delta_.data(), len, slot);  // what the centre will get
+    for (uint32_t i = 0; i < len; ++i) {
+      if (access_ == Access::kPlain) w[i] -= delta_[i];
+      else Store(w[i], Load(w[i]) - delta_[i]);
+    }
+  } else if (!codec_.compresses()) {
     float* out = reinterpret_cast<float*>(slot);
     if (access_ == Access::kPlain) {
       SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);

@@ -271,6 +271,10 @@ class SlaveEndpoint {
   uint32_t chunks_heard() const { return chunks_heard_; }
   // The codec (the master's must be the same). Before the first position.
   void set_codec(const Codec& codec) { codec_ = codec; }
+  // Elastic averaging (--policy=easgd:ALPHA) instead of the delta rule: on a position (the
+  // centre c), e = alpha (w - c); w -= e; the delta sent is e and the master adds it to c.
+  // `last` is not used. 0: the delta rule.
+  void set_elastic(float alpha) { elastic_ = alpha; }
 
   const ChunkLayout& layout() const { return layout_; }
 
@@ -290,6 +294,7 @@ class SlaveEndpoint {
   };
   std::unique_ptr<float[], FreeDelete> last_;  // 64-byte aligned
   Codec codec_;
+  float elastic_ = 0;
   std::vector<float> pos_, delta_;  // a position decoded, a delta to encode (compressed only)
   std::vector<uint64_t> seq_;    // last position seq applied, per chunk
   std::vector<uint32_t> epoch_;  // the epoch of that position, per chunk

@@ -231,6 +231,51 @@ TEST_F(HogwildThreads, PrivateCopiesSyncThroughSegments) {
   EXPECT_LT(net.Forward(), 0.2f);
 }
 
+// Every policy and switch end to end through the runner (four solvers with private copies):
+// the job runs to max_iter, the master learns, and the policy did what it says: bsp one round
+// per four solver iterations, gsp one per group and two (groups run apart, so one may end on a
+// round of one), easgd an exchange every second iteration of each solver.
+class HogwildPolicies : public HogwildThreads, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(HogwildPolicies, TrainToMaxIterAndLearn) {
+  const std::string spec = GetParam();
+  const size_t space = spec.find(' ');
+  HogwildOptions opt;
+  opt.solvers.cpus = 4;
+  opt.chunk_floats = 100;
+  opt.log = false;
+  opt.policy = Policy::Parse(spec.substr(0, space), spec.find("--staleness-weight") != std::string::npos,
+                             spec.find("--compress=int8") != std::string::npos ? "int8" : "");
+  auto param = SolverFor(NetText(16), 400, (dir_ / "pol").string());
+  param.set_snapshot_after_train(true);
+  const HogwildReport report = RunHogwild(param, opt);
+  EXPECT_EQ(report.global_iter, 400);
+  const PolicyFigures f = report.policy;
+  switch (opt.policy.kind) {
+    case Policy::Kind::kBsp: EXPECT_EQ(f.rounds, 100u); break;
+    case Policy::Kind::kGsp:  // a group may end on a round of one (the other got no iteration)
+      EXPECT_GE(f.rounds, 200u);
+      EXPECT_LE(f.rounds, 202u);
+      break;
+    case Policy::Kind::kEasgd:
+      EXPECT_GE(f.rounds, 196u);
+      EXPECT_LE(f.rounds, 200u);
+      break;
+    default: EXPECT_EQ(f.rounds, 0u);
+  }
+  pb::NetParameter weights;
+  ReadBinaryProto((dir_ / "pol_iter_400.caffemodel").string(), &weights);
+  NetOptions no;
+  no.phase = pb::TRAIN;
+  Net net(param.net_param(), no);
+  net.CopyTrainedLayersFrom(weights);
+  EXPECT_LT(net.Forward(), 0.2f) << "the master (what the leader snapshots) learned";
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, HogwildPolicies,
+                         ::testing::Values("bsp", "ssp:1", "max-advance:2", "weedout:4", "easgd:0.5:2",
+                                         "gsp:0,1;2,3", "async --staleness-weight", "async --compress=int8"));
+
 bool ShmUsable() { return fs::is_directory("/dev/shm") && access("/dev/shm", W_OK) == 0; }
 
 std::string UniqueName(const char* what) {

@@ -1,0 +1,320 @@
+// Sharing policies (see policy.hpp).
+#include "sync/policy.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "core/common.hpp"
+
+namespace hogstream {
+
+namespace {
+
+// A whole number in [lo, hi] written in digits, for --policy=NAME:N; else a one-line Error.
+uint32_t Count(const std::string& text, const std::string& spec, uint32_t lo, uint32_t hi, const char* want) {
+  const bool digits = !text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos;
+  const long v = digits ? std::strtol(text.c_str(), nullptr, 10) : -1;
+  HS_REQUIRE(digits && v >= lo && v <= hi) << "--policy=" << spec << ": want " << want;
+  return static_cast<uint32_t>(v);
+}
+
+// gsp's GROUPS: "0,1;2,3" or @FILE (one group per line, '#' comments).
+std::vector<std::vector<int>> ParseGroups(const std::string& text, const std::string& spec) {
+  std::string all = text;
+  if (!text.empty() && text[0] == '@') {
+    std::ifstream in(text.substr(1));
+    HS_REQUIRE(in) << "--policy=" << spec << ": cannot read " << text.substr(1);
+    std::ostringstream os;
+    for (std::string line; std::getline(in, line);) os << line.substr(0, line.find('#')) << ";";
+    all = os.str();
+  }
+  std::vector<std::vector<int>> groups;
+  std::istringstream parts(all);
+  for (std::string part; std::getline(parts, part, ';');) {
+    if (part.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::vector<int> g;
+    std::istringstream items(part);
+    for (std::string item; std::getline(items, item, ',');) {
+      const size_t b = item.find_first_not_of(" \t\r"), e = item.find_last_not_of(" \t\r");
+      const std::string t = b == std::string::npos ? "" : item.substr(b, e + 1 - b);
+      g.push_back(static_cast<int>(Count(t, spec, 0, 65535, "GROUPS as solver indices, like gsp:0,1;2,3")));
+    }
+    groups.push_back(std::move(g));
+  }
+  HS_REQUIRE(!groups.empty()) << "--policy=" << spec << ": names no group (want gsp:0,1;2,3 or gsp:@FILE)";
+  return groups;
+}
+
+}  // namespace
+
+Policy Policy::Parse(const std::string& text, bool staleness_weight, const std::string& compress) {
+  Policy p;
+  p.staleness_weight = staleness_weight;
+  p.codec = Codec::Parse(compress);
+  const size_t colon = text.find(':');
+  const std::string name = text.substr(0, colon), arg = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const bool has_arg = colon != std::string::npos;
+  if (text.empty() || text == "async") return p;
+  if (name == "bsp" && !has_arg) {
+    p.kind = Kind::kBsp;
+  } else if (name == "ssp") {
+    p.kind = Kind::kSsp;
+    p.bound = Count(arg, text, 0, 1000000, "ssp:S, S >= 0 iterations ahead of the slowest");
+  } else if (name == "max-advance") {
+    p.kind = Kind::kMaxAdvance;
+    p.bound = Count(arg, text, 1, 1000000, "max-advance:K, K >= 1 iterations");
+  } else if (name == "weedout") {
+    p.kind = Kind::kWeedout;
+    p.bound = Count(arg, text, 1, 1000000, "weedout:N, N >= 1 reports");
+  } else if (name == "easgd") {
+    p.kind = Kind::kEasgd;
+    const size_t c = arg.find(':');
+    const std::string a = arg.substr(0, c);
+    char* end = nullptr;
+    p.alpha = std::strtof(a.c_str(), &end);
+    HS_REQUIRE(!a.empty() && end && *end == 0 && p.alpha > 0 && p.alpha <= 1)
+        << "--policy=" << text << ": want easgd:ALPHA[:PERIOD] with ALPHA in (0, 1], like easgd:0.1:4";
+    if (c != std::string::npos) p.period = Count(arg.substr(c + 1), text, 1, 1000000, "easgd:ALPHA:PERIOD, PERIOD >= 1");
+  } else if (name == "gsp") {
+    p.kind = Kind::kGsp;
+    p.groups = ParseGroups(arg, text);
+  } else {
+    HS_FAIL() << "--policy=" << text
+              << ": want async, bsp, ssp:S, max-advance:K, weedout:N, easgd:ALPHA[:PERIOD] or gsp:GROUPS";
+  }
+  return p;
+}
+
+std::string Policy::name() const {
+  std::ostringstream os;
+  switch (kind) {
+    case Kind::kAsync: os << "async"; break;
+    case Kind::kBsp: os << "bsp"; break;
+    case Kind::kSsp: os << "ssp:" << bound; break;
+    case Kind::kMaxAdvance: os << "max-advance:" << bound; break;
+    case Kind::kWeedout: os << "weedout:" << bound; break;
+    case Kind::kEasgd: os << "easgd:" << alpha << ":" << period; break;
+    case Kind::kGsp:
+      os << "gsp:";
+      for (size_t g = 0; g < groups.size(); ++g)
+        for (size_t k = 0; k < groups[g].size(); ++k) os << (k ? "," : g ? ";" : "") << groups[g][k];
+      break;
+  }
+  if (staleness_weight) os << " --staleness-weight";
+  if (codec.compresses()) os << " --compress=" << codec.name();
+  return os.str();
+}
+
+bool Policy::needs_private() const { return kind != Kind::kAsync || staleness_weight || codec.compresses(); }
+
+SegmentRule Policy::Rule(std::shared_ptr<ChunkUpdates> updates) const {
+  SegmentRule r;
+  r.codec = codec;
+  r.staleness_weight = staleness_weight || kind == Kind::kGsp;
+  r.weedout = kind == Kind::kWeedout ? bound : 0;
+  r.updates = std::move(updates);
+  return r;
+}
+
+void Policy::CheckGroups(int solvers) const {
+  if (kind != Kind::kGsp) return;
+  std::vector<int> seen(solvers, 0);
+  for (const auto& g : groups) {
+    HS_REQUIRE(!g.empty()) << "--policy=" << name() << ": an empty group";
+    for (int s : g) {
+      HS_REQUIRE(s < solvers) << "--policy=" << name() << ": solver " << s << " does not exist (" << solvers
+                              << " solvers: 0.." << solvers - 1 << ")";
+      HS_REQUIRE(!seen[s]++) << "--policy=" << name() << ": solver " << s << " is in two groups";
+    }
+  }
+  for (int s = 0; s < solvers; ++s)
+    HS_REQUIRE(seen[s]) << "--policy=" << name() << ": solver " << s << " is in no group";
+}
+
+// ---------------------------------------------------------------- PolicyRun
+
+PolicyRun::PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> ranks, std::vector<float*> copies,
+                     std::vector<float*> targets, size_t floats, std::function<bool(int)> live)
+    : policy_(policy),
+      group_(group),
+      ranks_(std::move(ranks)),
+      copies_(std::move(copies)),
+      targets_(std::move(targets)),
+      floats_(floats),
+      live_(std::move(live)),
+      arrived_(new std::atomic<int64_t>[ranks_.size()]()),
+      ended_(new std::atomic<int32_t>[ranks_.size()]()),
+      rounds_done_(ranks_.size(), 0) {
+  const int n = static_cast<int>(ranks_.size());
+  HS_CHECK(copies_.size() == ranks_.size()) << copies_.size() << " copies for " << n << " solvers";
+  group_of_.assign(n, 0);
+  if (policy_.kind == Policy::Kind::kBsp) {
+    groups_.push_back({});
+    for (int i = 0; i < n; ++i) groups_[0].push_back(i);
+  } else if (policy_.kind == Policy::Kind::kGsp) {
+    policy_.CheckGroups(n);
+    groups_ = policy_.groups;
+    for (size_t g = 0; g < groups_.size(); ++g)
+      for (int i : groups_[g]) group_of_[i] = static_cast<int>(g);
+  }
+  if (!groups_.empty()) {
+    HS_CHECK(targets_.size() == groups_.size()) << targets_.size() << " targets for " << groups_.size() << " groups";
+    base_.resize(n);
+    for (int i = 0; i < n; ++i) base_[i].assign(copies_[i], copies_[i] + floats_);
+  }
+}
+
+bool PolicyRun::Blocked(int i) const {
+  const bool gated = policy_.kind == Policy::Kind::kSsp || policy_.kind == Policy::Kind::kMaxAdvance;
+  if (!gated) return false;
+  const int64_t mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
+  int64_t slowest = mine;
+  for (size_t j = 0; j < ranks_.size(); ++j) {
+    if (static_cast<int>(j) == i || ended_[j].load() || !live_(static_cast<int>(j))) continue;
+    slowest = std::min(slowest, group_->done[ranks_[j]].load(std::memory_order_relaxed));
+  }
+  const int64_t lead = mine - slowest;
+  return policy_.kind == Policy::Kind::kSsp ? lead > policy_.bound : lead >= policy_.bound;
+}
+
+void PolicyRun::Waited(std::chrono::steady_clock::time_point since) {
+  waits_.fetch_add(1, std::memory_order_relaxed);
+  wait_us_.fetch_add(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - since).count(),
+                     std::memory_order_relaxed);
+}
+
+bool PolicyRun::Before(int i) {
+  if (!Blocked(i)) return true;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + policy_.timeout;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    while (Blocked(i)) {
+      if (group_->stop.load()) return false;
+      if (std::chrono::steady_clock::now() > deadline) {
+        lk.unlock();
+        Waited(start);
+        HS_FAIL() << "--policy=" << policy_.name() << ": solver " << ranks_[i] << " waited "
+                  << policy_.timeout.count() / 1000.0 << " s at iteration "
+                  << group_->done[ranks_[i]].load() << " for a solver that stopped progressing";
+      }
+      cv_.wait_for(lk, std::chrono::milliseconds(20));
+    }
+  }
+  Waited(start);
+  if (policy_.kind == Policy::Kind::kSsp && refresh_) refresh_(i);
+  return true;
+}
+
+bool PolicyRun::Arrive(int i, const std::vector<int>& members, int64_t phase) {
+  std::unique_lock<std::mutex> lk(mu_);
+  arrived_[i].store(phase);
+  cv_.notify_all();
+  const auto start = std::chrono::steady_clock::now();
+  bool waited = false;
+  for (;;) {
+    int late = -1;
+    for (int j : members) {
+      if (j == i || ended_[j].load() || !live_(j)) continue;
+      if (arrived_[j].load() < phase) {
+        late = j;
+        break;
+      }
+    }
+    if (late < 0) break;
+    if (group_->stop.load()) return false;
+    waited = true;
+    if (std::chrono::steady_clock::now() - start > policy_.timeout) {
+      lk.unlock();
+      Waited(start);
+      HS_FAIL() << "--policy=" << policy_.name() << ": solver " << ranks_[late] << " did not reach round "
+                << (phase + 1) / 2 << " within " << policy_.timeout.count() / 1000.0 << " s (solver " << ranks_[i]
+                << " waited for it)";
+    }
+    cv_.wait_for(lk, std::chrono::milliseconds(20));
+  }
+  lk.unlock();
+  if (waited) Waited(start);
+  return true;
+}
+
+void PolicyRun::Round(int i) {
+  const std::vector<int>& members = groups_[group_of_[i]];
+  float* target = targets_[group_of_[i]];
+  const int64_t phase = 2 * rounds_done_[i] + 1;
+  if (!Arrive(i, members, phase)) return;
+  // Everyone who arrived takes a stripe: the same list for all of them, since a member that
+  // has not arrived by now has ended and never will.
+  std::vector<int> in;
+  for (int j : members)
+    if (arrived_[j].load() >= phase) in.push_back(j);
+  const size_t k = std::find(in.begin(), in.end(), i) - in.begin(), p = in.size();
+  const size_t lo = floats_ * k / p, hi = floats_ * (k + 1) / p;
+  const float inv = 1.f / static_cast<float>(p);
+  for (size_t x = lo; x < hi; ++x) {
+    float step = 0;
+    for (int j : in) step += copies_[j][x] - base_[j][x];
+    target[x] += step * inv;
+  }
+  if (!Arrive(i, members, phase + 1)) return;
+  std::memcpy(copies_[i], target, floats_ * sizeof(float));
+  std::memcpy(base_[i].data(), copies_[i], floats_ * sizeof(float));
+  ++rounds_done_[i];
+  if (k == 0) rounds_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PolicyRun::After(int i) {
+  switch (policy_.kind) {
+    case Policy::Kind::kBsp:
+    case Policy::Kind::kGsp:
+      Round(i);
+      break;
+    case Policy::Kind::kEasgd:
+      if (++rounds_done_[i] % policy_.period == 0 && exchange_) {
+        exchange_(i);
+        rounds_.fetch_add(1, std::memory_order_relaxed);
+      }
+      break;
+    case Policy::Kind::kSsp:
+    case Policy::Kind::kMaxAdvance: {
+      std::lock_guard<std::mutex> lk(mu_);  // a waiting solver re-checks the clocks
+      cv_.notify_all();
+      break;
+    }
+    default: break;
+  }
+}
+
+bool PolicyRun::End(int i) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ended_[i].store(1);
+  cv_.notify_all();
+  if (groups_.empty()) return true;
+  for (int j : groups_[group_of_[i]])
+    if (!ended_[j].load()) return false;
+  return true;
+}
+
+PolicyFigures PolicyRun::figures() const {
+  PolicyFigures f;
+  f.waits = waits_.load();
+  f.wait_seconds = wait_us_.load() / 1e6;
+  f.rounds = rounds_.load();
+  return f;
+}
+
+std::string PolicyRun::Line() const {
+  const PolicyFigures f = figures();
+  std::ostringstream os;
+  os << "Policy " << policy_.name() << ": " << f.waits << " waits (" << std::fixed << std::setprecision(1)
+     << f.wait_seconds << " s)";
+  if (f.rounds) os << ", " << f.rounds << (policy_.kind == Policy::Kind::kEasgd ? " exchanges" : " rounds");
+  return os.str();
+}
+
+}  // namespace hogstream

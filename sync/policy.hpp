@@ -1,0 +1,130 @@
+// How solvers share their progress (--policy, --staleness-weight, --compress): the other
+// systems' models as switches on the same machinery, so a job can pick one and compare.
+// Not for: the delta rule itself and its hooks (sync/segment.hpp, sync/codec.hpp), threads
+// and segments of a process (sync/hogwild.hpp), machines (sync/net_job.hpp).
+//
+//   async           Hogwild delta streaming (the default): nobody ever waits.
+//   bsp             bulk-synchronous: every solver's step of an iteration is in before anyone
+//                   starts the next, and the weights move by the average of the steps.
+//   ssp:S           stale-synchronous: a solver may be at most S iterations ahead of the
+//                   slowest live one; when it had to wait, it also waits for two fresh sweeps
+//                   of its segment, so it reads the master as it stands after the wait.
+//   max-advance:K   the fastest waits while it leads the slowest by K iterations (a throttle:
+//                   no freshness wait).
+//   weedout:N       a delta whose sender's previous report on that chunk is not among the
+//                   chunk's last N is dropped, and counted (the straggler's stale progress).
+//   easgd:A[:P]     elastic averaging: every P iterations (default 1) e = A (local - centre);
+//                   local -= e; centre += e. The centre is the master (what is tested and
+//                   snapshotted).
+//   gsp:GROUPS      groups synchronous inside (bsp), asynchronous to each other; each group's
+//                   deltas weighted by 1 / staleness. GROUPS: "0,1;2,3" (solver indices) or
+//                   @FILE with one group per line.
+//   --staleness-weight   1 / staleness weights for async and ssp too.
+//   --compress=fp16|int8|topk:F   compressed deltas and positions (sync/codec.hpp).
+//
+// Every wait has a deadline (--policy_timeout, 120 s): a solver that does not arrive in time is
+// named in a one-line Error; a solver that failed or finished is dropped from the wait at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/solver.hpp"
+#include "sync/codec.hpp"
+#include "sync/segment.hpp"
+
+namespace hogstream {
+
+struct Policy {
+  enum class Kind { kAsync, kBsp, kSsp, kMaxAdvance, kWeedout, kEasgd, kGsp };
+  Kind kind = Kind::kAsync;
+  uint32_t bound = 0;     // ssp:S, max-advance:K, weedout:N
+  float alpha = 0;        // easgd
+  uint32_t period = 1;    // easgd
+  std::vector<std::vector<int>> groups;  // gsp: solver indices, every solver in exactly one
+  bool staleness_weight = false;
+  Codec codec;
+  std::chrono::milliseconds timeout{120000};
+
+  // --policy=TEXT (empty: async), --staleness-weight, --compress=TEXT. A mistake is one line.
+  static Policy Parse(const std::string& policy, bool staleness_weight = false, const std::string& compress = "");
+  std::string name() const;  // as written on the command line, switches included
+  // Whether solvers of one process need private copies linked by segments (everything but
+  // plain async without switches).
+  bool needs_private() const;
+  // The segment rule (codec, weights) for the endpoints of one master buffer.
+  SegmentRule Rule(std::shared_ptr<ChunkUpdates> updates) const;
+  // Checks the groups against `solvers` (gsp); a mistake is one line.
+  void CheckGroups(int solvers) const;
+};
+
+// What the policy made solvers do, for the display line and reports.
+struct PolicyFigures {
+  uint64_t waits = 0;        // times a solver found it had to wait
+  double wait_seconds = 0;   // summed over solvers
+  uint64_t rounds = 0;       // bsp / gsp rounds, easgd exchanges
+};
+
+// The policy's state for the solvers of one process with private copies: clock gates, the
+// synchronous rounds of bsp / gsp (a lock-free average by stripes between two barriers), and
+// easgd's periodic exchange. One object per process; Before/After/End from each solver's own
+// thread (index = its index in the process).
+class PolicyRun {
+ public:
+  // `copies[i]` is solver i's private copy, `targets[g]` what group g's round averages into
+  // (bsp: the master; gsp: each group's own buffer), all `floats` long and alive meanwhile.
+  // `live(i)` says whether solver i may still arrive (it has not failed).
+  PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> ranks, std::vector<float*> copies,
+            std::vector<float*> targets, size_t floats, std::function<bool(int)> live);
+
+  // Before solver i's next iteration: waits while a clock bound says so. false: stop.
+  bool Before(int i);
+  // After solver i's update: its part of a synchronous round, or an easgd exchange through
+  // `exchange` (which the runner binds to the solver's segment).
+  void After(int i);
+  // Solver i trains no more: nobody waits for it again. true: it was the last of its group
+  // to end (gsp: the runner then flushes the group's segment); without groups, always.
+  bool End(int i);
+  // easgd: what After calls every `period` iterations for solver i.
+  void set_exchange(std::function<void(int)> exchange) { exchange_ = std::move(exchange); }
+  // ssp: waits until solver i's segment has made two fresh sweeps (the runner binds it).
+  void set_refresh(std::function<void(int)> refresh) { refresh_ = std::move(refresh); }
+
+  int group_of(int i) const { return group_of_[i]; }
+  PolicyFigures figures() const;
+  std::string Line() const;  // "Policy ssp:2: 14 waits (0.8 s), ..." for the leader's display
+
+ private:
+  // Waits until every other live, unfinished member of `members` has arrived at `phase`.
+  // false: the job is stopping. A member late past the timeout is an Error naming it.
+  bool Arrive(int i, const std::vector<int>& members, int64_t phase);
+  bool Blocked(int i) const;  // a clock bound holds solver i back now
+  void Round(int i);          // bsp / gsp: average the group's steps
+  void Waited(std::chrono::steady_clock::time_point since);
+
+  Policy policy_;
+  SolverGroup* group_;
+  std::vector<int> ranks_;
+  std::vector<float*> copies_, targets_;
+  size_t floats_;
+  std::function<bool(int)> live_;
+  std::function<void(int)> exchange_, refresh_;
+  std::vector<int> group_of_;                    // solver index -> group
+  std::vector<std::vector<int>> groups_;         // bsp: one group of everyone
+  std::vector<std::vector<float>> base_;         // per solver: the weights its step started from
+  std::unique_ptr<std::atomic<int64_t>[]> arrived_;  // per solver: last phase arrived at
+  std::unique_ptr<std::atomic<int32_t>[]> ended_;
+  std::vector<int64_t> rounds_done_;             // per solver (its own thread only)
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> waits_{0}, rounds_{0};
+  std::atomic<int64_t> wait_us_{0};
+};
+
+}  // namespace hogstream

@@ -1,0 +1,223 @@
+// sync/policy: --policy parsing, and each policy's rule checked in-process against a small
+// hand-computed reference with stand-in solvers (threads that add known amounts to their
+// private copies): bsp and gsp averages, ssp's and max-advance's clock bounds, easgd's elastic
+// exchange; a dead solver never hangs the others; a stuck one is named within the deadline.
+#include "sync/policy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sync/local_segment.hpp"
+#include "test/error_of.hpp"
+#include "test/test_seed.hpp"
+
+namespace hogstream {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(PolicyParse, EveryFormAndItsName) {
+  EXPECT_EQ(Policy::Parse("").kind, Policy::Kind::kAsync);
+  EXPECT_FALSE(Policy::Parse("async").needs_private());
+  EXPECT_TRUE(Policy::Parse("async", true).needs_private()) << "--staleness-weight needs segments";
+  EXPECT_TRUE(Policy::Parse("", false, "int8").needs_private()) << "--compress needs segments";
+  EXPECT_EQ(Policy::Parse("ssp:3").bound, 3u);
+  EXPECT_EQ(Policy::Parse("max-advance:2").name(), "max-advance:2");
+  const Policy e = Policy::Parse("easgd:0.25:4");
+  EXPECT_EQ(e.alpha, 0.25f);
+  EXPECT_EQ(e.period, 4u);
+  EXPECT_EQ(Policy::Parse("easgd:0.5").period, 1u);
+  const Policy g = Policy::Parse("gsp:0,1;2, 3", false, "fp16");
+  ASSERT_EQ(g.groups.size(), 2u);
+  EXPECT_EQ(g.groups[1], (std::vector<int>{2, 3}));
+  EXPECT_EQ(g.name(), "gsp:0,1;2,3 --compress=fp16");
+  EXPECT_TRUE(g.Rule(nullptr).staleness_weight) << "gsp weighs groups by 1 / staleness";
+  EXPECT_EQ(Policy::Parse("weedout:5").Rule(nullptr).weedout, 5u);
+  const std::string file = testing::TempDir() + "/groups_" + std::to_string(TestSeed());
+  std::ofstream(file) << "# two groups\n0, 2\n1,3  # the slow pair\n";
+  EXPECT_EQ(Policy::Parse("gsp:@" + file).groups, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+}
+
+TEST(PolicyParse, MistakesAreOneLine) {
+  for (const char* bad : {"bsp:2", "ssp", "ssp:-1", "ssp:x", "max-advance:0", "weedout:", "easgd:0", "easgd:2",
+                          "easgd:0.1:0", "gsp:", "gsp:0,a", "gsp:@/nonexistent/groups", "sync", "hogwild"}) {
+    const std::string e = ErrorOf([&] { Policy::Parse(bad); });
+    EXPECT_NE(e.find(std::string("--policy=") + bad), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+  const Policy g = Policy::Parse("gsp:0,1;1,2");
+  EXPECT_NE(ErrorOf([&] { g.CheckGroups(3); }).find("solver 1 is in two groups"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Policy::Parse("gsp:0;1").CheckGroups(3); }).find("solver 2 is in no group"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Policy::Parse("gsp:0,1;5").CheckGroups(3); }).find("solver 5 does not exist"),
+            std::string::npos);
+}
+
+// Stand-in solvers over one PolicyRun: solver i adds add[i] to every element of its copy each
+// iteration, counting it as a solver counts (group done), between Before and After.
+struct Bench {
+  Bench(const Policy& p, int solvers, int groups, size_t floats, float start)
+      : group(std::make_unique<SolverGroup>()),
+        copies(solvers, std::vector<float>(floats, start)),
+        targets(groups, std::vector<float>(floats, start)),
+        live(solvers),
+        floats(floats) {
+    std::vector<int> ranks;
+    std::vector<float*> c, t;
+    for (int i = 0; i < solvers; ++i) {
+      ranks.push_back(i);
+      c.push_back(copies[i].data());
+      live[i].store(true);
+    }
+    for (auto& tg : targets) t.push_back(tg.data());
+    run = std::make_unique<PolicyRun>(p, group.get(), ranks, c, t, floats, [this](int i) { return live[i].load(); });
+  }
+  // Solver i runs `iters` iterations (or until Before says stop), then ends.
+  std::thread Solver(int i, int iters, float add, std::chrono::milliseconds pace = 0ms) {
+    return std::thread([this, i, iters, add, pace] {
+      try {
+        for (int k = 0; k < iters && run->Before(i); ++k) {
+          for (float& x : copies[i]) x += add;
+          group->done[i].fetch_add(1);
+          std::this_thread::sleep_for(pace);
+          run->After(i);
+        }
+        run->End(i);
+      } catch (const std::exception& e) {
+        error = e.what();
+        group->stop.store(1);
+      }
+    });
+  }
+  std::unique_ptr<SolverGroup> group;
+  std::vector<std::vector<float>> copies, targets;
+  std::vector<std::atomic<bool>> live;
+  size_t floats;
+  std::unique_ptr<PolicyRun> run;
+  std::string error;
+};
+
+// bsp: every round the master moves by the average of the solvers' steps (1, 2, 4, 8 here:
+// +3.75 per round), and every copy starts the next iteration from it. Exact in binary.
+TEST(PolicyRunTest, BspMovesTheMasterByTheAverageStepEveryRound) {
+  Bench b(Policy::Parse("bsp"), 4, 1, 1001, 0.5f);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; ++i) ts.push_back(b.Solver(i, 20, static_cast<float>(1 << i)));
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(b.error, "");
+  for (size_t x = 0; x < b.floats; ++x) ASSERT_EQ(b.targets[0][x], 0.5f + 20 * 3.75f) << x;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(b.copies[i], b.targets[0]) << "solver " << i << " holds the master";
+  EXPECT_EQ(b.run->figures().rounds, 20u);
+}
+
+// A solver that dies under bsp is dropped from the barrier: the others go on at once, and their
+// average is over those who arrived.
+TEST(PolicyRunTest, ADeadSolverIsDroppedFromTheBarrier) {
+  Policy p = Policy::Parse("bsp");
+  p.timeout = 10s;  // far longer than the test may take
+  Bench b(p, 3, 1, 64, 0.f);
+  std::vector<std::thread> ts;
+  ts.push_back(b.Solver(0, 10, 1.f));
+  ts.push_back(b.Solver(1, 10, 2.f));
+  ts.push_back(std::thread([&b] {  // three rounds, then it dies without a word
+    for (int k = 0; k < 3; ++k) {
+      b.run->Before(2);
+      for (float& x : b.copies[2]) x += 9.f;
+      b.run->After(2);
+    }
+    b.live[2].store(false);
+  }));
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& t : ts) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the survivors waited for the dead";
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(b.targets[0][7], 3 * 4.f + 7 * 1.5f);  // (1 + 2 + 9) / 3, then (1 + 2) / 2
+}
+
+// ssp:1: the fastest runs at most 1 iteration ahead of a solver that never moves, and after
+// the deadline the stuck one is named in one line.
+TEST(PolicyRunTest, SspHoldsTheFastestAndNamesAStuckSolver) {
+  Policy p = Policy::Parse("ssp:1");
+  p.timeout = 300ms;
+  Bench b(p, 2, 0, 8, 0.f);
+  std::thread fast = b.Solver(0, 10, 1.f);
+  const auto start = std::chrono::steady_clock::now();
+  fast.join();  // solver 1 never runs an iteration
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  EXPECT_EQ(b.group->done[0].load(), 2) << "iterations 1 and 2, then 2 ahead of 0: wait";
+  EXPECT_NE(b.error.find("--policy=ssp:1: solver 0 waited 0.3 s at iteration 2"), std::string::npos) << b.error;
+  EXPECT_EQ(b.error.find('\n'), std::string::npos);
+}
+
+// max-advance:3 with a solver paced slowly: the fast one never leads by 3 or more; a solver
+// that has finished holds nobody back.
+TEST(PolicyRunTest, MaxAdvanceNeverLetsTheFastestLeadByK) {
+  Bench b(Policy::Parse("max-advance:3"), 2, 0, 8, 0.f);
+  std::atomic<int64_t> worst{0};
+  std::atomic<bool> over{false};
+  std::thread watch([&] {  // while the slow one has not ended (its count is read second and only grows)
+    while (!over.load()) {
+      const int64_t fast = b.group->done[0].load(), slow = b.group->done[1].load();
+      if (slow < 15) worst.store(std::max(worst.load(), fast - slow));
+      std::this_thread::sleep_for(100us);
+    }
+  });
+  std::thread slow = b.Solver(1, 15, 1.f, 5ms), fast = b.Solver(0, 40, 1.f);
+  slow.join();
+  fast.join();  // after the slow one ended, nothing holds the fast one
+  over.store(true);
+  watch.join();
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(b.group->done[0].load(), 40);
+  EXPECT_LE(worst.load(), 3) << "it passes the gate leading by K - 1, then runs one iteration";
+  EXPECT_GT(b.run->figures().waits, 0u);
+}
+
+// gsp:0,1;2,3: each group's buffer moves by its own members' average; groups never wait for
+// each other (group 1 is paced at 50 ms an iteration and group 0 still finishes first).
+TEST(PolicyRunTest, GspAveragesWithinEachGroupOnly) {
+  Bench b(Policy::Parse("gsp:0,1;2,3"), 4, 2, 100, 0.f);
+  std::vector<std::thread> ts;
+  ts.push_back(b.Solver(0, 10, 1.f));
+  ts.push_back(b.Solver(1, 10, 3.f));
+  ts.push_back(b.Solver(2, 10, 5.f, 50ms));
+  ts.push_back(b.Solver(3, 10, 7.f, 50ms));
+  ts[0].join();
+  ts[1].join();
+  const int64_t slow_done = b.group->done[2].load();
+  for (size_t k = 2; k < ts.size(); ++k) ts[k].join();
+  ASSERT_EQ(b.error, "");
+  EXPECT_LT(slow_done, 10) << "group 0 waited for group 1";
+  for (size_t x = 0; x < 100; ++x) {
+    ASSERT_EQ(b.targets[0][x], 10 * 2.f) << x;
+    ASSERT_EQ(b.targets[1][x], 10 * 6.f) << x;
+  }
+}
+
+// easgd's elastic rule on a segment: e = a (w - c); w -= e; c += e, hand-computed, and the sum
+// of the two copies never changes.
+TEST(PolicyElasticTest, EachExchangePullsTheCopyAndTheCentreTogether) {
+  std::vector<float> centre(40, 0.f), local(40, 10.f);
+  SegmentOptions o;
+  o.chunk_floats = 16;
+  o.elastic = 0.25f;
+  Segment seg(centre.data(), local.data(), 40, o);
+  seg.Sweep();
+  EXPECT_EQ(local[0], 7.5f);
+  EXPECT_EQ(centre[39], 2.5f);
+  seg.Sweep();
+  EXPECT_EQ(local[39], 6.25f);
+  EXPECT_EQ(centre[0], 3.75f);
+  for (size_t x = 0; x < 40; ++x) ASSERT_EQ(local[x] + centre[x], 10.f) << x;
+}
+
+}  // namespace
+}  // namespace hogstream
