@@ -1,6 +1,7 @@
 // Every net prototxt of the Caffe compatibility corpus (../shared/compat/caffe) parses and
-// builds, and our own configs/ always do. The corpus is absent on a user's machine: those
-// tests skip with a message there.
+// builds, and our own configs/ always do (nets with their parameter counts, solvers with
+// their net files). The corpus is absent on a user's machine: those tests skip with a
+// message there.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -93,6 +94,33 @@ TEST(OwnConfigs, BuildWithExpectedParameterCounts) {
   EXPECT_EQ(Build(dir / "lenet/lenet_train_test.prototxt", {100, 1, 28, 28}, pb::TEST), 431080u);
   EXPECT_EQ(Build(dir / "cifar10/quick_train_test.prototxt", {100, 3, 32, 32}, pb::TRAIN), 145578u);
   EXPECT_EQ(Build(dir / "cifar10/full_train_test.prototxt", {100, 3, 32, 32}, pb::TEST), 89578u);
+  // configs/make_nets.py's nets, both inputs, both phases; BatchNorm's statistics blobs count,
+  // as in Caffe (bench/torch_nets.py's "caffe_params" for the same prototxts).
+  // The first convolution has 16 (ResNet) or 32 (Inception) 3x3 filters per input channel.
+  struct Input { const char* name; std::vector<int> shape; };
+  for (const Input& in : {Input{"fmnist", {64, 1, 28, 28}}, Input{"cifar", {64, 3, 32, 32}}}) {
+    const size_t extra = in.shape[1] - 1;
+    const std::string resnet = std::string("resnet/resnet20_") + in.name + "_train_test.prototxt";
+    const std::string inception =
+        std::string("inception/inception_") + in.name + "_train_test.prototxt";
+    for (pb::Phase phase : {pb::TRAIN, pb::TEST}) {
+      EXPECT_EQ(Build(dir / resnet, in.shape, phase), 273775u + 16 * 9 * extra) << resnet;
+      EXPECT_EQ(Build(dir / inception, in.shape, phase), 276010u + 32 * 9 * extra) << inception;
+    }
+  }
+}
+
+TEST(OwnConfigs, EverySolverParsesAndNamesAnExistingNet) {
+  const fs::path root = fs::path(HS_SOURCE_DIR);
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root / "configs")) {
+    if (e.path().filename().string().find("solver") == std::string::npos) continue;
+    pb::SolverParameter s;
+    ASSERT_NO_THROW(s = ReadSolverText(e.path().string())) << e.path();
+    EXPECT_TRUE(fs::exists(root / s.net())) << e.path() << " names " << s.net();
+    ++n;
+  }
+  EXPECT_GE(n, 7);
 }
 
 }  // namespace
