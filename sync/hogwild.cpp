@@ -91,9 +91,10 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   const Policy& policy = opt.policy;
   using PK = Policy::Kind;
   const bool private_copies = opt.private_copies || (!opt.net && policy.needs_private());
-  HS_REQUIRE(!opt.net || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
+  const bool machine_gate = opt.net && (policy.kind == PK::kSsp || policy.kind == PK::kMaxAdvance);
+  HS_REQUIRE(!opt.net || policy.kind == PK::kAsync || policy.kind == PK::kWeedout || machine_gate)
       << "--policy=" << policy.name() << " runs between the solvers of one process so far; across machines "
-         "use async or weedout:N (with --staleness-weight and --compress)";
+         "use async, ssp:S, max-advance:K or weedout:N (with --staleness-weight and --compress)";
   HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
       << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
   policy.CheckGroups(n);
@@ -266,6 +267,21 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
       } else {
         net.UseParamBuffer(master, /*copy_in=*/false);
+      }
+      if (machine_gate) {  // the clock bound holds between machines
+        sync.arrive_and_wait();  // every rank known
+        if (i == 0) {
+          std::vector<int> ranks;
+          for (Local& l : locals) ranks.push_back(l.rank);
+          run = std::make_unique<PolicyRun>(policy, group, ranks, std::vector<float*>(n, nullptr), std::vector<float*>{},
+                                            net.param_buffer_size(), [](int) { return true; });
+          run->set_machines([job = opt.net] { return job->slowest_other(); },
+                            [job = opt.net] { return job->fresh_rounds(); });
+        }
+        sync.arrive_and_wait();
+        me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
+        if (me.rank == 0) extra = [job = opt.net, &run] { return job->Line() + "\n" + run->Line(); };
+        if (me.rank == 0) me.solver->JoinGroup(group, me.rank, extra);
       }
       sync.arrive_and_wait();
       if (i == 0) {

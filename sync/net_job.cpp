@@ -7,6 +7,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -246,6 +247,10 @@ void NetJob::Run() {
     }
     t_->Flush();
     if (now - last_figures_ >= std::chrono::milliseconds(100)) Figures();
+    if (now - last_clocks_ >= std::chrono::milliseconds(2)) {
+      last_clocks_ = now;
+      Clocks();
+    }
     const Status st = t_->status();
     if (!st.ok() && !reported_status) {
       reported_status = true;
@@ -499,6 +504,22 @@ void NetJob::Bridge() {
     }
   }
   if (g_->job_done.load() && leader == opt_.rank) done_ = true;
+}
+
+void NetJob::Clocks() {
+  int64_t slowest = std::numeric_limits<int64_t>::max();
+  for (int r = 0; r < opt_.machines; ++r) {
+    const Peer& p = *peers_[r];
+    if (r != opt_.rank && p.live && (p.flags & kNetTraining) && !(p.flags & kNetFinished))
+      slowest = std::min(slowest, p.count);
+  }
+  slowest_other_.store(slowest == std::numeric_limits<int64_t>::max() ? LocalIterations() : slowest,
+                       std::memory_order_relaxed);
+  if (!opt_.track_fresh || !slave_ || owners_.empty()) return;
+  uint64_t fresh = std::numeric_limits<uint64_t>::max();
+  for (uint32_t c = 0; c < owners_.size(); ++c)
+    if (owners_[c] != static_cast<PeerId>(opt_.rank)) fresh = std::min(fresh, slave_->answers(c));
+  if (fresh != std::numeric_limits<uint64_t>::max()) fresh_rounds_.store(fresh, std::memory_order_relaxed);
 }
 
 void NetJob::Figures() {

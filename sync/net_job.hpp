@@ -63,6 +63,7 @@ struct NetJobOptions {
   // Codec and weights of every segment (--compress, --staleness-weight, --policy=weedout:N);
   // its update counts are made per job (every master endpoint of this machine shares them).
   SegmentRule rule;
+  bool track_fresh = false;        // keep fresh_rounds() up to date (ssp across machines)
   bool log = true;
 };
 
@@ -126,6 +127,13 @@ class NetJob {
   int machines() const { return opt_.machines; }
   bool joined_running() const { return joined_running_; }
   bool leads() const;
+  // The clocks a sharing policy bounds (sync/policy.hpp), from any thread: the fewest
+  // iterations any other live machine still training has run (its solvers together; this
+  // machine's own count when none), and how many times every chunk this machine does not own
+  // has been answered (a count that grows by one each time all of them have been: two more
+  // mean this machine's progress is out and the others' is in). Both updated by the daemon.
+  int64_t slowest_other() const { return slowest_other_.load(std::memory_order_relaxed); }
+  uint64_t fresh_rounds() const { return fresh_rounds_.load(std::memory_order_relaxed); }
   NetJobStats stats() const;
   // One line for the leader's display: who leads, per-machine rate, sweeps/s, Gbit/s, losses,
   // staleness.
@@ -143,6 +151,7 @@ class NetJob {
   void Post();
   void Bridge();
   void Figures();
+  void Clocks();  // slowest_other_, fresh_rounds_
   uint32_t Flags() const;
   std::string Name(int r) const;
 
@@ -182,6 +191,9 @@ class NetJob {
   std::atomic<bool> joined_running_{false};
   std::atomic<bool> all_done_{false};  // done, and every live machine has said so too
   std::atomic<int> lead_{-1};
+  std::atomic<int64_t> slowest_other_{0};
+  std::atomic<uint64_t> fresh_rounds_{0};
+  std::chrono::steady_clock::time_point last_clocks_;
   std::string start_error_;  // set by the daemon before start_ok_ stays false and quit_
   std::atomic<bool> start_failed_{false};
   mutable std::mutex figures_mu_;

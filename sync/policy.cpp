@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "core/common.hpp"
 
@@ -169,17 +170,35 @@ PolicyRun::PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> 
   }
 }
 
+void PolicyRun::set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds) {
+  slowest_other_ = std::move(slowest_other);
+  refresh_ = [this, fresh = std::move(fresh_rounds)](int) {
+    const uint64_t want = fresh() + 2;
+    const auto deadline = std::chrono::steady_clock::now() + policy_.timeout;
+    while (fresh() < want && !group_->stop.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+}
+
 bool PolicyRun::Blocked(int i) const {
   const bool gated = policy_.kind == Policy::Kind::kSsp || policy_.kind == Policy::Kind::kMaxAdvance;
   if (!gated) return false;
-  const int64_t mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
-  int64_t slowest = mine;
-  for (size_t j = 0; j < ranks_.size(); ++j) {
-    if (static_cast<int>(j) == i || ended_[j].load() || !live_(static_cast<int>(j))) continue;
-    slowest = std::min(slowest, group_->done[ranks_[j]].load(std::memory_order_relaxed));
+  int64_t lead = 0, bound = policy_.bound;
+  if (slowest_other_) {  // this machine's solvers together against the slowest other machine
+    int64_t mine = 0;
+    for (int r : ranks_) mine += group_->done[r].load(std::memory_order_relaxed);
+    lead = mine - slowest_other_();
+    bound *= static_cast<int64_t>(ranks_.size());
+  } else {
+    const int64_t mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
+    int64_t slowest = mine;
+    for (size_t j = 0; j < ranks_.size(); ++j) {
+      if (static_cast<int>(j) == i || ended_[j].load() || !live_(static_cast<int>(j))) continue;
+      slowest = std::min(slowest, group_->done[ranks_[j]].load(std::memory_order_relaxed));
+    }
+    lead = mine - slowest;
   }
-  const int64_t lead = mine - slowest;
-  return policy_.kind == Policy::Kind::kSsp ? lead > policy_.bound : lead >= policy_.bound;
+  return policy_.kind == Policy::Kind::kSsp ? lead > bound : lead >= bound;
 }
 
 void PolicyRun::Waited(std::chrono::steady_clock::time_point since) {
@@ -203,7 +222,8 @@ bool PolicyRun::Before(int i) {
                   << policy_.timeout.count() / 1000.0 << " s at iteration "
                   << group_->done[ranks_[i]].load() << " for a solver that stopped progressing";
       }
-      cv_.wait_for(lk, std::chrono::milliseconds(20));
+      // Other machines' clocks come in control messages, not through this process's notify.
+      cv_.wait_for(lk, std::chrono::milliseconds(slowest_other_ ? 1 : 20));
     }
   }
   Waited(start);

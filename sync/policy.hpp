@@ -95,6 +95,12 @@ class PolicyRun {
   void set_exchange(std::function<void(int)> exchange) { exchange_ = std::move(exchange); }
   // ssp: waits until solver i's segment has made two fresh sweeps (the runner binds it).
   void set_refresh(std::function<void(int)> refresh) { refresh_ = std::move(refresh); }
+  // Across machines (ssp, max-advance): the bound holds between this machine's solvers
+  // together and the slowest other machine's (`slowest_other`, iterations of all its solvers;
+  // the bound scales with this machine's solver count, every machine running as many), not
+  // between local solvers, which share one buffer. ssp's refresh then waits for two more
+  // `fresh_rounds` (every chunk this machine does not own answered twice).
+  void set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds);
 
   int group_of(int i) const { return group_of_[i]; }
   PolicyFigures figures() const;
@@ -115,6 +121,7 @@ class PolicyRun {
   size_t floats_;
   std::function<bool(int)> live_;
   std::function<void(int)> exchange_, refresh_;
+  std::function<int64_t()> slowest_other_;
   std::vector<int> group_of_;                    // solver index -> group
   std::vector<std::vector<int>> groups_;         // bsp: one group of everyone
   std::vector<std::vector<float>> base_;         // per solver: the weights its step started from

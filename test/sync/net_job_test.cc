@@ -252,6 +252,27 @@ TEST_F(NetJobTest, TrainsOverVerbsQueuePairs) {
 }
 #endif
 
+// The clock a policy bounds across machines (ssp, max-advance): each machine sees the fewest
+// iterations any other machine still training has run, and a finished machine holds nobody.
+TEST_F(NetJobTest, EachMachineSeesTheSlowestOtherMachinesClock) {
+  AttachAll();
+  Train(1, 50, TestSeed());
+  Train(2, 120, TestSeed() + 1);
+  m_[1].solver.join();
+  m_[2].solver.join();
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->slowest_other() == 50; }, 5s)) << m_[0].job->slowest_other();
+  EXPECT_TRUE(WaitFor([&] { return m_[2].job->slowest_other() == 0; }, 5s)) << "machine 0 ran nothing";
+  EndTraining(0);  // finished: no longer a clock anyone waits for
+  EXPECT_TRUE(WaitFor([&] { return m_[2].job->slowest_other() == 50; }, 5s)) << m_[2].job->slowest_other();
+  EndTraining(1);
+  EndTraining(2);
+  SolverGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s));
+  lead.job_done.store(1);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->job_done.load() == 1; }, 5s);
+  FinishAll();
+}
+
 TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
   AttachAll();
   for (int r = 0; r < kMachines; ++r) Train(r, 100, TestSeed());

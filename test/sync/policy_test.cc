@@ -202,6 +202,39 @@ TEST(PolicyRunTest, GspAveragesWithinEachGroupOnly) {
   }
 }
 
+// Across machines: the bound holds between this machine's solvers together (2 here, so
+// ssp:2 allows a lead of 4 iterations) and the slowest other machine, whose clock comes from
+// outside; after each wait, ssp waits for two fresh exchange rounds.
+TEST(PolicyRunTest, AcrossMachinesTheBoundHoldsAgainstTheSlowestMachine) {
+  Bench b(Policy::Parse("ssp:2"), 2, 0, 8, 0.f);
+  std::atomic<int64_t> other{0}, worst{0};
+  std::atomic<uint64_t> fresh{0}, refreshes{0};
+  b.run->set_machines([&] { return other.load(); }, [&] {
+    refreshes.fetch_add(1);
+    return fresh.load();
+  });
+  std::atomic<bool> over{false};
+  std::thread remote([&] {  // the other machine: one iteration and one exchange round every ms
+    while (!over.load()) {
+      const int64_t lead = b.group->done[0].load() + b.group->done[1].load() - other.load();
+      worst.store(std::max(worst.load(), lead));
+      if (other.load() < 1000) other.fetch_add(1);
+      fresh.fetch_add(1);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::thread s0 = b.Solver(0, 60, 1.f), s1 = b.Solver(1, 60, 1.f);
+  s0.join();
+  s1.join();
+  over.store(true);
+  remote.join();
+  ASSERT_EQ(b.error, "");
+  EXPECT_EQ(b.group->done[0].load() + b.group->done[1].load(), 120);
+  EXPECT_LE(worst.load(), 4 + 2) << "each solver passes at a lead of at most 4, then runs one iteration";
+  EXPECT_GT(b.run->figures().waits, 0u) << "the local pair is faster than one iteration a ms";
+  EXPECT_GT(refreshes.load(), 0u) << "ssp refreshed after its waits";
+}
+
 // easgd's elastic rule on a segment: e = a (w - c); w -= e; c += e, hand-computed, and the sum
 // of the two copies never changes.
 TEST(PolicyElasticTest, EachExchangePullsTheCopyAndTheCentreTogether) {
