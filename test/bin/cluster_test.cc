@@ -156,6 +156,23 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
   EXPECT_GE(total, 3000);
 }
 
+// A policy and the switches across machines: ssp:2 with int8 deltas and positions and
+// staleness weights. The job learns, the leader's display names the policy, and a machine
+// that spoke another encoding would be counted malformed and learn nothing from the others.
+TEST_F(Cluster, ThreeMachinesUnderSspWithInt8Deltas) {
+  std::vector<std::unique_ptr<Child>> m;
+  const std::vector<std::string> policy = {"--policy=ssp:2", "--compress=int8", "--staleness-weight"};
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000, "", policy));
+  std::vector<Finished> f;
+  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  EXPECT_LT(FinalLoss(f[0].err), 0.1) << "the job learned";
+  EXPECT_NE(f[0].err.find("Policy ssp:2 --staleness-weight --compress=int8: "), std::string::npos) << f[0].err;
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_3000.caffemodel"));
+  for (int r = 1; r < kMachines; ++r)
+    EXPECT_NE(f[r].err.find("Optimization Done. (machine " + std::to_string(r)), std::string::npos) << f[r].err;
+}
+
 TEST_F(Cluster, AFollowerKilledMidRunAndTheOthersFinish) {
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 30000));
