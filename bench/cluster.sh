@@ -99,24 +99,13 @@ start() {  # machine i, log suffix
   ip netns exec "${P}m$1" "$BIN" "${flags[@]}" > "$OUT/m$1$2.log" 2>&1 &
   PIDS[$1]=$!
 }
-# Seconds from a Caffe-format log's first line to its first test accuracy >= TARGET ("-" if never).
-TARGET=${TARGET:-0.89}
-time_to_target() {
-  awk -v target="$TARGET" '
-    function secs(t,  a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
-    /^[IWE][0-9][0-9][0-9][0-9] / { if (start == "") start = secs($2) }
-    /Test net output #0: accuracy = / {
-      v = $NF + 0
-      if (v >= target && hit == "") hit = secs($2)
-    }
-    END { if (hit == "") print "-"; else printf "%.1f\n", hit - start }' "$1"
-}
+source "$HS_ROOT/bench/log_times.sh"  # time_to_target, final_accuracy
 if [[ ${BASELINE:-0} == 1 ]]; then
   echo "== baseline: one process, $SOLVERS solver threads: $BUILD_DIR/hogstream train --solver=$OUT/solver.prototxt --solvers=$SOLVERS --iterations=$ITER"
   tb0=$(date +%s.%N)
   "$BUILD_DIR/hogstream" train --solver="$OUT/solver.prototxt" --solvers="$SOLVERS" --iterations="$ITER" > "$OUT/single.log" 2>&1
   printf "baseline wall time: %.1f s, final accuracy %s, time to %s: %s s\n" "$(echo "$(date +%s.%N) - $tb0" | bc)" \
-    "$(grep "Test net output #0: accuracy" "$OUT/single.log" | tail -1 | sed 's/.*accuracy = //')" "$TARGET" \
+    "$(final_accuracy "$OUT/single.log")" "$TARGET" \
     "$(time_to_target "$OUT/single.log")"
   rm -f "$OUT"/lenet_iter_*  # the cluster's snapshots next
 fi
@@ -181,7 +170,7 @@ for f in "$OUT"/m*.log "$OUT"/f*.log; do
 done
 lead=$(grep -l "Optimization Done.$" "$OUT"/m*.log 2>/dev/null | head -1 || true)
 if [[ -n $lead ]]; then
-  echo "final accuracy (leader $(basename "$lead" .log)): $(grep "Test net output #0: accuracy" "$lead" | tail -1 | sed 's/.*accuracy = //')"
+  echo "final accuracy (leader $(basename "$lead" .log)): $(final_accuracy "$lead")"
   tc=$(time_to_target "$lead")
   echo "time to $TARGET: $tc s"
   if [[ ${BASELINE:-0} == 1 ]]; then

@@ -59,7 +59,7 @@ std::string Codec::name() const {
   return "?";
 }
 
-size_t Codec::Bytes(Encoding e, uint32_t n) const {
+size_t Codec::Bytes(Encoding e, uint32_t n) const {  // int8 of 1 value: 5 bytes; else <= 4n
   switch (e) {
     case Encoding::kFloat32: return size_t{n} * 4;
     case Encoding::kFloat16: return size_t{n} * 2;
@@ -90,7 +90,10 @@ size_t Codec::Encode(Encoding e, float* x, uint32_t n, std::byte* out) const {
         const uint32_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
         float top = 0;
         for (uint32_t i = lo; i < hi; ++i) top = std::max(top, std::fabs(x[i]));
-        const float scale = top / 127.f, inv = top > 0 ? 127.f / top : 0.f;
+        // A block whose largest value is below ~1e-36 (127 / FLT_MAX) has no finite inverse
+        // scale: it goes as zeros (its values stay in w - last), never as 0 * inf = NaN.
+        float scale = top / 127.f, inv = scale > 0 ? 1.f / scale : 0.f;
+        if (!std::isfinite(inv)) scale = inv = 0;
         std::memcpy(out + 4 * size_t{b}, &scale, 4);
         for (uint32_t i = lo; i < hi; ++i) {
           const float v = std::clamp(std::nearbyint(x[i] * inv), -127.f, 127.f);

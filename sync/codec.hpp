@@ -40,7 +40,7 @@ struct Codec {
   std::string name() const;
   bool compresses() const { return delta != Encoding::kFloat32 || position != Encoding::kFloat32; }
 
-  // Payload bytes of n values in encoding e (never more than 4n).
+  // Payload bytes of n values in encoding e (at most 4n, but for int8 of a single value: 5).
   size_t Bytes(Encoding e, uint32_t n) const;
   // Encodes x[0, n) as e into out (Bytes(e, n) bytes) and overwrites x with what the receiver
   // will decode. Returns the bytes written.

@@ -348,6 +348,17 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   }
   for (auto& gs : group_segments) report.segments.push_back(gs->stats());
   if (run) report.policy = run->figures();
+  if (opt.log && (run || !report.segments.empty())) {  // what sharing cost, once, at the end
+    uint64_t bytes = 0;
+    for (const SegmentStats& st : report.segments) bytes += st.bytes_moved;
+    int64_t mine = 0;
+    for (int64_t d : report.done) mine += d;
+    std::ostringstream os;
+    os << "Sharing: " << (run ? run->Line() : "Policy " + policy.name()) << "; segments moved " << std::fixed
+       << std::setprecision(1) << bytes / 1048576.0 << " MiB, " << (mine ? bytes / 1024.0 / mine : 0)
+       << " KiB per iteration of this process";
+    LOG(INFO) << os.str();
+  }
   return report;
 }
 

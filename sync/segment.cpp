@@ -163,6 +163,14 @@ MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transpo
 }
 
 namespace {
+// The longest payload a codec writes for chunks of up to `longest` floats must fit a slot.
+void CheckFits(const Codec& c, Encoding e, const ChunkLayout& layout, uint32_t max_payload) {
+  const uint32_t longest = static_cast<uint32_t>(std::min<size_t>(layout.chunk_floats, layout.n));
+  HS_REQUIRE(std::max(c.Bytes(e, longest), c.Bytes(e, 1)) <= max_payload)
+      << "--compress=" << c.name() << ": a chunk of " << longest << " floats does not fit this transport's "
+      << max_payload << "-byte messages; use larger chunks";
+}
+
 int64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -174,6 +182,7 @@ void MasterEndpoint::set_rule(SegmentRule rule) {
   HS_REQUIRE(!rule.updates || rule.updates->count() == layout_.count)
       << "shared update counts for " << rule.updates->count() << " chunks, the layout has " << layout_.count;
   if (!rule.updates) rule.updates = std::make_shared<ChunkUpdates>(layout_.count);
+  CheckFits(rule.codec, rule.codec.position, layout_, t_->caps().max_payload);
   rule_ = std::move(rule);
   scratch_.resize(rule_.codec.compresses() ? layout_.chunk_floats : 0);
 }
@@ -362,6 +371,11 @@ SlaveEndpoint::SlaveEndpoint(float* slave, const ChunkLayout& layout, Transport*
 }
 
 void SlaveEndpoint::FreeDelete::operator()(float* p) const { std::free(p); }
+
+void SlaveEndpoint::set_codec(const Codec& codec) {
+  CheckFits(codec, codec.delta, layout_, t_->caps().max_payload);
+  codec_ = codec;
+}
 
 void SlaveEndpoint::set_owners(std::vector<PeerId> owners, PeerId self) {
   HS_REQUIRE(owners.size() == layout_.count)

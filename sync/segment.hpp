@@ -270,7 +270,7 @@ class SlaveEndpoint {
   // Chunks that have had at least one position applied since construction.
   uint32_t chunks_heard() const { return chunks_heard_; }
   // The codec (the master's must be the same). Before the first position.
-  void set_codec(const Codec& codec) { codec_ = codec; }
+  void set_codec(const Codec& codec);
   // Elastic averaging (--policy=easgd:ALPHA) instead of the delta rule: on a position (the
   // centre c), e = alpha (w - c); w -= e; the delta sent is e and the master adds it to c.
   // `last` is not used. 0: the delta rule.

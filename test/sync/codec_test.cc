@@ -110,6 +110,23 @@ TEST(CodecBytes, Int8MovesAQuarterOfFloat32) {
   EXPECT_EQ(Codec::Parse("topk:0.25").name(), "topk:0.25");
 }
 
+// Values so small that 127 / max overflows (a bias barely moved from 0, a delta that is a few
+// denormals) go as zeros, never as NaN (0 * inf); what is lost stays in w - last.
+TEST(CodecBytes, Int8OfTinyValuesIsZeroNotNaN) {
+  const Codec c = Codec::Parse("int8");
+  for (float tiny : {1e-37f, 3e-38f, 1e-40f, 1e-44f}) {
+    std::vector<float> x(64, 0.f);
+    x[5] = tiny;
+    x[9] = -tiny / 2;
+    const std::vector<float> back = RoundTrip(c, Encoding::kInt8, x);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(x[i])) << tiny << " at " << i;
+      ASSERT_EQ(back[i], x[i]);
+      ASSERT_LE(std::fabs(x[i]), tiny);
+    }
+  }
+}
+
 TEST(CodecDecode, RefusesPayloadsThatAreNotOfItsFormat) {
   std::mt19937 gen(TestSeed());
   std::vector<float> x = Random(100, gen, 1.f), out(100);
