@@ -105,12 +105,12 @@ int Train(int argc, char** argv) {
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
   // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
-  HogwildOptions h = HogwildFromFlags(f, f.get("solvers", "1"));
   std::unique_ptr<NetJob> net;
-  if (f.has("peers")) {  // one machine of a job across machines
-    net = NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false);
-    h.net = net.get();
-  }
+  PeerEntry mine;
+  if (f.has("peers")) net = NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false, &mine);  // one machine of a job
+  // --solvers, else this machine's solvers= in a topology file, else one.
+  HogwildOptions h = HogwildFromFlags(f, f.get("solvers", mine.solvers.empty() ? "1" : mine.solvers), &mine);
+  h.net = net.get();
   if (f.has("solvers") || f.has("shm") || f.has("private") || net || h.policy.needs_private()) {
     RunHogwild(param, h);
     return 0;

@@ -80,6 +80,22 @@ void ParseUdp(const std::string& body, PeerEntry* e) {
   e->ip = ip;
 }
 
+// A machine's own setting in a topology file's entry: solvers=SPEC, private, iface=NAME.
+void ParseSetting(const std::string& word, const std::string& entry, PeerEntry* e) {
+  const size_t eq = word.find('=');
+  const std::string key = word.substr(0, eq), value = eq == std::string::npos ? "" : word.substr(eq + 1);
+  if (key == "solvers" && !value.empty()) {
+    e->solvers = value;
+  } else if (key == "iface" && !value.empty()) {
+    e->iface = value;
+  } else if (word == "private") {
+    e->private_copies = true;
+  } else {
+    HS_FAIL() << "--peers: '" << word << "' in '" << entry << "' is not a machine setting "
+              << "(want solvers=SPEC, private or iface=NAME after the address)";
+  }
+}
+
 // The launchers FindSelf knows: (rank variable, size variable, who sets them).
 struct Launcher {
   const char *rank, *size, *who;
@@ -125,7 +141,9 @@ PeerList ParsePeers(const std::string& spec) {
   std::map<std::string, size_t> seen;  // machine identity -> rank
   for (size_t r = 0; r < entries.size(); ++r) {
     PeerEntry e;
-    e.text = entries[r];
+    std::istringstream words(entries[r]);  // the address, then this machine's settings
+    words >> e.text;
+    for (std::string w; words >> w;) ParseSetting(w, entries[r], &e);
     std::string body = e.text;
     if (const size_t s = e.text.find("://"); s != std::string::npos) {
       const std::string scheme = e.text.substr(0, s);

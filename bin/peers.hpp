@@ -31,10 +31,14 @@ struct VerbsApi;
 enum class PeerScheme { kUdp, kRaw, kVerbs };
 
 struct PeerEntry {
-  std::string text;   // as the user wrote it (named in error messages)
+  std::string text;   // the address as the user wrote it (named in error messages)
   std::string ip;     // udp, verbs: IPv4 dotted, resolved (getaddrinfo, AF_INET)
   uint16_t port = 0;  // udp, verbs: 1..65535 (verbs: where the machine trades its RDMA address)
   Mac mac{};          // raw
+  // This machine's own settings, from a topology file (empty / false: the command line's).
+  std::string solvers;          // solvers=SPEC: its solver threads, [gpu:]*N
+  bool private_copies = false;  // private: each solver its own copy, linked to the host buffer
+  std::string iface;            // iface=NAME: raw's interface, verbs' DEVICE[:PORT]
 };
 
 struct PeerList {
@@ -45,7 +49,9 @@ constexpr size_t kMaxPeers = 65534;
 
 // --peers=SPEC: "udp://HOST:PORT,HOST:PORT,..." | "raw://MAC,MAC,..." | "verbs://HOST:PORT,..." |
 // "@FILE" (the same text in a file: entries separated by commas and/or newlines, '#' starts a
-// comment, blank lines ignored). The scheme is written on the first entry and may be repeated on
+// comment, blank lines ignored). An entry may go on with its machine's own settings after
+// whitespace: "udp://10.0.0.1:7000 solvers=4 private iface=eth1" (a topology file, see
+// configs/topology/): one file for a job whose machines differ. The scheme is written on the first entry and may be repeated on
 // any other (all must agree). One machine is a valid list; at most kMaxPeers. Errors: an unknown
 // or missing scheme, an empty list, a host that does not resolve, a bad or missing port, a bad
 // MAC, the same machine twice, an unreadable FILE.

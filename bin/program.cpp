@@ -68,13 +68,13 @@ std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f) {
   return std::make_shared<TeeSink>(std::move(sinks));
 }
 
-HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
+HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, const PeerEntry* mine) {
   HS_REQUIRE(!(f.has("snapshot") && f.has("weights")))
       << "give --snapshot (resume) or --weights (fine-tune), not both";
   HogwildOptions h;
   h.solvers = ParseSolverSpec(solvers);
   h.shm = f.get("shm");
-  h.private_copies = f.has("private");
+  h.private_copies = f.has("private") || (mine && mine->private_copies);
   h.policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
   h.policy.timeout = std::chrono::seconds(f.get_int("policy_timeout", 120, 1, 86400));
   const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
@@ -91,10 +91,11 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers) {
   return h;
 }
 
-std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form) {
+std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form, PeerEntry* mine) {
   const PeerList list = raw_form ? ParseRawBinPeers(peers) : ParsePeers(peers);
   const int forced = f.has("rank") ? static_cast<int>(f.get_int("rank", -1, 0, kNoPeer - 1)) : -1;
   const SelfRank self = FindSelf(list, ReadLocalAddresses(), LauncherEnv(), forced);
+  if (mine) *mine = list.peers[self.rank];
   PeerOpenOptions o;
   // Jobs on one wire tell each other apart by a number from --job (default: the list itself).
   const std::string job = f.get("job", peers);
@@ -102,7 +103,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   for (unsigned char ch : job) id = (id ^ ch) * 1099511628211ULL;
   o.job = id;
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
-  o.iface = f.get("iface");
+  o.iface = f.get("iface", list.peers[self.rank].iface);
   o.multicast = f.get("multicast");
   o.max_payload = static_cast<uint32_t>(f.get_int("payload", 0, 16, 1 << 20));
   HS_REQUIRE(o.max_payload % 16 == 0) << "--payload must be a multiple of 16 bytes, got " << o.max_payload;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bin/flags.hpp"
+#include "bin/peers.hpp"
 #include "sync/hogwild.hpp"
 
 namespace hogstream {
@@ -33,8 +34,9 @@ inline const std::vector<std::string> kHogwildFlags = {
 // --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to (null when
 // neither is given). The endpoint starts here, so a port in use fails before any training.
 std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f);
-// HogwildOptions from those flags, for the SOLVERS spec `solvers`.
-HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers);
+// HogwildOptions from those flags, for the SOLVERS spec `solvers`; `mine` (a job across
+// machines) adds this machine's own settings from its --peers entry (private).
+HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, const PeerEntry* mine = nullptr);
 
 // The flags of a job across machines (`hogstream train --peers=...`, raw.bin).
 inline const std::vector<std::string> kNetJobFlags = {
@@ -42,7 +44,10 @@ inline const std::vector<std::string> kNetJobFlags = {
     "chunk_at_params", "payload"};
 // This machine's network daemon from those flags: `peers` is the --peers text (or raw.bin's
 // MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
-// in the log. Errors (a bad list, no local entry, a port in use) are one line.
-std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form);
+// in the log; `mine` receives this machine's entry (its own settings, from a topology file).
+// --iface overrides the entry's iface=. Errors (a bad list, no local entry, a port in use) are
+// one line.
+std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form,
+                                        PeerEntry* mine = nullptr);
 
 }  // namespace hogstream

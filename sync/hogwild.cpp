@@ -85,12 +85,14 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
                                                        << " CPU solvers, got " << n;
   HS_REQUIRE(param.solver_mode() == pb::SolverParameter::CPU)
       << "solver_mode: GPU with CPU solvers only; set solver_mode: CPU in the solver file";
-  HS_REQUIRE(!opt.net || (opt.shm.empty() && !opt.private_copies))
-      << "a job across machines runs this machine's solvers as threads of one process: leave out "
-         "--shm and --private";
+  HS_REQUIRE(!opt.net || opt.shm.empty())
+      << "a job across machines runs this machine's solvers as threads of one process: leave out --shm";
   const Policy& policy = opt.policy;
   using PK = Policy::Kind;
+  // Across machines the policy's rule is the network's; private copies (a tree: solvers' copies
+  // -> the machine's host buffer -> the network) stream to the host buffer as plain async.
   const bool private_copies = opt.private_copies || (!opt.net && policy.needs_private());
+  const Policy local_policy = opt.net ? Policy{} : policy;
   const bool machine_gate = opt.net && (policy.kind == PK::kSsp || policy.kind == PK::kMaxAdvance);
   HS_REQUIRE(!opt.net || policy.kind == PK::kAsync || policy.kind == PK::kWeedout || machine_gate)
       << "--policy=" << policy.name() << " runs between the solvers of one process so far; across machines "
@@ -98,7 +100,11 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
       << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
   policy.CheckGroups(n);
-
+  LOG_IF(INFO, opt.log && (n > 1 || private_copies || opt.net))
+      << "Hogwild: " << n << " solver thread" << (n > 1 ? "s" : "") << " in this process, "
+      << (private_copies ? "each on a private copy streamed to" : "on") << " the "
+      << (opt.shm.empty() ? "host" : "/dev/shm") << " weights"
+      << (policy.kind != PK::kAsync || policy.needs_private() ? ", policy " + policy.name() : "");
   std::unique_ptr<SolverGroup> own_group;
   std::unique_ptr<ShmRegion> shm;
   std::vector<float> own_weights;
@@ -120,7 +126,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   std::vector<std::vector<float>> group_weights;
   std::vector<std::unique_ptr<Segment>> group_segments;
   std::shared_ptr<ChunkUpdates> updates;
-  const bool rounds = policy.kind == PK::kBsp || policy.kind == PK::kGsp;
+  const bool rounds = local_policy.kind == PK::kBsp || local_policy.kind == PK::kGsp;
 
   auto segment_stats = [&locals, &group_segments, &run]() {
     std::ostringstream os;
@@ -212,7 +218,12 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
                                                : std::fmod(0.6180339887498949 * me.rank, 1.0));
       std::function<std::string()> extra;
       if (me.rank == 0 && private_copies) extra = segment_stats;
-      if (me.rank == 0 && opt.net) extra = [net = opt.net] { return net->Line(); };
+      if (me.rank == 0 && opt.net)
+        extra = [net = opt.net, private_copies, &segment_stats] {
+          std::string lines = net->Line();
+          if (private_copies) lines.append("\n").append(segment_stats());
+          return lines;
+        };
       me.solver->JoinGroup(group, me.rank, extra);
       if (private_copies) {
         std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
@@ -229,25 +240,25 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
             copies.push_back(l.solver->net().param_data());
           }
           std::vector<float*> targets;
-          if (policy.kind == PK::kBsp) targets.push_back(master);
-          if (policy.kind == PK::kGsp) {  // each group trains its own buffer, streamed to the master
-            group_weights.assign(policy.groups.size(), std::vector<float>(master, master + net.param_buffer_size()));
+          if (local_policy.kind == PK::kBsp) targets.push_back(master);
+          if (local_policy.kind == PK::kGsp) {  // each group trains its own buffer, streamed to the master
+            group_weights.assign(local_policy.groups.size(), std::vector<float>(master, master + net.param_buffer_size()));
             for (auto& gw : group_weights) {
               targets.push_back(gw.data());
               SegmentOptions gs = seg;
-              gs.rule = policy.Rule(updates);
+              gs.rule = local_policy.Rule(updates);
               group_segments.push_back(std::make_unique<Segment>(master, gw.data(), gw.size(), gs));
             }
           }
-          run = std::make_unique<PolicyRun>(policy, group, ranks, copies, targets, net.param_buffer_size(),
+          run = std::make_unique<PolicyRun>(local_policy, group, ranks, copies, targets, net.param_buffer_size(),
                                             [&locals, group](int k) { return !group->gone[locals[k].rank].load(); });
           run->set_exchange([&locals](int k) { locals[k].segment->Sweep(); });
-          run->set_refresh([&locals, &policy](int k) { locals[k].segment->AwaitSweeps(2, policy.timeout); });
+          run->set_refresh([&locals, &local_policy](int k) { locals[k].segment->AwaitSweeps(2, local_policy.timeout); });
         }
         sync.arrive_and_wait();  // the policy's state is made
         if (!rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
-          seg.rule = policy.Rule(updates);
-          if (policy.kind == PK::kEasgd) seg.elastic = policy.alpha;
+          seg.rule = local_policy.Rule(updates);
+          if (local_policy.kind == PK::kEasgd) seg.elastic = local_policy.alpha;
           me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
         }
         // The leader tests and snapshots the master; each solver hands in its last progress
@@ -258,7 +269,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
             s->Stop();
             s->Sweep();
           }
-          if (policy.kind == PK::kGsp && last_of_group) {
+          if (local_policy.kind == PK::kGsp && last_of_group) {
             Segment* gs = group_segments[run->group_of(i)].get();
             gs->Stop();
             gs->Sweep();
@@ -280,7 +291,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         }
         sync.arrive_and_wait();
         me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
-        if (me.rank == 0) extra = [job = opt.net, &run] { return job->Line() + "\n" + run->Line(); };
+        if (me.rank == 0) extra = [before = extra, &run] { return before() + "\n" + run->Line(); };
         if (me.rank == 0) me.solver->JoinGroup(group, me.rank, extra);
       }
       sync.arrive_and_wait();

@@ -173,6 +173,40 @@ TEST_F(Cluster, ThreeMachinesUnderSspWithInt8Deltas) {
     EXPECT_NE(f[r].err.find("Optimization Done. (machine " + std::to_string(r)), std::string::npos) << f[r].err;
 }
 
+// A topology file: machines that differ, one command line. Machine 0 runs two solvers on
+// private copies (solvers -> its host buffer -> the network), machine 2 two solvers on its
+// host buffer, machine 1 one; nobody gives --solvers.
+TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
+  const std::string topo = scratch_ / "topology.txt";
+  std::ofstream(topo) << "# three machines that differ\n"
+                      << "udp://127.0.0.1:" << ports_[0] << " solvers=2 private\n"
+                      << "udp://127.0.0.1:" << ports_[1] << "\n"
+                      << "udp://127.0.0.1:" << ports_[2] << " solvers=2\n";
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) {
+    const std::vector<std::string> args = {"train", "--solver=" + solver_, "--iterations=3000", "--peers=@" + topo,
+                                           "--rank=" + std::to_string(r), "--dead_ms=600", "--start_timeout=30",
+                                           "--sweep_ms=5", "--job=" + std::to_string(getpid()), "--payload=4096"};
+    m.push_back(std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "t" + std::to_string(r)));
+  }
+  std::vector<Finished> f;
+  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  EXPECT_LT(FinalLoss(f[0].err), 0.1) << "the job learned";
+  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_3000.caffemodel"));
+  EXPECT_NE(f[0].err.find("Segments: [solver 0:"), std::string::npos) << "machine 0's private copies:\n" << f[0].err;
+  EXPECT_NE(f[0].err.find("[solver 1:"), std::string::npos) << "two of them";
+  EXPECT_NE(f[0].err.find("Hogwild: 2 solver threads in this process, each on a private copy"), std::string::npos);
+  EXPECT_NE(f[1].err.find("Hogwild: 1 solver thread in this process, on the host weights"), std::string::npos);
+  EXPECT_NE(f[2].err.find("Hogwild: 2 solver threads in this process, on the host weights"), std::string::npos);
+  static const std::regex ran("Network: machine [0-9] \\([^)]*\\) ran ([0-9]+) iterations");
+  for (int r = 0; r < kMachines; ++r) {
+    std::smatch mm;
+    ASSERT_TRUE(std::regex_search(f[r].err, mm, ran)) << f[r].err;
+    EXPECT_GT(std::stoll(mm[1]), 0) << "machine " << r << " trained";
+  }
+}
+
 TEST_F(Cluster, AFollowerKilledMidRunAndTheOthersFinish) {
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 30000));

@@ -134,6 +134,27 @@ TEST(PeersParse, VerbsEntriesAreWhereEachMachineTradesItsAddress) {
   EXPECT_EQ(PeerName(l, 1), "verbs://127.0.0.1:7101");
 }
 
+// A topology file: each machine's line may carry its own settings after the address.
+TEST(PeersParse, EntriesCarryTheirMachinesOwnSettings) {
+  TempFile f("udp://127.0.0.1:7101  solvers=2 private  # the big one\n"
+             "127.0.0.1:7102\n"
+             "127.0.0.1:7103 iface=eth1 solvers=0:3\n");
+  const PeerList l = ParsePeers("@" + f.path);
+  ASSERT_EQ(l.peers.size(), 3u);
+  EXPECT_EQ(l.peers[0].text, "udp://127.0.0.1:7101");
+  EXPECT_EQ(l.peers[0].solvers, "2");
+  EXPECT_TRUE(l.peers[0].private_copies);
+  EXPECT_EQ(l.peers[1].solvers, "");
+  EXPECT_FALSE(l.peers[1].private_copies);
+  EXPECT_EQ(l.peers[2].iface, "eth1");
+  EXPECT_EQ(l.peers[2].solvers, "0:3");
+  for (const char* bad : {"udp://127.0.0.1:1 slots=4", "udp://127.0.0.1:1 solvers=", "udp://127.0.0.1:1 privat"}) {
+    const std::string e = ErrorOf([&] { ParsePeers(bad); });
+    EXPECT_NE(e.find("is not a machine setting"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string("'") + bad + "'"), std::string::npos) << "names the entry: " << e;
+  }
+}
+
 TEST(PeersParse, FileWithCommentsNewlinesAndRepeatedScheme) {
   TempFile f(
       "# the machines of this job\n"
