@@ -29,8 +29,8 @@ source bench/log_times.sh  # time_to_target, final_accuracy
 groups="0"
 for ((s = 1; s < SOLVERS; ++s)); do groups+=$([[ $s == $((SOLVERS / 2)) ]] && echo ";" || echo ",")$s; done
 case $MODE in
-  local) default="--policy=async|--policy=bsp|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=easgd:0.5:4|--policy=gsp:$groups|--policy=async --staleness-weight|--policy=ssp:2 --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.05" ;;
-  net) default="--policy=async|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=async --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.05" ;;
+  local) default="--private|--policy=bsp|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=easgd:0.5:4|--policy=gsp:$groups|--policy=async --staleness-weight|--policy=ssp:2 --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.1 --staleness-weight" ;;
+  net) default="--policy=async|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=async --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.1 --staleness-weight" ;;
   *) echo "usage: bench/policies.sh [local|net]" >&2; exit 2 ;;
 esac
 IFS='|' read -r -a rows <<< "${ROWS:-$default}"
@@ -62,7 +62,11 @@ for ((k = 0; k < ${#rows[@]}; ++k)); do
   else
     MACHINES=$SOLVERS SOLVERS=1 ITER=$ITER OUT="$OUT/net$k" EXTRA="$flags" bench/cluster.sh udp plain > "$log" 2>&1 || echo "(exit $?: see $log)"
     wall=$(sed -n 's/^wall time: \([0-9.]*\) s/\1/p' "$log")
-    lead=$(grep -l "Optimization Done.$" "$OUT/net$k"/m*.log | head -1)
+    lead=$(grep -l "Optimization Done.$" "$OUT/net$k"/m*.log | head -1 || true)
+    if [[ -z $lead ]]; then  # no leader finished: say how the machines ended, go on
+      printf "%-40s %s\n" "$flags" "no leader finished: $(grep -hoE "hogstream: .*" "$OUT/net$k"/m*.log | sort -u | head -1)" | tee -a "$table"
+      continue
+    fi
     cp "$lead" "$log.leader"
     sent=$(cat "$OUT/net$k"/m*.log | sed -n 's/.* ran [0-9]* iterations .* sent \([0-9.]*\) GB,.*/\1/p' | paste -sd+ | bc)
     kib=$(echo "scale=1; $sent * 1000000000 / 1024 / $ITER" | bc)

@@ -475,32 +475,12 @@ TEST(PeersOpen, EachEndOfAVethPairFindsItselfAndTalks) {
 }
 
 #ifdef HOGSTREAM_VERBS
-// Free UDP ports on 127.0.0.1 (bound and closed again: another process could take one in
-// between, which would fail the test loudly, not pass it).
-std::vector<uint16_t> FreePorts(int n) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in at{};
-    at.sin_family = AF_INET;
-    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof at;
-    bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len);
-    fds.push_back(fd);
-    ports.push_back(ntohs(at.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
-}
-
 // Three machines of a verbs job, each on its own queue pair of one (fake) RDMA device: each
 // opens its endpoint from the list alone, the queue pair numbers are traded over UDP, and then
 // every machine reaches every other over verbs. Mistakes are one line.
 TEST(PeersOpen, VerbsMachinesTradeAddressesThenTalk) {
   FakeVerbs fabric;
-  const std::vector<uint16_t> ports = FreePorts(3);
+  const std::vector<uint16_t> ports = FreeUdpPorts(3);
   std::string spec = "verbs://";
   for (int r = 0; r < 3; ++r) spec += (r ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports[r]);
   const PeerList l = ParsePeers(spec);
