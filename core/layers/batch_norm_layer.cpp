@@ -1,7 +1,9 @@
 #include "core/layers/batch_norm_layer.hpp"
 
+#include <array>
 #include <cmath>
 
+#include "core/lane_sums.hpp"
 #include "core/math.hpp"
 
 namespace hogstream {
@@ -33,37 +35,69 @@ void BatchNormLayer::Reshape(const Blobs& bottom, const Blobs& top) {
                                     << channels << " channels, the layer " << channels_;
   top[0]->ReshapeLike(*bottom[0]);
   mean_.resize(channels_);
+  var_.resize(channels_);
   std_.resize(channels_);
   if (!use_global_stats_) x_norm_.ReshapeLike(*bottom[0]);
 }
 
+// Channel by channel, so that the channel's values (N segments of `spatial`) stay in cache
+// between its passes: with batch statistics the mean, the variance (two passes, as before:
+// sum of squared deviations from the mean, in double) and then y; with stored statistics y
+// alone. The sums are vectorised (LaneSums), and y is written to the top and to x_norm_ in
+// the same loop.
 void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   const int num = bottom[0]->shape(0), count = bottom[0]->count();
   const int spatial = count / (num * channels_);
   const float* x = bottom[0]->cpu_data();
-  std::vector<float>& var = std_;  // holds the variance until the square root below
+  float* y = top[0]->mutable_cpu_data();
+  float* xn = use_global_stats_ ? nullptr : x_norm_.mutable_cpu_data();
+  const size_t image = static_cast<size_t>(channels_) * spatial;
   if (use_global_stats_) {
     const float stored = blobs_[2]->cpu_data()[0];
     const float factor = stored == 0.f ? 0.f : 1.f / stored;
     scale(channels_, factor, blobs_[0]->cpu_data(), mean_.data());
-    scale(channels_, factor, blobs_[1]->cpu_data(), var.data());
-  } else {
-    const double m = static_cast<double>(num) * spatial;
-    for (int c = 0; c < channels_; ++c) {
-      double sum = 0;
+    scale(channels_, factor, blobs_[1]->cpu_data(), std_.data());
+    for (int c = 0; c < channels_; ++c) std_[c] = std::sqrt(std_[c] + eps_);
+  }
+  const double m = static_cast<double>(num) * spatial;
+  for (int c = 0; c < channels_; ++c) {
+    if (!use_global_stats_) {
+      LaneSums<1> sum;
       for (int n = 0; n < num; ++n) {
-        const float* p = x + (n * channels_ + c) * spatial;
-        for (int i = 0; i < spatial; ++i) sum += p[i];
+        const float* p = x + n * image + static_cast<size_t>(c) * spatial;
+        sum.Add(spatial, [p](int i) { return static_cast<double>(p[i]); });
       }
-      const float mean = static_cast<float>(sum / m);
-      double sq = 0;
+      const float mean = static_cast<float>(sum.Total() / m);
+      LaneSums<1> sq;
       for (int n = 0; n < num; ++n) {
-        const float* p = x + (n * channels_ + c) * spatial;
-        for (int i = 0; i < spatial; ++i) sq += (p[i] - mean) * (p[i] - mean);
+        const float* p = x + n * image + static_cast<size_t>(c) * spatial;
+        sq.Add(spatial, [p, mean](int i) {
+          const float d = p[i] - mean;
+          return static_cast<double>(d * d);
+        });
       }
       mean_[c] = mean;
-      var[c] = static_cast<float>(sq / m);
+      var_[c] = static_cast<float>(sq.Total() / m);
+      std_[c] = std::sqrt(var_[c] + eps_);
     }
+    const float mean = mean_[c], sd = std_[c];
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* p = x + off;
+      float* q = y + off;  // may be p (in place): each element is read before it is written
+      if (xn) {
+        float* r = xn + off;
+        for (int i = 0; i < spatial; ++i) {
+          const float v = (p[i] - mean) / sd;
+          q[i] = v;
+          r[i] = v;
+        }
+      } else {
+        for (int i = 0; i < spatial; ++i) q[i] = (p[i] - mean) / sd;
+      }
+    }
+  }
+  if (!use_global_stats_) {
     // Running sums: s <- fraction * s + statistic, factor <- fraction * factor + 1.
     const float f = moving_average_fraction_;
     float* factor = blobs_[2]->mutable_cpu_data();
@@ -72,55 +106,52 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
     const int per_channel = count / channels_;
     const float unbiased =
         per_channel > 1 ? static_cast<float>(per_channel) / (per_channel - 1) : 1.f;
-    axpby(channels_, unbiased, var.data(), f, blobs_[1]->mutable_cpu_data());
+    axpby(channels_, unbiased, var_.data(), f, blobs_[1]->mutable_cpu_data());
   }
-  for (int c = 0; c < channels_; ++c) std_[c] = std::sqrt(var[c] + eps_);
-
-  float* y = top[0]->mutable_cpu_data();
-  for (int n = 0; n < num; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      const int off = (n * channels_ + c) * spatial;
-      const float mean = mean_[c], sd = std_[c];
-      for (int i = 0; i < spatial; ++i) y[off + i] = (x[off + i] - mean) / sd;
-    }
-  }
-  if (!use_global_stats_) copy(count, y, x_norm_.mutable_cpu_data());
 }
 
 // With batch statistics: dx = (dy - mean(dy) - mean(dy * y) * y) / std, means per channel.
-// Each dx reads only its own dy once the sums are taken, so this also works in place.
+// Each dx reads only its own dy once the sums are taken, so this also works in place. Channel
+// by channel: the sums (one vectorised pass), then dx while the channel is in cache.
 void BatchNormLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                                   const Blobs& bottom) {
   if (!propagate_down[0]) return;
   const int num = bottom[0]->shape(0), count = bottom[0]->count();
   const int spatial = count / (num * channels_);
+  const size_t image = static_cast<size_t>(channels_) * spatial;
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
   const float* y = use_global_stats_ ? nullptr : x_norm_.cpu_data();
   const double m = static_cast<double>(num) * spatial;
   for (int c = 0; c < channels_; ++c) {
-    float mean_dy = 0, mean_dyy = 0;
-    if (!use_global_stats_) {
-      double sum = 0, sum_y = 0;
-      for (int n = 0; n < num; ++n) {
-        const int off = (n * channels_ + c) * spatial;
-        for (int i = 0; i < spatial; ++i) {
-          sum += dy[off + i];
-          sum_y += dy[off + i] * y[off + i];
-        }
-      }
-      mean_dy = static_cast<float>(sum / m);
-      mean_dyy = static_cast<float>(sum_y / m);
-    }
     const float sd = std_[c];
-    for (int n = 0; n < num; ++n) {
-      const int off = (n * channels_ + c) * spatial;
-      if (use_global_stats_) {
-        for (int i = 0; i < spatial; ++i) dx[off + i] = dy[off + i] / sd;
-      } else {
-        for (int i = 0; i < spatial; ++i)
-          dx[off + i] = (dy[off + i] - mean_dy - mean_dyy * y[off + i]) / sd;
+    if (use_global_stats_) {
+      for (int n = 0; n < num; ++n) {
+        const size_t off = n * image + static_cast<size_t>(c) * spatial;
+        const float* g = dy + off;
+        float* d = dx + off;
+        for (int i = 0; i < spatial; ++i) d[i] = g[i] / sd;
       }
+      continue;
+    }
+    LaneSums<2> sums;
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* g = dy + off;
+      const float* v = y + off;
+      sums.Add(spatial, [g, v](int i) {
+        return std::array<double, 2>{static_cast<double>(g[i]),
+                                     static_cast<double>(g[i] * v[i])};
+      });
+    }
+    const float mean_dy = static_cast<float>(sums.Total(0) / m);
+    const float mean_dyy = static_cast<float>(sums.Total(1) / m);
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* g = dy + off;
+      const float* v = y + off;
+      float* d = dx + off;  // may be g (in place)
+      for (int i = 0; i < spatial; ++i) d[i] = (g[i] - mean_dy - mean_dyy * v[i]) / sd;
     }
   }
 }

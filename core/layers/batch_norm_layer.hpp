@@ -29,7 +29,8 @@ class BatchNormLayer : public Layer {
   bool use_global_stats_ = false;
   float moving_average_fraction_ = 0.999f, eps_ = 1e-5f;
   int channels_ = 0;
-  std::vector<float> mean_, std_;  // this pass's per-channel mean and sqrt(var + eps)
+  std::vector<float> mean_, var_, std_;  // this pass's per-channel mean, variance (batch
+                                         // statistics only) and sqrt(var + eps)
   Blob x_norm_;  // the output, kept for backward (the top may be changed in place later)
 };
 
