@@ -1,9 +1,12 @@
 #include "core/layers/batch_norm_layer.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "core/lane_sums.hpp"
+#include "core/layers/relu_layer.hpp"
+#include "core/layers/scale_layer.hpp"
 #include "core/math.hpp"
 
 namespace hogstream {
@@ -37,8 +40,46 @@ void BatchNormLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   mean_.resize(channels_);
   var_.resize(channels_);
   std_.resize(channels_);
-  if (!use_global_stats_) x_norm_.ReshapeLike(*bottom[0]);
+  if (!use_global_stats_ || keep_norm_) x_norm_.ReshapeLike(*bottom[0]);
+  if (scale_) {
+    mean_dy_.resize(channels_);
+    mean_dyy_.resize(channels_);
+  }
 }
+
+void BatchNormLayer::FuseScale(ScaleLayer* scale, ReLULayer* relu, bool keep_norm) {
+  HS_CHECK(scale != nullptr);
+  scale_ = scale;
+  relu_ = relu != nullptr;
+  keep_norm_ = keep_norm;
+  scale->FuseInto(this);
+  if (relu) relu->set_fused(true);
+}
+
+namespace {
+// One segment of one channel: v = (x - mean) / sd, kept in xn (Keep); the top gets v, or with
+// the fused Scale v * s (+ b), and with the fused ReLU max(that, 0): the expressions of the
+// three layers. y may be x (in place): each x is read before its y is written.
+template <bool Keep, bool Scale, bool Bias, bool Relu>
+void Normalize(const float* x, int n, float mean, float sd, float s, float b, float* y,
+               float* __restrict xn) {
+  for (int i = 0; i < n; ++i) {
+    const float v = (x[i] - mean) / sd;
+    if (Keep) xn[i] = v;
+    float z = v;
+    if (Scale) z = Bias ? v * s + b : v * s;
+    if (Relu) z = std::max(z, 0.f);
+    y[i] = z;
+  }
+}
+using NormalizeFn = void (*)(const float*, int, float, float, float, float, float*, float*);
+template <bool Keep>
+NormalizeFn PickNormalize(bool scale, bool bias, bool relu) {
+  if (!scale) return Normalize<Keep, false, false, false>;
+  if (bias) return relu ? Normalize<Keep, true, true, true> : Normalize<Keep, true, true, false>;
+  return relu ? Normalize<Keep, true, false, true> : Normalize<Keep, true, false, false>;
+}
+}  // namespace
 
 // Channel by channel, so that the channel's values (N segments of `spatial`) stay in cache
 // between its passes: with batch statistics the mean, the variance (two passes, as before:
@@ -50,7 +91,12 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   const int spatial = count / (num * channels_);
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();
-  float* xn = use_global_stats_ ? nullptr : x_norm_.mutable_cpu_data();
+  float* xn = use_global_stats_ && !keep_norm_ ? nullptr : x_norm_.mutable_cpu_data();
+  const float* sv = scale_ ? scale_->blobs()[0]->cpu_data() : nullptr;
+  const float* bv = scale_ && scale_->bias() ? scale_->bias()->cpu_data() : nullptr;
+  const NormalizeFn normalize = xn ? PickNormalize<true>(sv, bv, relu_)
+                                   : PickNormalize<false>(sv, bv, relu_);
+  sums_ready_ = false;
   const size_t image = static_cast<size_t>(channels_) * spatial;
   if (use_global_stats_) {
     const float stored = blobs_[2]->cpu_data()[0];
@@ -81,20 +127,10 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
       std_[c] = std::sqrt(var_[c] + eps_);
     }
     const float mean = mean_[c], sd = std_[c];
+    const float sc = sv ? sv[c] : 1.f, bc = bv ? bv[c] : 0.f;
     for (int n = 0; n < num; ++n) {
       const size_t off = n * image + static_cast<size_t>(c) * spatial;
-      const float* p = x + off;
-      float* q = y + off;  // may be p (in place): each element is read before it is written
-      if (xn) {
-        float* r = xn + off;
-        for (int i = 0; i < spatial; ++i) {
-          const float v = (p[i] - mean) / sd;
-          q[i] = v;
-          r[i] = v;
-        }
-      } else {
-        for (int i = 0; i < spatial; ++i) q[i] = (p[i] - mean) / sd;
-      }
+      normalize(x + off, spatial, mean, sd, sc, bc, y + off, xn ? xn + off : nullptr);
     }
   }
   if (!use_global_stats_) {
@@ -110,9 +146,65 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   }
 }
 
+// The fused chain's gradients from the blob's gradient dr (the ReLU's top): per channel,
+// dz = relu'(r) dr (the ReLU's expression), the Scale's sums of dz and dz * y (in double, as
+// the Scale takes them), and this layer's sums of its own top gradient g = dz * s and of
+// g * y (as Backward_cpu takes them).
+void BatchNormLayer::ChannelSums(const Blob& blob, float* ds, float* db) {
+  const int num = blob.shape(0), spatial = blob.count() / (num * channels_);
+  const size_t image = static_cast<size_t>(channels_) * spatial;
+  const float* r = blob.cpu_data();
+  const float* dr = blob.cpu_diff();
+  const float* y = x_norm_.cpu_data();
+  const float* scale = scale_->blobs()[0]->cpu_data();
+  const double m = static_cast<double>(num) * spatial;
+  const bool relu = relu_;
+  for (int c = 0; c < channels_; ++c) {
+    const float s = scale[c];
+    LaneSums<4> sums;
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* rr = r + off;
+      const float* g = dr + off;
+      const float* v = y + off;
+      sums.Add(spatial, [rr, g, v, s, relu](int i) {
+        const float dz = relu ? (rr[i] > 0.f ? g[i] : 0.f * g[i]) : g[i];
+        const float dy = dz * s;
+        return std::array<double, 4>{static_cast<double>(dz), static_cast<double>(dz) * v[i],
+                                     static_cast<double>(dy), static_cast<double>(dy * v[i])};
+      });
+    }
+    if (db) db[c] += static_cast<float>(sums.Total(0));
+    if (ds) ds[c] += static_cast<float>(sums.Total(1));
+    mean_dy_[c] = static_cast<float>(sums.Total(2) / m);
+    mean_dyy_[c] = static_cast<float>(sums.Total(3) / m);
+  }
+  sums_ready_ = true;
+}
+
+void BatchNormLayer::FusedScaleBackward(const Blob& blob, float* ds, float* db) {
+  ChannelSums(blob, ds, db);
+}
+
+namespace {
+// One segment of dx for the fused chain: g = dz * s with dz from dr as the ReLU takes it, then
+// this layer's dx (Batch: with the means of g and g * y). dx may be dr (in place).
+template <bool Relu, bool Batch>
+void FusedDx(const float* r, const float* dr, const float* __restrict y, int n, float s,
+             float mean_dy, float mean_dyy, float sd, float* dx) {
+  for (int i = 0; i < n; ++i) {
+    const float dz = Relu ? (r[i] > 0.f ? dr[i] : 0.f * dr[i]) : dr[i];
+    const float g = dz * s;
+    dx[i] = Batch ? (g - mean_dy - mean_dyy * y[i]) / sd : g / sd;
+  }
+}
+}  // namespace
+
 // With batch statistics: dx = (dy - mean(dy) - mean(dy * y) * y) / std, means per channel.
 // Each dx reads only its own dy once the sums are taken, so this also works in place. Channel
-// by channel: the sums (one vectorised pass), then dx while the channel is in cache.
+// by channel: the sums (one vectorised pass), then dx while the channel is in cache. Fused,
+// dy is the Scale's (and ReLU's) gradient, taken on the fly; the Scale's backward has already
+// taken the sums.
 void BatchNormLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                                   const Blobs& bottom) {
   if (!propagate_down[0]) return;
@@ -121,8 +213,26 @@ void BatchNormLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& pro
   const size_t image = static_cast<size_t>(channels_) * spatial;
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
-  const float* y = use_global_stats_ ? nullptr : x_norm_.cpu_data();
   const double m = static_cast<double>(num) * spatial;
+  if (scale_) {
+    if (!use_global_stats_ && !sums_ready_) ChannelSums(*top[0], nullptr, nullptr);
+    const float* r = top[0]->cpu_data();
+    const float* y = x_norm_.cpu_data();
+    const float* scale = scale_->blobs()[0]->cpu_data();
+    auto dx_fn = relu_ ? (use_global_stats_ ? FusedDx<true, false> : FusedDx<true, true>)
+                       : (use_global_stats_ ? FusedDx<false, false> : FusedDx<false, true>);
+    for (int c = 0; c < channels_; ++c) {
+      const float mdy = use_global_stats_ ? 0.f : mean_dy_[c];
+      const float mdyy = use_global_stats_ ? 0.f : mean_dyy_[c];
+      for (int n = 0; n < num; ++n) {
+        const size_t off = n * image + static_cast<size_t>(c) * spatial;
+        dx_fn(r + off, dy + off, y + off, spatial, scale[c], mdy, mdyy, std_[c], dx + off);
+      }
+    }
+    sums_ready_ = false;
+    return;
+  }
+  const float* y = use_global_stats_ ? nullptr : x_norm_.cpu_data();
   for (int c = 0; c < channels_; ++c) {
     const float sd = std_[c];
     if (use_global_stats_) {

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "core/filler.hpp"
+#include "core/layers/batch_norm_layer.hpp"
 #include "core/lane_sums.hpp"
 #include "core/math.hpp"
 
@@ -54,9 +55,18 @@ void ScaleLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   outer_ = x.count(0, axis);
   scale_dim_ = s.count();
   inner_ = x.count(axis + s.num_axes());
-  if (bottom[0] == top[0]) bottom_copy_.ReshapeLike(x);
+  if (bottom[0] == top[0] && !bn_) bottom_copy_.ReshapeLike(x);
   top[0]->ReshapeLike(x);
 }
+
+bool ScaleLayer::PerChannelOf(const Blob& x) const {
+  return blobs_.size() == static_cast<size_t>(bias_index_ >= 0 ? 2 : 1) && x.num_axes() >= 2 &&
+         blobs_[0]->num_axes() == 1 && blobs_[0]->count() == x.shape(1) &&
+         CheckedAxis(param_.scale_param().axis(), x) == 1;
+}
+
+// bottom_copy_ is then never used (Reshape stops sizing it; blobs take memory at first use).
+void ScaleLayer::FuseInto(BatchNormLayer* bn) { bn_ = bn; }
 
 namespace {
 // y = x * s (+ b) over one block of n values; in place, also keeps the input in `keep`.
@@ -79,6 +89,7 @@ void ScaleBlockInPlace(float* __restrict y, int n, float s, float b, bool bias,
 }  // namespace
 
 void ScaleLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
+  if (bn_) return;  // done by the BatchNorm
   const bool in_place = bottom[0] == top[0];
   const float* x = bottom[0]->cpu_data();
   const float* s = (bottom.size() > 1 ? bottom[1] : blobs_[0].get())->cpu_data();
@@ -106,6 +117,13 @@ void ScaleLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
 // block is in cache; in place dx is dy, each dy read before its dx is written.
 void ScaleLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                               const Blobs& bottom) {
+  if (bn_) {  // the BatchNorm keeps this layer's input; the sums serve both layers
+    const bool want_db = bias_index_ >= 0 && param_propagate_down(bias_index_);
+    bn_->FusedScaleBackward(*top[0],
+                            param_propagate_down(0) ? blobs_[0]->mutable_cpu_diff() : nullptr,
+                            want_db ? blobs_[bias_index_]->mutable_cpu_diff() : nullptr);
+    return;
+  }
   const float* dy = top[0]->cpu_diff();
   const bool in_place = bottom[0] == top[0];
   const bool learned = bottom.size() == 1;
