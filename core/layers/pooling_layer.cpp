@@ -19,9 +19,6 @@ int AsInt(uint32_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// floor(a / b) for b > 0 and any sign of a.
-int FloorDiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
 // Outputs computed together by the vector loops (one AVX-512 register of floats).
 constexpr int kLanes = 16;
 }  // namespace
@@ -95,20 +92,12 @@ void PoolingLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   if (top.size() > 1) top[1]->Reshape(shape);
   if (max_) mask_.resize(top[0]->count());
 
-  kw_lo_.resize(kernel_w_);
-  kw_hi_.resize(kernel_w_);
-  for (int kw = 0; kw < kernel_w_; ++kw) {
-    // 0 <= pw * stride_w - pad_w + kw <= width - 1
-    kw_lo_[kw] = std::max(0, -FloorDiv(kw - pad_w_, stride_w_));
-    kw_hi_[kw] = std::min(pooled_w_, FloorDiv(width_ - 1 + pad_w_ - kw, stride_w_) + 1);
-  }
   if (!max_) {
     ave_cols_.resize(pooled_w_);
     for (int pw = 0; pw < pooled_w_; ++pw) {
       const int ws = pw * stride_w_ - pad_w_;
       ave_cols_[pw] = std::min(ws + kernel_w_, width_ + pad_w_) - ws;
     }
-    row_.resize(pooled_w_);
   }
 
   whole_plane_ = pad_h_ == 0 && pad_w_ == 0 && kernel_h_ == height_ && kernel_w_ == width_;
@@ -146,6 +135,11 @@ void PoolingLayer::Reshape(const Blobs& bottom, const Blobs& top) {
                                       : phase_base_ + static_cast<size_t>(phases_h_) *
                                                           phases_w_ * phase_size_;
   phases_.assign(total, max_ ? -FLT_MAX : 0.f);
+  if (!max_) grad_phases_.resize(total);
+  // Backward (AVE) writes the plane from the row phases; rows or columns no window reads
+  // (FLOOR) get zeros first.
+  covered_ = copy_cols_ == width_ &&
+             std::none_of(row_dst_.begin(), row_dst_.end(), [](int d) { return d < 0; });
   tap_src_.resize(kernel_h_ * kernel_w_);
   tap_idx_.resize(kernel_h_ * kernel_w_);
   for (int y = 0, k = 0; y < kernel_h_; ++y) {
@@ -287,6 +281,23 @@ void SplitColumns(const float* __restrict in, int s, int phases, int n, int out_
   }
 }
 
+// The inverse of SplitColumns: in[S * i + b] = out + b * out_stride [i], for i < n, b < phases.
+template <int S>
+void MergeColumns(const float* __restrict split, int s, int phases, int n, int split_stride,
+                  float* __restrict rows) {
+  if (S == 2 && phases == 2) {
+    const float* __restrict even = split;
+    const float* __restrict odd = split + split_stride;
+    for (int i = 0; i < n; ++i) rows[2 * i] = even[i], rows[2 * i + 1] = odd[i];
+    return;
+  }
+  const int st = S ? S : s;
+  for (int b = 0; b < phases; ++b) {
+    const float* __restrict o = split + b * split_stride;
+    for (int i = 0; i < n; ++i) rows[st * i + b] = o[i];
+  }
+}
+
 // GlobalForward's block of L planes (L = 0: `lanes` planes, fewer than kLanes).
 template <int L>
 void GlobalBlock(bool max, int lanes, const float* __restrict x, int size, float divisor,
@@ -374,6 +385,50 @@ void PoolingLayer::PoolPlane(const float* in, float* out, int* mask) {
   }
 }
 
+// AVE backward of one plane, the forward's phases run in reverse: each output's dy / divisor
+// (0 for the flat loop's extra columns) is added to its window in the phase planes, kernel
+// element by kernel element, rows last to first and columns first to last, so that every input
+// gets its terms in the order of the direct loop (windows by output row, then by kernel
+// column); the adds of 0 change nothing (a sum from +0 is never -0). The phases are then merged
+// back into the plane's rows. Each tap is one vector loop over the flat outputs.
+void PoolingLayer::AveBackPlane(const float* dy, float* dx) {
+  float* g = flat_out_.data();
+  for (int ph = 0; ph < pooled_h_; ++ph) {
+    int h0, h1, ave_rows;
+    RowWindow(ph, &h0, &h1, &ave_rows);
+    float* row = g + ph * phase_cols_;
+    for (int pw = 0; pw < pooled_w_; ++pw)
+      row[pw] = dy[ph * pooled_w_ + pw] / static_cast<float>(ave_rows * ave_cols_[pw]);
+    for (int pw = pooled_w_; pw < phase_cols_; ++pw) row[pw] = 0.f;
+  }
+  for (int j = pooled_h_ * phase_cols_; j < flat_n_; ++j) g[j] = 0.f;
+  float* phases = grad_phases_.data();
+  std::fill(grad_phases_.begin(), grad_phases_.end(), 0.f);
+  for (int y = kernel_h_ - 1; y >= 0; --y) {
+    for (int x = 0; x < kernel_w_; ++x) {
+      float* __restrict p = phases + tap_src_[y * kernel_w_ + x];
+      const float* __restrict gg = g;
+      for (int j = 0; j < flat_n_; ++j) p[j] += gg[j];
+    }
+  }
+  if (stride_w_ > 1) {
+    const int n = phase_rows_ * phase_cols_;
+    for (int a = 0; a < phases_h_; ++a) {
+      float* rows = phases + a * row_phase_size_;
+      const float* split = phases + phase_base_ + a * phases_w_ * phase_size_;
+      if (stride_w_ == 2) {
+        MergeColumns<2>(split, 2, phases_w_, n, phase_size_, rows);
+      } else {
+        MergeColumns<0>(split, stride_w_, phases_w_, n, phase_size_, rows);
+      }
+    }
+  }
+  if (!covered_) set(height_ * width_, 0.f, dx);
+  for (int h = 0; h < height_; ++h) {
+    if (row_dst_[h] >= 0) CopyRow(phases + row_dst_[h], copy_cols_, dx + h * width_);
+  }
+}
+
 // The window is the whole plane: each plane is one output, read in row-major order; kLanes
 // planes at a time, so that their running max or sum are independent chains.
 void PoolingLayer::GlobalForward(int planes, const float* in, float* out, int* mask) const {
@@ -449,7 +504,6 @@ void PoolingLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propa
   if (!propagate_down[0]) return;
   const int planes = bottom[0]->num() * bottom[0]->channels();
   const int in_plane = height_ * width_, out_plane = pooled_h_ * pooled_w_;
-  const int sw = stride_w_;
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
   if (!max_ && whole_plane_) {
@@ -461,27 +515,17 @@ void PoolingLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propa
     }
     return;
   }
-  set(bottom[0]->count(), 0.f, dx);
+  // Plane by plane, each plane zeroed just before its gradients are added: the adds then
+  // find it in cache (zeroing the whole blob first sends it to memory and back).
   for (int p = 0; p < planes; ++p, dx += in_plane, dy += out_plane) {
-    if (max_) {
-      const int* m = mask_.data() + p * out_plane;
-      for (int i = 0; i < out_plane; ++i)
-        if (m[i] >= 0) dx[m[i]] += dy[i];
+    if (!max_) {
+      AveBackPlane(dy, dx);
       continue;
     }
-    for (int ph = 0; ph < pooled_h_; ++ph) {
-      int h0, h1, ave_rows;
-      RowWindow(ph, &h0, &h1, &ave_rows);
-      for (int pw = 0; pw < pooled_w_; ++pw)
-        row_[pw] = dy[ph * pooled_w_ + pw] / static_cast<float>(ave_rows * ave_cols_[pw]);
-      for (int h = h0; h < h1; ++h) {
-        for (int kw = 0; kw < kernel_w_; ++kw) {
-          const int first = h * width_ + kw - pad_w_;
-          const int lo = kw_lo_[kw], hi = kw_hi_[kw];
-          for (int pw = lo; pw < hi; ++pw) dx[first + pw * sw] += row_[pw];
-        }
-      }
-    }
+    set(in_plane, 0.f, dx);
+    const int* m = mask_.data() + p * out_plane;
+    for (int i = 0; i < out_plane; ++i)
+      if (m[i] >= 0) dx[m[i]] += dy[i];
   }
 }
 

@@ -36,6 +36,8 @@ class PoolingLayer : public Layer {
   // (and the plane's mask for MAX).
   void SplitPhases(const float* in);
   void PoolPlane(const float* in, float* out, int* mask);
+  // AVE backward of one plane through the phases (see pooling_layer.cpp).
+  void AveBackPlane(const float* dy, float* dx);
   // Kernel == input and no padding: one output per plane, 16 planes at a time.
   void GlobalForward(int planes, const float* in, float* out, int* mask) const;
 
@@ -44,11 +46,7 @@ class PoolingLayer : public Layer {
   bool whole_plane_ = false;  // the window is the whole (unpadded) plane, global or not
   int kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1, pad_h_ = 0, pad_w_ = 0;
   int height_ = 0, width_ = 0, pooled_h_ = 0, pooled_w_ = 0;
-  // For each kernel column kw, the outputs [kw_lo_, kw_hi_) whose window column
-  // pw * stride_w - pad_w + kw lies inside the input.
-  std::vector<int> kw_lo_, kw_hi_;
   std::vector<int> ave_cols_;  // AVE: divisor's column extent for each output column
-  std::vector<float> row_;     // AVE backward: one output row of scaled gradients
   std::vector<int> mask_;      // MAX: argmax within the input plane, -1 for none
 
   // Phases (see Reshape): phase (a, b) holds the padded input's rows a, a + stride_h, ...
@@ -61,6 +59,8 @@ class PoolingLayer : public Layer {
   int row_pitch_ = 0, row_phase_size_ = 0, copy_cols_ = 0;
   std::vector<int> row_dst_;  // where each input row goes in phases_, -1 if unread
   std::vector<float> phases_;
+  std::vector<float> grad_phases_;  // AVE backward: phases_'s layout, gradients summed in
+  bool covered_ = true;             // every input row and column is in some window
   // Kernel element k (row-major): its offset into phases_ from the flat index, and into the
   // input plane from the window's corner.
   std::vector<int> tap_src_, tap_idx_;

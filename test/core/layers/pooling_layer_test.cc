@@ -248,7 +248,8 @@ TEST(PoolingLayerTest, FastPathsMatchDirectLoopsBitForBit) {
       }
     }
     // Backward: MAX routes each dy to its argmax (in output order, as the direct loop adds);
-    // AVE spreads dy / divisor over the window (the order of the adds differs, so a tolerance).
+    // AVE spreads dy / divisor over the window, each input taking its terms window row by
+    // window row and, within one, kernel column by kernel column (outputs right to left).
     float* dy = y.mutable_cpu_diff();
     for (int i = 0; i < y.count(); ++i) dy[i] = static_cast<float>(pick(-8, 8)) / 8.f;
     std::vector<float> dx(x.count(), 0.f);
@@ -261,7 +262,8 @@ TEST(PoolingLayerTest, FastPathsMatchDirectLoopsBitForBit) {
       const int kh = c.global ? H : c.kh, kw = c.global ? W : c.kw;
       const int sh = c.global ? 1 : c.sh, sw = c.global ? 1 : c.sw;
       const int ph = c.global ? 0 : c.ph, pw = c.global ? 0 : c.pw;
-      for (int i = 0; i < y.count(); ++i) {
+      for (int r = 0; r < y.count(); ++r) {
+        const int i = r / y.width() * y.width() + (y.width() - 1 - r % y.width());
         const int p = i / out_plane, oh = i % out_plane / y.width(), ow = i % y.width();
         const int hs = oh * sh - ph, ws = ow * sw - pw;
         const int he = std::min(hs + kh, H + ph), we = std::min(ws + kw, W + pw);
@@ -273,11 +275,8 @@ TEST(PoolingLayerTest, FastPathsMatchDirectLoopsBitForBit) {
     }
     layer->Backward(tops, {true}, {&x});
     for (int i = 0; i < x.count(); ++i) {
-      if (c.pool == PP::MAX) {
-        ASSERT_EQ(Bits(x.cpu_diff()[i]), Bits(dx[i])) << "dx " << i << " for " << what;
-      } else {
-        ASSERT_NEAR(x.cpu_diff()[i], dx[i], 1e-6f) << "dx " << i << " for " << what;
-      }
+      ASSERT_EQ(Bits(x.cpu_diff()[i]), Bits(dx[i]))
+          << "dx " << i << ": " << x.cpu_diff()[i] << " vs " << dx[i] << " for " << what;
     }
     ++checked;
   }
