@@ -135,26 +135,36 @@ void ScaleLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propaga
   const float* x = in_place ? bottom_copy_.cpu_data() : bottom[0]->cpu_data();
   const float* s = scale_blob->cpu_data();
   float* dx = propagate_down[0] ? bottom[0]->mutable_cpu_diff() : nullptr;
+  // Blocks shorter than a lane block (a scale over the last axes): plain double sums, the
+  // lanes' set-up and final adds would cost more than the block.
+  const bool lanes = inner_ >= kSumLanes;
   for (int d = 0; d < scale_dim_; ++d) {
     LaneSums<2> sums;
+    double sum_dy = 0, sum_dyx = 0;
     const float sd = s[d];
     for (int o = 0; o < outer_; ++o) {
       const size_t off = (static_cast<size_t>(o) * scale_dim_ + d) * inner_;
       const float* g = dy + off;
       const float* v = x + off;
-      if (db || ds) {
+      if ((db || ds) && lanes) {
         sums.Add(inner_, [g, v](int i) {
           return std::array<double, 2>{static_cast<double>(g[i]),
                                        static_cast<double>(g[i]) * v[i]};
         });
+      } else if (db || ds) {
+        for (int i = 0; i < inner_; ++i) {
+          sum_dy += g[i];
+          sum_dyx += static_cast<double>(g[i]) * v[i];
+        }
       }
       if (dx) {
         float* out = dx + off;  // may be g (in place)
         for (int i = 0; i < inner_; ++i) out[i] = g[i] * sd;
       }
     }
-    if (db) db[d] += static_cast<float>(sums.Total(0));
-    if (ds) ds[d] = (learned ? ds[d] : 0.f) + static_cast<float>(sums.Total(1));
+    if (lanes) sum_dy = sums.Total(0), sum_dyx = sums.Total(1);
+    if (db) db[d] += static_cast<float>(sum_dy);
+    if (ds) ds[d] = (learned ? ds[d] : 0.f) + static_cast<float>(sum_dyx);
   }
 }
 
