@@ -1,3 +1,4 @@
+#include "core/lane_sums.hpp"
 #include "core/math.hpp"
 
 #include <dnnl.h>
@@ -103,9 +104,9 @@ void vpowx(int n, const float* a, float b, float* y) {
 }
 float dot(int n, const float* x, const float* y) {
   // Accumulate in double: used for losses and norms, where float sums drift on large n.
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += static_cast<double>(x[i]) * y[i];
-  return static_cast<float>(s);
+  LaneSums<1> s;
+  s.Add(n, [&](int i) { return static_cast<double>(x[i]) * y[i]; });
+  return static_cast<float>(s.Total());
 }
 float strided_dot(int n, const float* x, int incx, const float* y, int incy) {
   double s = 0;
@@ -113,9 +114,9 @@ float strided_dot(int n, const float* x, int incx, const float* y, int incy) {
   return static_cast<float>(s);
 }
 float asum(int n, const float* x) {
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += std::fabs(x[i]);
-  return static_cast<float>(s);
+  LaneSums<1> s;
+  s.Add(n, [&](int i) { return static_cast<double>(std::fabs(x[i])); });
+  return static_cast<float>(s.Total());
 }
 
 void rng_uniform(int n, float lo, float hi, float* r) {

@@ -7,6 +7,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/layers/batch_norm_layer.hpp"
+#include "core/layers/relu_layer.hpp"
+#include "core/layers/scale_layer.hpp"
 #include "core/math.hpp"
 
 namespace hogstream {
@@ -301,6 +304,7 @@ void Net::Init(const pb::NetParameter& in_param, const NetOptions& options) {
     for (int id : top_ids_[layer_id]) blob_need_backward_[id] = blob_need_backward_[id] || need_backward;
   }
   ComputeBackwardNeeds(param);
+  if (options.fuse) FuseLayers();
   for (const auto& name : available) {
     const int id = blob_index_.at(name);
     output_blobs_.push_back(blobs_[id].get());
@@ -431,6 +435,30 @@ void Net::ComputeBackwardNeeds(const pb::NetParameter& param) {
       for (size_t p = 0; p < layers_[i]->blobs().size(); ++p)
         layers_[i]->set_param_propagate_down(static_cast<int>(p), true);
     }
+  }
+}
+
+// BatchNorm -> Scale (-> ReLU), one after the other on one blob, all in place, the Scale one
+// learned value per channel, the ReLU plain (negative_slope 0), no loss weight on the blob:
+// nothing else sees the blob between them, so the BatchNorm can run the chain's passes (the
+// Scale and ReLU keep their blobs and run only what the BatchNorm cannot: the Scale's
+// gradients).
+void Net::FuseLayers() {
+  const int n = static_cast<int>(layers_.size());
+  auto on = [&](int i, Blob* b) {
+    return i < n && bottom_vecs_[i].size() == 1 && top_vecs_[i].size() == 1 &&
+           bottom_vecs_[i][0] == b && top_vecs_[i][0] == b && layers_[i]->loss(0) == 0.f;
+  };
+  for (int i = 0; i + 1 < n; ++i) {
+    auto* bn = dynamic_cast<BatchNormLayer*>(layers_[i].get());
+    auto* scale = dynamic_cast<ScaleLayer*>(layers_[i + 1].get());
+    if (!bn || !scale || bottom_vecs_[i].empty()) continue;
+    Blob* b = bottom_vecs_[i][0];
+    if (!on(i, b) || !on(i + 1, b) || !scale->PerChannelOf(*b)) continue;
+    auto* relu = i + 2 < n ? dynamic_cast<ReLULayer*>(layers_[i + 2].get()) : nullptr;
+    if (relu && (!on(i + 2, b) || relu->layer_param().relu_param().negative_slope() != 0.f))
+      relu = nullptr;
+    bn->FuseScale(scale, relu, layer_need_backward_[i] || layer_need_backward_[i + 1]);
   }
 }
 

@@ -2,7 +2,9 @@
 //
 // Construction applies the phase/level/stage include-exclude rules, inserts Split layers where
 // one top feeds several bottoms, wires in-place layers, resolves shared parameters by name and
-// works out which layers need a backward pass (Caffe's rules, force_backward included).
+// works out which layers need a backward pass (Caffe's rules, force_backward included), then
+// lets each in-place BatchNorm -> Scale (-> ReLU) chain run as one layer's passes (FuseLayers;
+// the layers and their blobs stay as they are).
 //
 // Every parameter blob of every layer lives in ONE contiguous buffer (`param_data()`), and
 // every gradient in another (`param_diff()`), each blob 64-byte aligned inside it, padding
@@ -32,6 +34,9 @@ struct NetOptions {
   std::map<std::string, std::vector<int>> input_shapes;
   // Where the layers were read from, to name file:line in errors.
   NetSource source;
+  // Run each BatchNorm -> Scale (-> ReLU) chain on one blob, all in place, as one layer's
+  // passes (see batch_norm_layer.hpp). Off: every layer runs its own (tests compare the two).
+  bool fuse = true;
 };
 
 class Net {
@@ -125,6 +130,7 @@ class Net {
   void AppendParams(int layer_id);
   void FlattenParams();
   void ComputeBackwardNeeds(const pb::NetParameter& param);
+  void FuseLayers();
 
   std::string name_;
   pb::Phase phase_;

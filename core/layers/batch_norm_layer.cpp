@@ -1,7 +1,12 @@
 #include "core/layers/batch_norm_layer.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
+#include "core/lane_sums.hpp"
+#include "core/layers/relu_layer.hpp"
+#include "core/layers/scale_layer.hpp"
 #include "core/math.hpp"
 
 namespace hogstream {
@@ -33,37 +38,102 @@ void BatchNormLayer::Reshape(const Blobs& bottom, const Blobs& top) {
                                     << channels << " channels, the layer " << channels_;
   top[0]->ReshapeLike(*bottom[0]);
   mean_.resize(channels_);
+  var_.resize(channels_);
   std_.resize(channels_);
-  if (!use_global_stats_) x_norm_.ReshapeLike(*bottom[0]);
+  if (!use_global_stats_ || keep_norm_) x_norm_.ReshapeLike(*bottom[0]);
+  if (scale_) {
+    mean_dy_.resize(channels_);
+    mean_dyy_.resize(channels_);
+  }
 }
 
+void BatchNormLayer::FuseScale(ScaleLayer* scale, ReLULayer* relu, bool keep_norm) {
+  HS_CHECK(scale != nullptr);
+  scale_ = scale;
+  relu_ = relu != nullptr;
+  keep_norm_ = keep_norm;
+  scale->FuseInto(this);
+  if (relu) relu->set_fused(true);
+}
+
+namespace {
+// One segment of one channel: v = (x - mean) / sd, kept in xn (Keep); the top gets v, or with
+// the fused Scale v * s (+ b), and with the fused ReLU max(that, 0): the expressions of the
+// three layers. y may be x (in place): each x is read before its y is written.
+template <bool Keep, bool Scale, bool Bias, bool Relu>
+void Normalize(const float* x, int n, float mean, float sd, float s, float b, float* y,
+               float* __restrict xn) {
+  for (int i = 0; i < n; ++i) {
+    const float v = (x[i] - mean) / sd;
+    if (Keep) xn[i] = v;
+    float z = v;
+    if (Scale) z = Bias ? v * s + b : v * s;
+    if (Relu) z = std::max(z, 0.f);
+    y[i] = z;
+  }
+}
+using NormalizeFn = void (*)(const float*, int, float, float, float, float, float*, float*);
+template <bool Keep>
+NormalizeFn PickNormalize(bool scale, bool bias, bool relu) {
+  if (!scale) return Normalize<Keep, false, false, false>;
+  if (bias) return relu ? Normalize<Keep, true, true, true> : Normalize<Keep, true, true, false>;
+  return relu ? Normalize<Keep, true, false, true> : Normalize<Keep, true, false, false>;
+}
+}  // namespace
+
+// Channel by channel, so that the channel's values (N segments of `spatial`) stay in cache
+// between its passes: with batch statistics the mean, the variance (two passes, as before:
+// sum of squared deviations from the mean, in double) and then y; with stored statistics y
+// alone. The sums are vectorised (LaneSums), and y is written to the top and to x_norm_ in
+// the same loop.
 void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   const int num = bottom[0]->shape(0), count = bottom[0]->count();
   const int spatial = count / (num * channels_);
   const float* x = bottom[0]->cpu_data();
-  std::vector<float>& var = std_;  // holds the variance until the square root below
+  float* y = top[0]->mutable_cpu_data();
+  float* xn = use_global_stats_ && !keep_norm_ ? nullptr : x_norm_.mutable_cpu_data();
+  const float* sv = scale_ ? scale_->blobs()[0]->cpu_data() : nullptr;
+  const float* bv = scale_ && scale_->bias() ? scale_->bias()->cpu_data() : nullptr;
+  const NormalizeFn normalize = xn ? PickNormalize<true>(sv, bv, relu_)
+                                   : PickNormalize<false>(sv, bv, relu_);
+  sums_ready_ = false;
+  const size_t image = static_cast<size_t>(channels_) * spatial;
   if (use_global_stats_) {
     const float stored = blobs_[2]->cpu_data()[0];
     const float factor = stored == 0.f ? 0.f : 1.f / stored;
     scale(channels_, factor, blobs_[0]->cpu_data(), mean_.data());
-    scale(channels_, factor, blobs_[1]->cpu_data(), var.data());
-  } else {
-    const double m = static_cast<double>(num) * spatial;
-    for (int c = 0; c < channels_; ++c) {
-      double sum = 0;
+    scale(channels_, factor, blobs_[1]->cpu_data(), std_.data());
+    for (int c = 0; c < channels_; ++c) std_[c] = std::sqrt(std_[c] + eps_);
+  }
+  const double m = static_cast<double>(num) * spatial;
+  for (int c = 0; c < channels_; ++c) {
+    if (!use_global_stats_) {
+      LaneSums<1> sum;
       for (int n = 0; n < num; ++n) {
-        const float* p = x + (n * channels_ + c) * spatial;
-        for (int i = 0; i < spatial; ++i) sum += p[i];
+        const float* p = x + n * image + static_cast<size_t>(c) * spatial;
+        sum.Add(spatial, [p](int i) { return static_cast<double>(p[i]); });
       }
-      const float mean = static_cast<float>(sum / m);
-      double sq = 0;
+      const float mean = static_cast<float>(sum.Total() / m);
+      LaneSums<1> sq;
       for (int n = 0; n < num; ++n) {
-        const float* p = x + (n * channels_ + c) * spatial;
-        for (int i = 0; i < spatial; ++i) sq += (p[i] - mean) * (p[i] - mean);
+        const float* p = x + n * image + static_cast<size_t>(c) * spatial;
+        sq.Add(spatial, [p, mean](int i) {
+          const float d = p[i] - mean;
+          return static_cast<double>(d * d);
+        });
       }
       mean_[c] = mean;
-      var[c] = static_cast<float>(sq / m);
+      var_[c] = static_cast<float>(sq.Total() / m);
+      std_[c] = std::sqrt(var_[c] + eps_);
     }
+    const float mean = mean_[c], sd = std_[c];
+    const float sc = sv ? sv[c] : 1.f, bc = bv ? bv[c] : 0.f;
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      normalize(x + off, spatial, mean, sd, sc, bc, y + off, xn ? xn + off : nullptr);
+    }
+  }
+  if (!use_global_stats_) {
     // Running sums: s <- fraction * s + statistic, factor <- fraction * factor + 1.
     const float f = moving_average_fraction_;
     float* factor = blobs_[2]->mutable_cpu_data();
@@ -72,55 +142,126 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
     const int per_channel = count / channels_;
     const float unbiased =
         per_channel > 1 ? static_cast<float>(per_channel) / (per_channel - 1) : 1.f;
-    axpby(channels_, unbiased, var.data(), f, blobs_[1]->mutable_cpu_data());
+    axpby(channels_, unbiased, var_.data(), f, blobs_[1]->mutable_cpu_data());
   }
-  for (int c = 0; c < channels_; ++c) std_[c] = std::sqrt(var[c] + eps_);
-
-  float* y = top[0]->mutable_cpu_data();
-  for (int n = 0; n < num; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      const int off = (n * channels_ + c) * spatial;
-      const float mean = mean_[c], sd = std_[c];
-      for (int i = 0; i < spatial; ++i) y[off + i] = (x[off + i] - mean) / sd;
-    }
-  }
-  if (!use_global_stats_) copy(count, y, x_norm_.mutable_cpu_data());
 }
 
+// The fused chain's gradients from the blob's gradient dr (the ReLU's top): per channel,
+// dz = relu'(r) dr (the ReLU's expression), the Scale's sums of dz and dz * y (in double, as
+// the Scale takes them), and this layer's sums of its own top gradient g = dz * s and of
+// g * y (as Backward_cpu takes them).
+void BatchNormLayer::ChannelSums(const Blob& blob, float* ds, float* db) {
+  const int num = blob.shape(0), spatial = blob.count() / (num * channels_);
+  const size_t image = static_cast<size_t>(channels_) * spatial;
+  const float* r = blob.cpu_data();
+  const float* dr = blob.cpu_diff();
+  const float* y = x_norm_.cpu_data();
+  const float* scale = scale_->blobs()[0]->cpu_data();
+  const double m = static_cast<double>(num) * spatial;
+  const bool relu = relu_;
+  for (int c = 0; c < channels_; ++c) {
+    const float s = scale[c];
+    LaneSums<4> sums;
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* rr = r + off;
+      const float* g = dr + off;
+      const float* v = y + off;
+      sums.Add(spatial, [rr, g, v, s, relu](int i) {
+        const float dz = relu ? (rr[i] > 0.f ? g[i] : 0.f * g[i]) : g[i];
+        const float dy = dz * s;
+        return std::array<double, 4>{static_cast<double>(dz), static_cast<double>(dz) * v[i],
+                                     static_cast<double>(dy), static_cast<double>(dy * v[i])};
+      });
+    }
+    if (db) db[c] += static_cast<float>(sums.Total(0));
+    if (ds) ds[c] += static_cast<float>(sums.Total(1));
+    mean_dy_[c] = static_cast<float>(sums.Total(2) / m);
+    mean_dyy_[c] = static_cast<float>(sums.Total(3) / m);
+  }
+  sums_ready_ = true;
+}
+
+void BatchNormLayer::FusedScaleBackward(const Blob& blob, float* ds, float* db) {
+  ChannelSums(blob, ds, db);
+}
+
+namespace {
+// One segment of dx for the fused chain: g = dz * s with dz from dr as the ReLU takes it, then
+// this layer's dx (Batch: with the means of g and g * y). dx may be dr (in place).
+template <bool Relu, bool Batch>
+void FusedDx(const float* r, const float* dr, const float* __restrict y, int n, float s,
+             float mean_dy, float mean_dyy, float sd, float* dx) {
+  for (int i = 0; i < n; ++i) {
+    const float dz = Relu ? (r[i] > 0.f ? dr[i] : 0.f * dr[i]) : dr[i];
+    const float g = dz * s;
+    dx[i] = Batch ? (g - mean_dy - mean_dyy * y[i]) / sd : g / sd;
+  }
+}
+}  // namespace
+
 // With batch statistics: dx = (dy - mean(dy) - mean(dy * y) * y) / std, means per channel.
-// Each dx reads only its own dy once the sums are taken, so this also works in place.
+// Each dx reads only its own dy once the sums are taken, so this also works in place. Channel
+// by channel: the sums (one vectorised pass), then dx while the channel is in cache. Fused,
+// dy is the Scale's (and ReLU's) gradient, taken on the fly; the Scale's backward has already
+// taken the sums.
 void BatchNormLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                                   const Blobs& bottom) {
   if (!propagate_down[0]) return;
   const int num = bottom[0]->shape(0), count = bottom[0]->count();
   const int spatial = count / (num * channels_);
+  const size_t image = static_cast<size_t>(channels_) * spatial;
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
-  const float* y = use_global_stats_ ? nullptr : x_norm_.cpu_data();
   const double m = static_cast<double>(num) * spatial;
-  for (int c = 0; c < channels_; ++c) {
-    float mean_dy = 0, mean_dyy = 0;
-    if (!use_global_stats_) {
-      double sum = 0, sum_y = 0;
+  if (scale_) {
+    if (!use_global_stats_ && !sums_ready_) ChannelSums(*top[0], nullptr, nullptr);
+    const float* r = top[0]->cpu_data();
+    const float* y = x_norm_.cpu_data();
+    const float* scale = scale_->blobs()[0]->cpu_data();
+    auto dx_fn = relu_ ? (use_global_stats_ ? FusedDx<true, false> : FusedDx<true, true>)
+                       : (use_global_stats_ ? FusedDx<false, false> : FusedDx<false, true>);
+    for (int c = 0; c < channels_; ++c) {
+      const float mdy = use_global_stats_ ? 0.f : mean_dy_[c];
+      const float mdyy = use_global_stats_ ? 0.f : mean_dyy_[c];
       for (int n = 0; n < num; ++n) {
-        const int off = (n * channels_ + c) * spatial;
-        for (int i = 0; i < spatial; ++i) {
-          sum += dy[off + i];
-          sum_y += dy[off + i] * y[off + i];
-        }
+        const size_t off = n * image + static_cast<size_t>(c) * spatial;
+        dx_fn(r + off, dy + off, y + off, spatial, scale[c], mdy, mdyy, std_[c], dx + off);
       }
-      mean_dy = static_cast<float>(sum / m);
-      mean_dyy = static_cast<float>(sum_y / m);
     }
+    sums_ready_ = false;
+    return;
+  }
+  const float* y = use_global_stats_ ? nullptr : x_norm_.cpu_data();
+  for (int c = 0; c < channels_; ++c) {
     const float sd = std_[c];
-    for (int n = 0; n < num; ++n) {
-      const int off = (n * channels_ + c) * spatial;
-      if (use_global_stats_) {
-        for (int i = 0; i < spatial; ++i) dx[off + i] = dy[off + i] / sd;
-      } else {
-        for (int i = 0; i < spatial; ++i)
-          dx[off + i] = (dy[off + i] - mean_dy - mean_dyy * y[off + i]) / sd;
+    if (use_global_stats_) {
+      for (int n = 0; n < num; ++n) {
+        const size_t off = n * image + static_cast<size_t>(c) * spatial;
+        const float* g = dy + off;
+        float* d = dx + off;
+        for (int i = 0; i < spatial; ++i) d[i] = g[i] / sd;
       }
+      continue;
+    }
+    LaneSums<2> sums;
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* g = dy + off;
+      const float* v = y + off;
+      sums.Add(spatial, [g, v](int i) {
+        return std::array<double, 2>{static_cast<double>(g[i]),
+                                     static_cast<double>(g[i] * v[i])};
+      });
+    }
+    const float mean_dy = static_cast<float>(sums.Total(0) / m);
+    const float mean_dyy = static_cast<float>(sums.Total(1) / m);
+    for (int n = 0; n < num; ++n) {
+      const size_t off = n * image + static_cast<size_t>(c) * spatial;
+      const float* g = dy + off;
+      const float* v = y + off;
+      float* d = dx + off;  // may be g (in place)
+      for (int i = 0; i < spatial; ++i) d[i] = (g[i] - mean_dy - mean_dyy * v[i]) / sd;
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstring>
 
 #include "core/math.hpp"
 
@@ -18,8 +19,8 @@ int AsInt(uint32_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// floor(a / b) for b > 0 and any sign of a.
-int FloorDiv(int a, int b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+// Outputs computed together by the vector loops (one AVX-512 register of floats).
+constexpr int kLanes = 16;
 }  // namespace
 
 void PoolingLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
@@ -91,20 +92,73 @@ void PoolingLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   if (top.size() > 1) top[1]->Reshape(shape);
   if (max_) mask_.resize(top[0]->count());
 
-  kw_lo_.resize(kernel_w_);
-  kw_hi_.resize(kernel_w_);
-  for (int kw = 0; kw < kernel_w_; ++kw) {
-    // 0 <= pw * stride_w - pad_w + kw <= width - 1
-    kw_lo_[kw] = std::max(0, -FloorDiv(kw - pad_w_, stride_w_));
-    kw_hi_[kw] = std::min(pooled_w_, FloorDiv(width_ - 1 + pad_w_ - kw, stride_w_) + 1);
-  }
   if (!max_) {
     ave_cols_.resize(pooled_w_);
     for (int pw = 0; pw < pooled_w_; ++pw) {
       const int ws = pw * stride_w_ - pad_w_;
       ave_cols_[pw] = std::min(ws + kernel_w_, width_ + pad_w_) - ws;
     }
-    row_.resize(pooled_w_);
+  }
+
+  whole_plane_ = pad_h_ == 0 && pad_w_ == 0 && kernel_h_ == height_ && kernel_w_ == width_;
+  if (whole_plane_) return;
+  // Phases: output (ph, pw) reads padded input (ph * sh + y, pw * sw + x) for kernel element
+  // (y, x). Phase (a, b) holds the padded input's rows a, a + sh, ... and columns b, b + sw,
+  // ..., as phase_rows_ x phase_cols_, so that element (y, x) of window (ph, pw) is phase
+  // (y % sh, x % sw) at (ph + y / sh, pw + x / sw): with the flat index
+  // j = ph * phase_cols_ + pw, at j + (y / sh) * phase_cols_ + x / sw. One offset per kernel
+  // element, the same for every output: the flat loop has no edge cases.
+  phases_h_ = std::min(stride_h_, kernel_h_);
+  phases_w_ = std::min(stride_w_, kernel_w_);
+  phase_rows_ = pooled_h_ + (kernel_h_ - 1) / stride_h_;
+  // The last window's columns end at (pooled_w - 1) * sw + kw - 1 < sw * phase_cols_.
+  phase_cols_ = pooled_w_ - 1 + (kernel_w_ + stride_w_ - 1) / stride_w_;
+  flat_n_ = (pooled_h_ * phase_cols_ + kLanes - 1) / kLanes * kLanes;
+  // A phase: its rows, then slack for the whole blocks of the last output row (they read
+  // less than a row plus a block past it).
+  phase_size_ = phase_rows_ * phase_cols_ + phase_cols_ + kLanes;
+  // First the rows of each row phase a, with the padded columns at pitch sw * phase_cols_;
+  // for sw > 1 these are then split by column into the phases (a, b), after them.
+  row_pitch_ = stride_w_ * phase_cols_;
+  row_phase_size_ = phase_rows_ * row_pitch_ + (stride_w_ == 1 ? phase_cols_ + kLanes : 0);
+  phase_base_ = stride_w_ == 1 ? 0 : phases_h_ * row_phase_size_;
+  copy_cols_ = std::min(width_, row_pitch_ - pad_w_);  // FLOOR may leave columns unread
+  row_dst_.resize(height_);
+  for (int h = 0; h < height_; ++h) {
+    const int a = (h + pad_h_) % stride_h_, r = (h + pad_h_) / stride_h_;
+    row_dst_[h] = a < phases_h_ && r < phase_rows_
+                      ? a * row_phase_size_ + r * row_pitch_ + pad_w_
+                      : -1;
+  }
+  // Filled once per Reshape; PoolPlane rewrites only the copied part.
+  const size_t total = stride_w_ == 1 ? static_cast<size_t>(phases_h_) * row_phase_size_
+                                      : phase_base_ + static_cast<size_t>(phases_h_) *
+                                                          phases_w_ * phase_size_;
+  phases_.assign(total, max_ ? -FLT_MAX : 0.f);
+  if (!max_) grad_phases_.resize(total);
+  // Backward (AVE) writes the plane from the row phases; rows or columns no window reads
+  // (FLOOR) get zeros first.
+  covered_ = copy_cols_ == width_ &&
+             std::none_of(row_dst_.begin(), row_dst_.end(), [](int d) { return d < 0; });
+  tap_src_.resize(kernel_h_ * kernel_w_);
+  tap_idx_.resize(kernel_h_ * kernel_w_);
+  for (int y = 0, k = 0; y < kernel_h_; ++y) {
+    for (int x = 0; x < kernel_w_; ++x, ++k) {
+      const int a = y % stride_h_, b = x % stride_w_;
+      const int phase = stride_w_ == 1 ? a * row_phase_size_
+                                       : phase_base_ + (a * phases_w_ + b) * phase_size_;
+      tap_src_[k] = phase + (y / stride_h_) * phase_cols_ + x / stride_w_;
+      tap_idx_[k] = y * width_ + x;
+    }
+  }
+  flat_out_.resize(flat_n_);
+  if (max_) {
+    flat_arg_.resize(flat_n_);
+    flat_base_.resize(flat_n_);
+    for (int j = 0; j < flat_n_; ++j) {
+      const int ph = j / phase_cols_, pw = j % phase_cols_;
+      flat_base_[j] = (ph * stride_h_ - pad_h_) * width_ + pw * stride_w_ - pad_w_;
+    }
   }
 }
 
@@ -116,46 +170,286 @@ void PoolingLayer::RowWindow(int ph, int* begin, int* end, int* ave_rows) const 
   *end = std::min(he, height_);
 }
 
-// One output row is built input row by input row and kernel column by kernel column, so the
-// inner loop runs over output columns with a fixed stride (vectorisable, branch-free) and
-// still visits every window in row-major order: the first of equal maxima wins and sums add
-// up in the order Caffe adds them.
-void PoolingLayer::MaxRow(const float* __restrict in, int h0, int h1, float* __restrict o,
-                          int* __restrict m) const {
-  const int sw = stride_w_;
-  std::fill_n(o, pooled_w_, -FLT_MAX);
-  std::fill_n(m, pooled_w_, -1);
-  for (int h = h0; h < h1; ++h) {
-    for (int kw = 0; kw < kernel_w_; ++kw) {
-      const int first = h * width_ + kw - pad_w_;  // input index for pw = 0
-      const int lo = kw_lo_[kw], hi = kw_hi_[kw];
-      for (int pw = lo; pw < hi; ++pw) {
-        const float v = in[first + pw * sw];
-        const int keep = -static_cast<int>(v > o[pw]);  // all ones when v wins
-        o[pw] = keep ? v : o[pw];
-        m[pw] ^= (m[pw] ^ (first + pw * sw)) & keep;
+// The forward pass, plane by plane:
+//  1. SplitPhases copies the plane's rows into the padded row phases (for stride 1, one padded
+//     copy of the plane) and, for a column stride above 1, splits those by column (a long
+//     loop), so that every kernel element is read at a fixed offset from the flat output
+//     index (see Reshape).
+//  2. MaxFlat / SumFlat run over the flat outputs kLanes at a time, kernel element by kernel
+//     element in row-major order: each step is one load, one compare and two selects (or one
+//     add) over a whole block, with no edge cases: the padding holds -FLT_MAX (never > the
+//     running max, which starts at -FLT_MAX) or 0 (adding +0 to a sum that started at +0
+//     changes nothing). So the first of equal maxima wins, NaNs are skipped, a window with
+//     nothing above -FLT_MAX keeps mask -1, and sums add up in Caffe's row-major order: the
+//     results are bit for bit those of a direct per-window loop.
+//  3. The rows are compacted into the output (dropping the extra flat columns), AVE dividing
+//     by Caffe's divisor.
+namespace {
+// K: kernel elements when known at compile time (the kernel loop is then unrolled and the
+// running max stays in registers); 0 for the general loop, which keeps it in the flat arrays.
+template <int K>
+void MaxFlat(int taps, const int* __restrict tap_src, const int* __restrict tap_idx,
+             const float* __restrict phases, const int* __restrict base, int n,
+             float* __restrict out, int* __restrict arg) {
+  if (K) {
+    int src[K ? K : 1], idx[K ? K : 1];
+    for (int k = 0; k < K; ++k) src[k] = tap_src[k], idx[k] = tap_idx[k];
+    // n is a whole number of blocks: the vector loop has no scalar remainder.
+    // The winner's offset within the window, made an index in the plane at the end.
+    for (int j0 = 0; j0 < n; j0 += kLanes) {
+      for (int j = j0; j < j0 + kLanes; ++j) {
+        float best = -FLT_MAX;
+        int at = -1;
+        for (int k = 0; k < K; ++k) {
+          const float v = phases[src[k] + j];
+          const bool win = v > best;
+          best = win ? v : best;
+          at = win ? idx[k] : at;
+        }
+        out[j] = best;
+        arg[j] = at < 0 ? -1 : base[j] + at;
       }
+    }
+    return;
+  }
+  for (int j = 0; j < n; ++j) out[j] = -FLT_MAX, arg[j] = -1;
+  for (int k = 0; k < taps; ++k) {
+    const float* __restrict p = phases + tap_src[k];
+    const int idx = tap_idx[k];
+    for (int j = 0; j < n; ++j) {
+      const float v = p[j];
+      const bool win = v > out[j];
+      out[j] = win ? v : out[j];
+      arg[j] = win ? base[j] + idx : arg[j];
     }
   }
 }
 
-void PoolingLayer::SumRow(const float* __restrict in, int h0, int h1,
-                          float* __restrict o) const {
-  const int sw = stride_w_;
-  std::fill_n(o, pooled_w_, 0.f);
-  for (int h = h0; h < h1; ++h) {
-    for (int kw = 0; kw < kernel_w_; ++kw) {
-      const int first = h * width_ + kw - pad_w_;
-      const int lo = kw_lo_[kw], hi = kw_hi_[kw];
-      for (int pw = lo; pw < hi; ++pw) o[pw] += in[first + pw * sw];
+template <int K>
+void SumFlat(int taps, const int* __restrict tap_src, const float* __restrict phases, int n,
+             float* __restrict out) {
+  if (K) {
+    int src[K ? K : 1];
+    for (int k = 0; k < K; ++k) src[k] = tap_src[k];
+    for (int j0 = 0; j0 < n; j0 += kLanes) {
+      for (int j = j0; j < j0 + kLanes; ++j) {
+        float sum = 0.f;
+        for (int k = 0; k < K; ++k) sum += phases[src[k] + j];
+        out[j] = sum;
+      }
+    }
+    return;
+  }
+  for (int j = 0; j < n; ++j) out[j] = 0.f;
+  for (int k = 0; k < taps; ++k) {
+    const float* __restrict p = phases + tap_src[k];
+    for (int j = 0; j < n; ++j) out[j] += p[j];
+  }
+}
+
+// dst[0, n) = src[0, n): for the short rows of small planes a few fixed-size moves (a plain
+// loop becomes a call to memmove, which costs more than such a copy).
+template <typename T>
+inline void CopyRow(const T* __restrict src, int n, T* __restrict dst) {
+  static_assert(sizeof(T) == 4);
+  if (n >= 32) {
+    std::memcpy(dst, src, n * sizeof(T));
+    return;
+  }
+  if (n & 16) std::memcpy(dst, src, 64), src += 16, dst += 16;
+  if (n & 8) std::memcpy(dst, src, 32), src += 8, dst += 8;
+  if (n & 4) std::memcpy(dst, src, 16), src += 4, dst += 4;
+  if (n & 2) std::memcpy(dst, src, 8), src += 2, dst += 2;
+  if (n & 1) std::memcpy(dst, src, 4);
+}
+
+// out + b * out_stride gets in[S * i + b] for i < n, b < phases: a row phase's columns split
+// by their remainder modulo the column stride S (S = 0: s at run time).
+template <int S>
+void SplitColumns(const float* __restrict in, int s, int phases, int n, int out_stride,
+                  float* __restrict out) {
+  if (S == 2 && phases == 2) {
+    float* __restrict even = out;
+    float* __restrict odd = out + out_stride;
+    for (int i = 0; i < n; ++i) even[i] = in[2 * i], odd[i] = in[2 * i + 1];
+    return;
+  }
+  const int st = S ? S : s;
+  for (int b = 0; b < phases; ++b) {
+    float* __restrict o = out + b * out_stride;
+    for (int i = 0; i < n; ++i) o[i] = in[st * i + b];
+  }
+}
+
+// The inverse of SplitColumns: in[S * i + b] = out + b * out_stride [i], for i < n, b < phases.
+template <int S>
+void MergeColumns(const float* __restrict split, int s, int phases, int n, int split_stride,
+                  float* __restrict rows) {
+  if (S == 2 && phases == 2) {
+    const float* __restrict even = split;
+    const float* __restrict odd = split + split_stride;
+    for (int i = 0; i < n; ++i) rows[2 * i] = even[i], rows[2 * i + 1] = odd[i];
+    return;
+  }
+  const int st = S ? S : s;
+  for (int b = 0; b < phases; ++b) {
+    const float* __restrict o = split + b * split_stride;
+    for (int i = 0; i < n; ++i) rows[st * i + b] = o[i];
+  }
+}
+
+// GlobalForward's block of L planes (L = 0: `lanes` planes, fewer than kLanes).
+template <int L>
+void GlobalBlock(bool max, int lanes, const float* __restrict x, int size, float divisor,
+                 float* __restrict out, int* __restrict mask) {
+  const int n = L ? L : lanes;
+  if (max) {
+    float best[kLanes];
+    int at[kLanes];
+    for (int l = 0; l < kLanes; ++l) best[l] = -FLT_MAX, at[l] = -1;
+    for (int i = 0; i < size; ++i) {
+      for (int l = 0; l < n; ++l) {
+        const float v = x[l * size + i];
+        const bool win = v > best[l];
+        best[l] = win ? v : best[l];
+        at[l] = win ? i : at[l];
+      }
+    }
+    for (int l = 0; l < n; ++l) out[l] = best[l], mask[l] = at[l];
+  } else {
+    float sum[kLanes];
+    for (int l = 0; l < kLanes; ++l) sum[l] = 0.f;
+    for (int i = 0; i < size; ++i) {
+      for (int l = 0; l < n; ++l) sum[l] += x[l * size + i];
+    }
+    for (int l = 0; l < n; ++l) out[l] = sum[l] / divisor;
+  }
+}
+}  // namespace
+
+void PoolingLayer::SplitPhases(const float* in) {
+  float* phases = phases_.data();
+  for (int h = 0; h < height_; ++h) {
+    if (row_dst_[h] >= 0) CopyRow(in + h * width_, copy_cols_, phases + row_dst_[h]);
+  }
+  if (stride_w_ == 1) return;
+  const int n = phase_rows_ * phase_cols_;
+  for (int a = 0; a < phases_h_; ++a) {
+    const float* rows = phases + a * row_phase_size_;
+    float* out = phases + phase_base_ + a * phases_w_ * phase_size_;
+    if (stride_w_ == 2) {
+      SplitColumns<2>(rows, 2, phases_w_, n, phase_size_, out);
+    } else {
+      SplitColumns<0>(rows, stride_w_, phases_w_, n, phase_size_, out);
+    }
+  }
+}
+
+void PoolingLayer::PoolPlane(const float* in, float* out, int* mask) {
+  SplitPhases(in);
+  const int taps = kernel_h_ * kernel_w_;
+  const int* src = tap_src_.data();
+  const float* phases = phases_.data();
+  float* flat = flat_out_.data();
+  if (max_) {
+    int* arg = flat_arg_.data();
+    const int* idx = tap_idx_.data();
+    const int* base = flat_base_.data();
+    if (taps == 9) {
+      MaxFlat<9>(taps, src, idx, phases, base, flat_n_, flat, arg);
+    } else if (taps == 4) {
+      MaxFlat<4>(taps, src, idx, phases, base, flat_n_, flat, arg);
+    } else {
+      MaxFlat<0>(taps, src, idx, phases, base, flat_n_, flat, arg);
+    }
+    for (int ph = 0; ph < pooled_h_; ++ph) {
+      CopyRow(flat + ph * phase_cols_, pooled_w_, out + ph * pooled_w_);
+      CopyRow(arg + ph * phase_cols_, pooled_w_, mask + ph * pooled_w_);
+    }
+    return;
+  }
+  if (taps == 9) {
+    SumFlat<9>(taps, src, phases, flat_n_, flat);
+  } else if (taps == 4) {
+    SumFlat<4>(taps, src, phases, flat_n_, flat);
+  } else {
+    SumFlat<0>(taps, src, phases, flat_n_, flat);
+  }
+  for (int ph = 0; ph < pooled_h_; ++ph) {
+    int h0, h1, ave_rows;
+    RowWindow(ph, &h0, &h1, &ave_rows);
+    const float* f = flat + ph * phase_cols_;
+    float* o = out + ph * pooled_w_;
+    for (int pw = 0; pw < pooled_w_; ++pw)
+      o[pw] = f[pw] / static_cast<float>(ave_rows * ave_cols_[pw]);
+  }
+}
+
+// AVE backward of one plane, the forward's phases run in reverse: each output's dy / divisor
+// (0 for the flat loop's extra columns) is added to its window in the phase planes, kernel
+// element by kernel element, rows last to first and columns first to last, so that every input
+// gets its terms in the order of the direct loop (windows by output row, then by kernel
+// column); the adds of 0 change nothing (a sum from +0 is never -0). The phases are then merged
+// back into the plane's rows. Each tap is one vector loop over the flat outputs.
+void PoolingLayer::AveBackPlane(const float* dy, float* dx) {
+  float* g = flat_out_.data();
+  for (int ph = 0; ph < pooled_h_; ++ph) {
+    int h0, h1, ave_rows;
+    RowWindow(ph, &h0, &h1, &ave_rows);
+    float* row = g + ph * phase_cols_;
+    for (int pw = 0; pw < pooled_w_; ++pw)
+      row[pw] = dy[ph * pooled_w_ + pw] / static_cast<float>(ave_rows * ave_cols_[pw]);
+    for (int pw = pooled_w_; pw < phase_cols_; ++pw) row[pw] = 0.f;
+  }
+  for (int j = pooled_h_ * phase_cols_; j < flat_n_; ++j) g[j] = 0.f;
+  float* phases = grad_phases_.data();
+  std::fill(grad_phases_.begin(), grad_phases_.end(), 0.f);
+  for (int y = kernel_h_ - 1; y >= 0; --y) {
+    for (int x = 0; x < kernel_w_; ++x) {
+      float* __restrict p = phases + tap_src_[y * kernel_w_ + x];
+      const float* __restrict gg = g;
+      for (int j = 0; j < flat_n_; ++j) p[j] += gg[j];
+    }
+  }
+  if (stride_w_ > 1) {
+    const int n = phase_rows_ * phase_cols_;
+    for (int a = 0; a < phases_h_; ++a) {
+      float* rows = phases + a * row_phase_size_;
+      const float* split = phases + phase_base_ + a * phases_w_ * phase_size_;
+      if (stride_w_ == 2) {
+        MergeColumns<2>(split, 2, phases_w_, n, phase_size_, rows);
+      } else {
+        MergeColumns<0>(split, stride_w_, phases_w_, n, phase_size_, rows);
+      }
+    }
+  }
+  if (!covered_) set(height_ * width_, 0.f, dx);
+  for (int h = 0; h < height_; ++h) {
+    if (row_dst_[h] >= 0) CopyRow(phases + row_dst_[h], copy_cols_, dx + h * width_);
+  }
+}
+
+// The window is the whole plane: each plane is one output, read in row-major order; kLanes
+// planes at a time, so that their running max or sum are independent chains.
+void PoolingLayer::GlobalForward(int planes, const float* in, float* out, int* mask) const {
+  const int size = height_ * width_;
+  const float divisor = static_cast<float>(size);
+  for (int p = 0; p < planes; p += kLanes) {
+    const float* x = in + static_cast<size_t>(p) * size;
+    int* m = max_ ? mask + p : nullptr;
+    if (planes - p >= kLanes) {
+      GlobalBlock<kLanes>(max_, kLanes, x, size, divisor, out + p, m);
+    } else {
+      GlobalBlock<0>(max_, planes - p, x, size, divisor, out + p, m);
     }
   }
 }
 
 // MAX, 2x2 windows, stride 2, no padding, every window inside the image: the most common
-// pooling (LeNet). Each window is read in Caffe's row-major order with a strict `>`, so the
-// result and the mask are those of the general path; the fixed shape lets the compiler
-// vectorise across output columns. Measured ~3x faster than MaxRow on LeNet's pool1.
+// pooling (LeNet), read straight from the input (no phase copies). Each window is read in
+// Caffe's row-major order from -FLT_MAX with a strict `>` and selects (no branches), so the
+// result and the mask are those of the general path, NaNs and all-(-FLT_MAX) windows
+// included; the fixed shape lets the compiler vectorise across output columns.
 static void Max2x2(const float* __restrict in, int width, int pooled_h, int pooled_w,
                    float* __restrict out, int* __restrict mask) {
   for (int ph = 0; ph < pooled_h; ++ph) {
@@ -163,21 +457,18 @@ static void Max2x2(const float* __restrict in, int width, int pooled_h, int pool
     const float* r1 = r0 + width;
     const int base = 2 * ph * width;
     for (int pw = 0; pw < pooled_w; ++pw) {
-      // Branch-free: max instructions for the value, mask arithmetic for the index (random
-      // data would mispredict every other compare-and-jump). std::max(x, y) keeps x unless
-      // y > x: the earlier element wins ties, as in Caffe.
       const float a = r0[2 * pw], b = r0[2 * pw + 1], c = r1[2 * pw], d = r1[2 * pw + 1];
-      const int i = base + 2 * pw;
-      int at = i + (b > a);
-      float m = std::max(a, b);
-      int sel = -static_cast<int>(c > m);
-      at = (at & ~sel) | ((i + width) & sel);
-      m = std::max(m, c);
-      sel = -static_cast<int>(d > m);
-      at = (at & ~sel) | ((i + width + 1) & sel);
-      m = std::max(m, d);
-      out[ph * pooled_w + pw] = m;
-      mask[ph * pooled_w + pw] = at;
+      // std::max(m, v) is `v > m ? v : m`; the index follows with mask arithmetic.
+      float best = std::max(-FLT_MAX, a);
+      int at = static_cast<int>(a > -FLT_MAX) - 1;  // a's offset 0, or -1
+      int sel = -static_cast<int>(b > best);
+      at = (at & ~sel) | (1 & sel), best = std::max(best, b);
+      sel = -static_cast<int>(c > best);
+      at = (at & ~sel) | (width & sel), best = std::max(best, c);
+      sel = -static_cast<int>(d > best);
+      at = (at & ~sel) | ((width + 1) & sel), best = std::max(best, d);
+      out[ph * pooled_w + pw] = best;
+      mask[ph * pooled_w + pw] = at < 0 ? -1 : base + 2 * pw + at;
     }
   }
 }
@@ -187,24 +478,18 @@ void PoolingLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   const int in_plane = height_ * width_, out_plane = pooled_h_ * pooled_w_;
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
+  int* mask = max_ ? mask_.data() : nullptr;
   const bool fast2x2 = max_ && kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 &&
                        stride_w_ == 2 && pad_h_ == 0 && pad_w_ == 0 &&
                        2 * pooled_h_ <= height_ && 2 * pooled_w_ <= width_;
-  for (int p = 0; p < planes; ++p, in += in_plane, out += out_plane) {
-    if (fast2x2) {
-      Max2x2(in, width_, pooled_h_, pooled_w_, out, mask_.data() + p * out_plane);
-      continue;
-    }
-    for (int ph = 0; ph < pooled_h_; ++ph) {
-      int h0, h1, ave_rows;
-      RowWindow(ph, &h0, &h1, &ave_rows);
-      float* o = out + ph * pooled_w_;
-      if (max_) {
-        MaxRow(in, h0, h1, o, mask_.data() + p * out_plane + ph * pooled_w_);
+  if (whole_plane_) {
+    GlobalForward(planes, in, out, mask);
+  } else {
+    for (int p = 0; p < planes; ++p, in += in_plane, out += out_plane) {
+      if (fast2x2) {
+        Max2x2(in, width_, pooled_h_, pooled_w_, out, mask + p * out_plane);
       } else {
-        SumRow(in, h0, h1, o);
-        for (int pw = 0; pw < pooled_w_; ++pw)
-          o[pw] /= static_cast<float>(ave_rows * ave_cols_[pw]);
+        PoolPlane(in, out, max_ ? mask + p * out_plane : nullptr);
       }
     }
   }
@@ -219,30 +504,28 @@ void PoolingLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propa
   if (!propagate_down[0]) return;
   const int planes = bottom[0]->num() * bottom[0]->channels();
   const int in_plane = height_ * width_, out_plane = pooled_h_ * pooled_w_;
-  const int sw = stride_w_;
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
-  set(bottom[0]->count(), 0.f, dx);
+  if (!max_ && whole_plane_) {
+    // Every input gets its plane's dy / divisor (added to 0, as the general loop does).
+    const float divisor = static_cast<float>(in_plane);
+    for (int p = 0; p < planes; ++p, dx += in_plane) {
+      const float g = dy[p] / divisor;
+      for (int i = 0; i < in_plane; ++i) dx[i] = 0.f + g;
+    }
+    return;
+  }
+  // Plane by plane, each plane zeroed just before its gradients are added: the adds then
+  // find it in cache (zeroing the whole blob first sends it to memory and back).
   for (int p = 0; p < planes; ++p, dx += in_plane, dy += out_plane) {
-    if (max_) {
-      const int* m = mask_.data() + p * out_plane;
-      for (int i = 0; i < out_plane; ++i)
-        if (m[i] >= 0) dx[m[i]] += dy[i];
+    if (!max_) {
+      AveBackPlane(dy, dx);
       continue;
     }
-    for (int ph = 0; ph < pooled_h_; ++ph) {
-      int h0, h1, ave_rows;
-      RowWindow(ph, &h0, &h1, &ave_rows);
-      for (int pw = 0; pw < pooled_w_; ++pw)
-        row_[pw] = dy[ph * pooled_w_ + pw] / static_cast<float>(ave_rows * ave_cols_[pw]);
-      for (int h = h0; h < h1; ++h) {
-        for (int kw = 0; kw < kernel_w_; ++kw) {
-          const int first = h * width_ + kw - pad_w_;
-          const int lo = kw_lo_[kw], hi = kw_hi_[kw];
-          for (int pw = lo; pw < hi; ++pw) dx[first + pw * sw] += row_[pw];
-        }
-      }
-    }
+    set(in_plane, 0.f, dx);
+    const int* m = mask_.data() + p * out_plane;
+    for (int i = 0; i < out_plane; ++i)
+      if (m[i] >= 0) dx[m[i]] += dy[i];
   }
 }
 

@@ -31,20 +31,43 @@ class PoolingLayer : public Layer {
   // Rows [begin, end) of the input that output row `ph` reads; for AVE also the divisor's
   // row extent (clipped to H + pad rather than H).
   void RowWindow(int ph, int* begin, int* end, int* ave_rows) const;
-  // One output row from input rows [h0, h1) of one plane: max (and argmax) or sum.
-  void MaxRow(const float* in, int h0, int h1, float* out, int* mask) const;
-  void SumRow(const float* in, int h0, int h1, float* out) const;
+  // The plane-wise forward (see pooling_layer.cpp): copies one input plane's rows into the
+  // padded row phases, pools them as one flat vector loop and compacts the result into `out`
+  // (and the plane's mask for MAX).
+  void SplitPhases(const float* in);
+  void PoolPlane(const float* in, float* out, int* mask);
+  // AVE backward of one plane through the phases (see pooling_layer.cpp).
+  void AveBackPlane(const float* dy, float* dx);
+  // Kernel == input and no padding: one output per plane, 16 planes at a time.
+  void GlobalForward(int planes, const float* in, float* out, int* mask) const;
 
   bool max_ = true;
   bool global_ = false;
+  bool whole_plane_ = false;  // the window is the whole (unpadded) plane, global or not
   int kernel_h_ = 0, kernel_w_ = 0, stride_h_ = 1, stride_w_ = 1, pad_h_ = 0, pad_w_ = 0;
   int height_ = 0, width_ = 0, pooled_h_ = 0, pooled_w_ = 0;
-  // For each kernel column kw, the outputs [kw_lo_, kw_hi_) whose window column
-  // pw * stride_w - pad_w + kw lies inside the input.
-  std::vector<int> kw_lo_, kw_hi_;
   std::vector<int> ave_cols_;  // AVE: divisor's column extent for each output column
-  std::vector<float> row_;     // AVE backward: one output row of scaled gradients
   std::vector<int> mask_;      // MAX: argmax within the input plane, -1 for none
+
+  // Phases (see Reshape): phase (a, b) holds the padded input's rows a, a + stride_h, ...
+  // and columns b, b + stride_w, ..., as phase_rows_ x phase_cols_ (then slack); the padding
+  // and the clipped part of CEIL's last window hold a value that never changes the result
+  // (-FLT_MAX for MAX, 0 for AVE). phases_ starts with the row phases (rows a, a + stride_h,
+  // ..., all columns at pitch row_pitch_), which for stride_w 1 are the phases themselves.
+  int phases_h_ = 0, phases_w_ = 0;  // phases used: min(stride, kernel) along each axis
+  int phase_rows_ = 0, phase_cols_ = 0, phase_size_ = 0, phase_base_ = 0;
+  int row_pitch_ = 0, row_phase_size_ = 0, copy_cols_ = 0;
+  std::vector<int> row_dst_;  // where each input row goes in phases_, -1 if unread
+  std::vector<float> phases_;
+  std::vector<float> grad_phases_;  // AVE backward: phases_'s layout, gradients summed in
+  bool covered_ = true;             // every input row and column is in some window
+  // Kernel element k (row-major): its offset into phases_ from the flat index, and into the
+  // input plane from the window's corner.
+  std::vector<int> tap_src_, tap_idx_;
+  int flat_n_ = 0;               // pooled_h_ * phase_cols_, rounded up to whole blocks
+  std::vector<int> flat_base_;   // MAX: the window's corner in the input plane, per flat index
+  std::vector<float> flat_out_;  // one plane's results (pooled_h_ x phase_cols_)
+  std::vector<int> flat_arg_;
 };
 
 }  // namespace hogstream

@@ -5,6 +5,7 @@
 namespace hogstream {
 
 void ReLULayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
+  if (fused_) return;  // done by the BatchNorm before it
   const float slope = param_.relu_param().negative_slope();
   const float* x = bottom[0]->cpu_data();
   float* y = top[0]->mutable_cpu_data();
@@ -20,7 +21,7 @@ void ReLULayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
 // so testing y > 0 is correct either way.
 void ReLULayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                              const Blobs& bottom) {
-  if (!propagate_down[0]) return;
+  if (!propagate_down[0] || fused_) return;
   const float slope = param_.relu_param().negative_slope();
   const float* y = top[0]->cpu_data();
   const float* dy = top[0]->cpu_diff();

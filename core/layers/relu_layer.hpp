@@ -9,11 +9,17 @@ class ReLULayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
+  // Fused into the BatchNorm + Scale before it (see batch_norm_layer.hpp): its passes are
+  // skipped.
+  void set_fused(bool fused) { fused_ = fused; }
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
+
+ private:
+  bool fused_ = false;
 };
 
 }  // namespace hogstream

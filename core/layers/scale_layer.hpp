@@ -11,6 +11,8 @@
 
 namespace hogstream {
 
+class BatchNormLayer;
+
 class ScaleLayer : public Layer {
  public:
   using Layer::Layer;
@@ -20,6 +22,13 @@ class ScaleLayer : public Layer {
   int ExactNumTopBlobs() const override { return 1; }
   void LayerSetUp(const Blobs& bottom, const Blobs& top) override;
   void Reshape(const Blobs& bottom, const Blobs& top) override;
+
+  // Fusion into the BatchNorm before it (see batch_norm_layer.hpp): whether this is a learned
+  // scale of one value per channel (axis 1) of `x`; the bias blob (null without bias_term);
+  // FuseInto hands the work to `bn` (this layer's passes are then skipped).
+  bool PerChannelOf(const Blob& x) const;
+  Blob* bias() const { return bias_index_ >= 0 ? blobs_[bias_index_].get() : nullptr; }
+  void FuseInto(BatchNormLayer* bn);
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
@@ -31,6 +40,7 @@ class ScaleLayer : public Layer {
   // bottom[0] as outer_ x scale_dim_ x inner_, s indexed by the middle dimension.
   int outer_ = 0, scale_dim_ = 0, inner_ = 0;
   Blob bottom_copy_;  // in place: the input, which the scale gradient needs
+  BatchNormLayer* bn_ = nullptr;  // fused into this BatchNorm
 };
 
 }  // namespace hogstream

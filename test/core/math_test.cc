@@ -1,8 +1,11 @@
+#include "core/lane_sums.hpp"
 #include "core/math.hpp"
 #include "test/test_seed.hpp"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -100,6 +103,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Lowering,
                                            LowerCase{2, 9, 7, 3, 2, 1, 0, 2, 3, 1, 1},
                                            LowerCase{2, 9, 9, 3, 3, 2, 2, 1, 1, 2, 2},
                                            LowerCase{4, 6, 5, 1, 1, 0, 0, 1, 1, 1, 1}));
+
+// LaneSums (dot, asum and the BatchNorm/Scale statistics): every term counted once, in double,
+// for lengths below, at and around multiples of the lane count; and two sums at once.
+TEST(Math, LaneSumsMatchSerialDoubleSums) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  std::normal_distribution<float> d(0.5f, 2.f);
+  for (int n : {0, 1, 5, 31, 32, 33, 63, 64, 65, 100, 1000, 4099}) {
+    std::vector<float> x(n), y(n);
+    for (int i = 0; i < n; ++i) x[i] = d(gen), y[i] = d(gen);
+    double sx = 0, sxy = 0, sabs = 0;
+    for (int i = 0; i < n; ++i) {
+      sx += x[i], sxy += static_cast<double>(x[i]) * y[i], sabs += std::fabs(x[i]);
+    }
+    LaneSums<2> two;
+    two.Add(n, [&](int i) {
+      return std::array<double, 2>{x[i], static_cast<double>(x[i]) * y[i]};
+    });
+    LaneSums<1> one;  // in two calls, as BatchNorm adds the N segments of a channel
+    one.Add(n / 3, [&](int i) { return static_cast<double>(x[i]); });
+    one.Add(n - n / 3, [&](int i) { return static_cast<double>(x[n / 3 + i]); });
+    const double tol = 1e-12 * (1 + sabs);
+    EXPECT_NEAR(two.Total(0), sx, tol) << n;
+    EXPECT_NEAR(two.Total(1), sxy, 1e-12 * (1 + std::fabs(sxy) + n * 16.0)) << n;
+    EXPECT_NEAR(one.Total(), sx, tol) << n;
+    EXPECT_FLOAT_EQ(dot(n, x.data(), y.data()), static_cast<float>(sxy)) << n;
+    EXPECT_FLOAT_EQ(asum(n, x.data()), static_cast<float>(sabs)) << n;
+  }
+}
 
 TEST(Math, ReductionsAccumulateInDouble) {
   std::vector<float> v(1 << 20, 0.1f);

@@ -180,6 +180,70 @@ TEST(BatchNormLayerTest, InPlaceMatchesOutOfPlace) {
   }
 }
 
+// The vectorised channel loops (sums in lanes of 32, y and x_norm in one loop) on channels
+// longer than a lane block (spatial 63, 256, 37) and on N x C inputs (spatial 1), in both
+// modes, in place and not: y, the running sums and dx against direct double-precision formulas.
+TEST(BatchNormLayerTest, LongChannelsMatchDirectFormulas) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  const std::vector<std::vector<int>> shapes{{3, 5, 7, 9}, {2, 4, 16, 16}, {64, 3}, {2, 3, 37}};
+  for (const auto& shape : shapes) {
+    for (int global = 0; global < 2; ++global) {
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        Blob x(shape), y, dy(shape), saved_x(shape);
+        testing::FillGaussian(&x, gen, 1.f, 3.f);
+        testing::FillGaussian(&dy, gen);
+        copy(x.count(), x.cpu_data(), saved_x.mutable_cpu_data());
+        BatchNormLayer layer(Param(pb::TRAIN, global));
+        Blob* top = in_place ? &x : &y;
+        layer.SetUp({&x}, {top});
+        const int ch = layer.blobs()[0]->count();
+        if (global) {
+          testing::FillGaussian(layer.blobs()[0].get(), gen);
+          testing::FillUniform(layer.blobs()[1].get(), gen, 0.5f, 2.f);
+          testing::FillUniform(layer.blobs()[2].get(), gen, 0.5f, 3.f);
+        }
+        std::vector<float> sums0(layer.blobs()[0]->cpu_data(), layer.blobs()[0]->cpu_data() + ch);
+        layer.Forward({&x}, {top});
+        std::vector<double> mean, var;
+        if (global) {
+          const double f = layer.blobs()[2]->cpu_data()[0];
+          for (int c = 0; c < ch; ++c) {
+            mean.push_back(layer.blobs()[0]->cpu_data()[c] / f);
+            var.push_back(layer.blobs()[1]->cpu_data()[c] / f);
+          }
+        } else {
+          Stats(saved_x, &mean, &var);
+          for (int c = 0; c < ch; ++c) {
+            EXPECT_NEAR(layer.blobs()[0]->cpu_data()[c], 0.999 * sums0[c] + mean[c], 1e-5);
+          }
+        }
+        ExpectNormalised(saved_x, *top, mean, var, 1e-4);
+        // dx against the formula, with y recomputed in double.
+        const int num = shape[0], spatial = x.count() / (num * ch);
+        std::vector<double> yd(x.count()), sum_dy(ch, 0), sum_dyy(ch, 0);
+        for (int i = 0; i < x.count(); ++i) {
+          const int c = (i / spatial) % ch;
+          yd[i] = (saved_x.cpu_data()[i] - mean[c]) / std::sqrt(var[c] + 1e-4);
+          sum_dy[c] += dy.cpu_data()[i];
+          sum_dyy[c] += dy.cpu_data()[i] * yd[i];
+        }
+        copy(dy.count(), dy.cpu_data(), top->mutable_cpu_diff());
+        layer.Backward({top}, {true}, {&x});
+        const double m = static_cast<double>(num) * spatial;
+        for (int i = 0; i < x.count(); ++i) {
+          const int c = (i / spatial) % ch;
+          double want = dy.cpu_data()[i];
+          if (!global) want -= sum_dy[c] / m + sum_dyy[c] / m * yd[i];
+          want /= std::sqrt(var[c] + 1e-4);
+          ASSERT_NEAR(x.cpu_diff()[i], want, 1e-4 * (1 + std::fabs(want)))
+              << i << " shape " << ::testing::PrintToString(shape) << " global " << global
+              << " in place " << in_place;
+        }
+      }
+    }
+  }
+}
+
 TEST(BatchNormLayerTest, StatisticsAreNotLearned) {
   Blob x(2, 3, 2, 2), y;
   pb::LayerParameter p = Param(pb::TRAIN);

@@ -92,7 +92,10 @@ INSTANTIATE_TEST_SUITE_P(Configs, LRNConfigTest,
                                            Config{LP::ACROSS_CHANNELS, 3, 0.5f, 0.6f, 2.f},
                                            Config{LP::ACROSS_CHANNELS, 9, 2.f, 0.75f, 1.5f},
                                            Config{LP::WITHIN_CHANNEL, 3, 1.f, 0.75f, 1.f},
-                                           Config{LP::WITHIN_CHANNEL, 5, 2.f, 0.6f, 3.f}));
+                                           Config{LP::WITHIN_CHANNEL, 5, 2.f, 0.6f, 3.f},
+                                           // s^-beta without pow: beta 0.75 (above), 0.5, 1
+                                           Config{LP::ACROSS_CHANNELS, 5, 1.f, 0.5f, 1.f},
+                                           Config{LP::WITHIN_CHANNEL, 3, 1.f, 1.f, 1.f}));
 
 // Caffe builds WITHIN_CHANNEL from sublayers; our Pooling layer has Caffe's AVE semantics, so
 // rebuilding the composition with it pins the divisor (and shows k is ignored).

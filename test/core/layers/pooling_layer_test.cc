@@ -8,6 +8,9 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <numeric>
 
 #include "test/core/gradient_checker.hpp"
@@ -185,6 +188,100 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{PP::AVE, 3, 3, 2, 2, 1, 1}, Config{PP::AVE, 3, 2, 1, 2, 2, 1},
                       Config{PP::AVE, 3, 3, 3, 3, 1, 0, PP::FLOOR}, Global(PP::MAX),
                       Global(PP::AVE)));
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// The vectorised paths (phases + flat loop for any kernel, stride and padding; 2x2/2; the
+// whole-plane path, 16 planes at a time) against the direct per-window loop, bit for bit, on
+// random shapes and values full of ties (a few distinct values), -FLT_MAX, -inf and NaN (for
+// MAX: never a winner, so a window holding nothing else keeps mask -1 and gets no gradient).
+TEST(PoolingLayerTest, FastPathsMatchDirectLoopsBitForBit) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  const float special[] = {-FLT_MAX, -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  int checked = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    Config c{trial % 2 ? PP::AVE : PP::MAX, pick(1, 5), pick(1, 5), pick(1, 4), pick(1, 4),
+             0, 0};
+    if (trial % 4 < 2) c.kh = c.kw = 3, c.sh = c.sw = pick(1, 2);  // the unrolled 3x3 paths
+    if (trial % 13 == 0) c.kh = c.kw = 2, c.sh = c.sw = 2;
+    c.ph = pick(0, std::min(2, c.kh - 1));
+    c.pw = pick(0, std::min(2, c.kw - 1));
+    if (trial % 13 == 0 && trial % 26 != 0) c.ph = c.pw = 0;  // Max2x2
+    c.round = pick(0, 1) ? PP::CEIL : PP::FLOOR;
+    c.global = trial % 17 == 0;
+    const int H = std::max(1, c.kh - 2 * c.ph) + pick(0, 12);
+    const int W = std::max(1, c.kw - 2 * c.pw) + pick(0, 12);
+    const int planes_n = pick(1, 3), planes_c = pick(1, 13);  // global: 1 to 39 planes
+    Blob x(planes_n, planes_c, H, W), y, mask;
+    // Ties: values from a small set; for MAX a few never-winning ones.
+    const float step = trial % 3 == 0 ? 1.f : 0.25f;
+    float* xd = x.mutable_cpu_data();
+    for (int i = 0; i < x.count(); ++i) {
+      xd[i] = step * static_cast<float>(pick(-3, 3));
+      if (c.pool == PP::MAX && pick(0, 9) == 0) xd[i] = special[pick(0, 2)];
+    }
+    if (c.pool == PP::MAX && trial % 5 == 0) {  // a plane with no winner at all
+      for (int i = 0; i < H * W; ++i) xd[i] = special[pick(0, 2)];
+    }
+    auto layer = CreateLayer(Param(c));
+    Blobs tops{&y};
+    if (c.pool == PP::MAX) tops.push_back(&mask);
+    layer->SetUp({&x}, tops);
+    layer->Forward({&x}, tops);
+    std::vector<float> want;
+    std::vector<int> arg;
+    Reference(c, x, &want, &arg, y.height(), y.width());
+    ASSERT_EQ(static_cast<int>(want.size()), y.count());
+    const std::string what = ::testing::PrintToString(std::vector<int>{
+        c.pool, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.round, c.global, H, W});
+    for (int i = 0; i < y.count(); ++i) {
+      ASSERT_EQ(Bits(y.cpu_data()[i]), Bits(want[i]))
+          << "output " << i << ": " << y.cpu_data()[i] << " vs " << want[i] << " for " << what;
+      if (c.pool == PP::MAX) {
+        ASSERT_EQ(mask.cpu_data()[i], arg[i]) << i << " for " << what;
+      }
+    }
+    // Backward: MAX routes each dy to its argmax (in output order, as the direct loop adds);
+    // AVE spreads dy / divisor over the window, each input taking its terms window row by
+    // window row and, within one, kernel column by kernel column (outputs right to left).
+    float* dy = y.mutable_cpu_diff();
+    for (int i = 0; i < y.count(); ++i) dy[i] = static_cast<float>(pick(-8, 8)) / 8.f;
+    std::vector<float> dx(x.count(), 0.f);
+    const int in_plane = H * W, out_plane = y.height() * y.width();
+    if (c.pool == PP::MAX) {
+      for (int i = 0; i < y.count(); ++i) {
+        if (arg[i] >= 0) dx[i / out_plane * in_plane + arg[i]] += dy[i];
+      }
+    } else {
+      const int kh = c.global ? H : c.kh, kw = c.global ? W : c.kw;
+      const int sh = c.global ? 1 : c.sh, sw = c.global ? 1 : c.sw;
+      const int ph = c.global ? 0 : c.ph, pw = c.global ? 0 : c.pw;
+      for (int r = 0; r < y.count(); ++r) {
+        const int i = r / y.width() * y.width() + (y.width() - 1 - r % y.width());
+        const int p = i / out_plane, oh = i % out_plane / y.width(), ow = i % y.width();
+        const int hs = oh * sh - ph, ws = ow * sw - pw;
+        const int he = std::min(hs + kh, H + ph), we = std::min(ws + kw, W + pw);
+        const float g = dy[i] / static_cast<float>((he - hs) * (we - ws));
+        for (int h = std::max(hs, 0); h < std::min(he, H); ++h) {
+          for (int w = std::max(ws, 0); w < std::min(we, W); ++w) dx[p * in_plane + h * W + w] += g;
+        }
+      }
+    }
+    layer->Backward(tops, {true}, {&x});
+    for (int i = 0; i < x.count(); ++i) {
+      ASSERT_EQ(Bits(x.cpu_diff()[i]), Bits(dx[i]))
+          << "dx " << i << ": " << x.cpu_diff()[i] << " vs " << dx[i] << " for " << what;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 400);
+}
 
 TEST(PoolingLayerTest, MaxGradientWithMaskTop) {
   std::mt19937 gen(::hogstream::TestSeed());

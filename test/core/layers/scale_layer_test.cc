@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/math.hpp"
 #include "test/core/gradient_checker.hpp"
 
@@ -130,6 +132,51 @@ TEST(ScaleLayerTest, InPlaceMatchesOutOfPlace) {
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < a.blobs()[i]->count(); ++j)
       EXPECT_FLOAT_EQ(b.blobs()[i]->cpu_diff()[j], a.blobs()[i]->cpu_diff()[j]);
+}
+
+// The one-pass backward (bias and scale gradients in double lanes, dx in the same loop) and
+// the forward that keeps the input in the same loop, on blocks longer than a lane block
+// (inner 63 and 100) and of length 1: against direct loops, in place and not.
+TEST(ScaleLayerTest, LongBlocksMatchDirectLoops) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  const std::vector<std::vector<int>> shapes{{3, 5, 7, 9}, {2, 4, 10, 10}, {40, 6}};
+  for (const auto& shape : shapes) {
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      Blob x(shape), y, dy(shape), saved_x(shape);
+      testing::FillGaussian(&x, gen);
+      testing::FillGaussian(&dy, gen);
+      copy(x.count(), x.cpu_data(), saved_x.mutable_cpu_data());
+      ScaleLayer layer(Param(Config{1, 1, {}, false, true}));
+      Blob* top = in_place ? &x : &y;
+      layer.SetUp({&x}, {top});
+      const int ch = shape[1], inner = x.count() / (shape[0] * ch);
+      const float* s = layer.blobs()[0]->cpu_data();
+      const float* b = layer.blobs()[1]->cpu_data();
+      layer.Forward({&x}, {top});
+      for (int i = 0; i < x.count(); ++i) {
+        const int c = i / inner % ch;
+        ASSERT_FLOAT_EQ(top->cpu_data()[i], saved_x.cpu_data()[i] * s[c] + b[c]) << i;
+      }
+      std::vector<double> ds(ch, 0), db(ch, 0);
+      for (int i = 0; i < x.count(); ++i) {
+        const int c = i / inner % ch;
+        ds[c] += static_cast<double>(dy.cpu_data()[i]) * saved_x.cpu_data()[i];
+        db[c] += dy.cpu_data()[i];
+      }
+      for (int i = 0; i < 2; ++i) {
+        set(layer.blobs()[i]->count(), 0.5f, layer.blobs()[i]->mutable_cpu_diff());
+      }
+      copy(dy.count(), dy.cpu_data(), top->mutable_cpu_diff());
+      layer.Backward({top}, {true}, {&x});
+      for (int c = 0; c < ch; ++c) {  // accumulated onto the 0.5 already there
+        EXPECT_NEAR(layer.blobs()[0]->cpu_diff()[c], 0.5 + ds[c], 1e-4 * (1 + std::fabs(ds[c])));
+        EXPECT_NEAR(layer.blobs()[1]->cpu_diff()[c], 0.5 + db[c], 1e-4 * (1 + std::fabs(db[c])));
+      }
+      for (int i = 0; i < x.count(); ++i) {
+        ASSERT_FLOAT_EQ(x.cpu_diff()[i], dy.cpu_data()[i] * s[i / inner % ch]) << i;
+      }
+    }
+  }
 }
 
 TEST(ScaleLayerTest, BadShapesAreErrors) {
