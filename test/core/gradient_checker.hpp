@@ -10,13 +10,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/blob.hpp"
 #include "core/context.hpp"
 #include "core/layer.hpp"
+#include "core/net.hpp"
 
 namespace hogstream::testing {
 
@@ -116,6 +119,35 @@ inline void CheckGradients(Layer* layer, const Blobs& bottom, const Blobs& top,
           << b->shape_string();
     }
   }
+}
+
+// A whole net's parameter gradients (Backward after ForwardBackward, the loss weights included)
+// against central differences of Forward with step h, every `stride`-th element of each
+// learnable blob, within 2e-2 * max(1, |a|, |n|). The net's inputs are set by the caller.
+// Returns how many elements were checked; `what` goes into the failure messages.
+inline int ExpectNetGradientMatchesNumeric(Net& net, float h, int stride, const std::string& what = "") {
+  net.ClearParamDiffs();
+  net.ForwardBackward();
+  const std::vector<float> analytic(net.param_diff(), net.param_diff() + net.param_buffer_size());
+  int checked = 0;
+  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
+    Blob* b = net.learnable_params()[p];
+    for (int i = 0; i < b->count(); i += stride) {
+      float* x = b->mutable_cpu_data() + i;
+      const float orig = *x;
+      *x = orig + h;
+      const double lp = net.Forward();
+      *x = orig - h;
+      const double lm = net.Forward();
+      *x = orig;
+      const double numeric = (lp - lm) / (2 * h);
+      const double a = analytic[net.learnable_offsets()[p] + i];
+      EXPECT_NEAR(a, numeric, 2e-2 * std::max({1.0, std::fabs(a), std::fabs(numeric)}))
+          << "param " << p << " element " << i << what;
+      ++checked;
+    }
+  }
+  return checked;
 }
 
 }  // namespace hogstream::testing

@@ -77,6 +77,14 @@ void ExpectClose(const float* a, const float* b, size_t n, const std::string& wh
   }
 }
 
+// Fresh N(0, 1) inputs for `a`, the same ones for `b` (two builds of one net).
+void SameRandomInputs(Net& a, Net& b, std::mt19937& gen) {
+  for (size_t k = 0; k < a.input_blobs().size(); ++k) {
+    testing::FillGaussian(a.input_blobs()[k], gen);
+    std::copy_n(a.input_blobs()[k]->cpu_data(), a.input_blobs()[k]->count(), b.input_blobs()[k]->mutable_cpu_data());
+  }
+}
+
 TEST(NetFusion, FusedChainMatchesLayerByLayer) {
   std::mt19937 gen(::hogstream::TestSeed());
   const Chain chains[] = {{}, {false}, {true, false}, {true, true, false}, {true, true, true, 3, 5},
@@ -100,11 +108,7 @@ TEST(NetFusion, FusedChainMatchesLayerByLayer) {
       fused.layer_by_name("bn")->blobs()[2]->mutable_cpu_data()[0] = 1.5f;
       std::copy_n(fused.param_data(), fused.param_buffer_size(), plain.param_data());
       for (int pass = 0; pass < 2; ++pass) {
-        for (size_t b = 0; b < fused.input_blobs().size(); ++b) {
-          testing::FillGaussian(fused.input_blobs()[b], gen);
-          std::copy_n(fused.input_blobs()[b]->cpu_data(), fused.input_blobs()[b]->count(),
-                      plain.input_blobs()[b]->mutable_cpu_data());
-        }
+        SameRandomInputs(fused, plain, gen);
         fused.ClearParamDiffs();
         plain.ClearParamDiffs();
         const float lf = fused.ForwardBackward(), lp = plain.ForwardBackward();
@@ -141,11 +145,7 @@ TEST(NetFusion, OnlyInPlacePerChannelChainsFuse) {
   const pb::NetParameter param = ParseNetText(NetText(c), "fuse");
   Net fused(param, Options(pb::TRAIN, true)), plain(param, Options(pb::TRAIN, false));
   std::copy_n(fused.param_data(), fused.param_buffer_size(), plain.param_data());
-  for (size_t b = 0; b < fused.input_blobs().size(); ++b) {
-    testing::FillGaussian(fused.input_blobs()[b], gen);
-    std::copy_n(fused.input_blobs()[b]->cpu_data(), fused.input_blobs()[b]->count(),
-                plain.input_blobs()[b]->mutable_cpu_data());
-  }
+  SameRandomInputs(fused, plain, gen);
   fused.ClearParamDiffs();
   plain.ClearParamDiffs();
   EXPECT_NEAR(fused.ForwardBackward(), plain.ForwardBackward(), 1e-4);
@@ -166,28 +166,7 @@ TEST(NetFusion, FusedGradientMatchesNumeric) {
     Net net(ParseNetText(NetText(c), "fuse"));
     ASSERT_TRUE(Fused(net));
     for (Blob* b : net.input_blobs()) testing::FillGaussian(b, gen);
-    net.ClearParamDiffs();
-    net.ForwardBackward();
-    std::vector<float> analytic(net.param_diff(), net.param_diff() + net.param_buffer_size());
-    const float h = 1e-2f;
-    int checked = 0;
-    for (size_t p = 0; p < net.learnable_params().size(); ++p) {
-      Blob* b = net.learnable_params()[p];
-      for (int i = 0; i < b->count(); i += 2) {
-        float* x = b->mutable_cpu_data() + i;
-        const float orig = *x;
-        *x = orig + h;
-        const double lp = net.Forward();
-        *x = orig - h;
-        const double lm = net.Forward();
-        *x = orig;
-        const double numeric = (lp - lm) / (2 * h);
-        const double a = analytic[net.learnable_offsets()[p] + i];
-        EXPECT_NEAR(a, numeric, 2e-2 * std::max({1.0, std::fabs(a), std::fabs(numeric)}))
-            << "param " << p << " element " << i << " bias " << bias;
-        ++checked;
-      }
-    }
+    const int checked = testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 2, bias ? " (bias)" : " (no bias)");
     EXPECT_GT(checked, 50) << "bias " << bias;
   }
 }

@@ -90,28 +90,7 @@ TEST(Net, WholeNetGradientMatchesNumeric) {
   Context::Get().set_seed(gen());
   Net net(ParseNetText(kTinyNet, "tiny"));
   RandomInputs(net, gen);
-  net.ClearParamDiffs();
-  net.ForwardBackward();
-  std::vector<float> analytic(net.param_diff(), net.param_diff() + net.param_buffer_size());
-  const float h = 1e-2f;
-  int checked = 0;
-  for (size_t p = 0; p < net.learnable_params().size(); ++p) {
-    Blob* b = net.learnable_params()[p];
-    for (int i = 0; i < b->count(); i += 3) {
-      float* x = b->mutable_cpu_data() + i;
-      const float orig = *x;
-      *x = orig + h;
-      const double lp = net.Forward();
-      *x = orig - h;
-      const double lm = net.Forward();
-      *x = orig;
-      const double numeric = (lp - lm) / (2 * h);
-      const double a = analytic[net.learnable_offsets()[p] + i];
-      EXPECT_NEAR(a, numeric, 2e-2 * std::max({1.0, std::fabs(a), std::fabs(numeric)}))
-          << "param " << p << " element " << i;
-      ++checked;
-    }
-  }
+  const int checked = testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 3);
   EXPECT_GT(checked, 50);
 }
 

@@ -138,6 +138,18 @@ void Reference(const Config& c, const Blob& x, std::vector<float>* out, std::vec
   }
 }
 
+// Runs config c on x into (*tops)[0] (and, MAX, `mask`, appended to the tops); the direct
+// loop's outputs and argmaxes go to want / arg. Returns the layer (for Backward).
+std::unique_ptr<Layer> ForwardBesideReference(const Config& c, Blob& x, Blobs* tops, Blob* mask,
+                                              std::vector<float>* want, std::vector<int>* arg) {
+  auto layer = CreateLayer(Param(c));
+  if (c.pool == PP::MAX) tops->push_back(mask);
+  layer->SetUp({&x}, *tops);
+  layer->Forward({&x}, *tops);
+  Reference(c, x, want, arg, (*tops)[0]->height(), (*tops)[0]->width());
+  return layer;
+}
+
 class PoolingConfigTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(PoolingConfigTest, ForwardMatchesReference) {
@@ -145,14 +157,10 @@ TEST_P(PoolingConfigTest, ForwardMatchesReference) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 9, 8), y, mask;
   testing::FillGaussian(&x, gen);
-  auto layer = CreateLayer(Param(c));
   Blobs tops{&y};
-  if (c.pool == PP::MAX) tops.push_back(&mask);
-  layer->SetUp({&x}, tops);
-  layer->Forward({&x}, tops);
   std::vector<float> want;
   std::vector<int> arg;
-  Reference(c, x, &want, &arg, y.height(), y.width());
+  auto layer = ForwardBesideReference(c, x, &tops, &mask, &want, &arg);
   ASSERT_EQ(static_cast<int>(want.size()), y.count());
   for (int i = 0; i < y.count(); ++i) {
     EXPECT_FLOAT_EQ(y.cpu_data()[i], want[i]) << i;
@@ -229,14 +237,10 @@ TEST(PoolingLayerTest, FastPathsMatchDirectLoopsBitForBit) {
     if (c.pool == PP::MAX && trial % 5 == 0) {  // a plane with no winner at all
       for (int i = 0; i < H * W; ++i) xd[i] = special[pick(0, 2)];
     }
-    auto layer = CreateLayer(Param(c));
     Blobs tops{&y};
-    if (c.pool == PP::MAX) tops.push_back(&mask);
-    layer->SetUp({&x}, tops);
-    layer->Forward({&x}, tops);
     std::vector<float> want;
     std::vector<int> arg;
-    Reference(c, x, &want, &arg, y.height(), y.width());
+    auto layer = ForwardBesideReference(c, x, &tops, &mask, &want, &arg);
     ASSERT_EQ(static_cast<int>(want.size()), y.count());
     const std::string what = ::testing::PrintToString(std::vector<int>{
         c.pool, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.round, c.global, H, W});
