@@ -123,10 +123,14 @@ std::vector<VerbsAddress> ExchangeVerbsAddresses(Transport& t, uint32_t ranks, c
       sleep_on_wire(std::chrono::duration_cast<std::chrono::milliseconds>(next_hello - Clock::now()) +
                     std::chrono::milliseconds(1));
   }
-  // Linger: a rank whose REPLY from us was lost keeps saying HELLO; answer it a while longer.
-  for (const auto end = Clock::now() + opt.linger; Clock::now() < end;) {
+  // Linger: a rank whose REPLY from us was lost keeps saying HELLO; answer until nobody has
+  // asked for `linger` (a slow rank's every HELLO extends it), within the whole timeout.
+  for (auto quiet_until = Clock::now() + opt.linger;
+       Clock::now() < quiet_until && Clock::now() - start < opt.timeout;) {
     answer();
-    if (receive() == 0 && owe.empty()) sleep_on_wire(std::chrono::milliseconds(5));
+    const size_t got = receive();
+    if (!owe.empty()) quiet_until = Clock::now() + opt.linger;  // a HELLO (not any message) came
+    else if (got == 0) sleep_on_wire(std::chrono::milliseconds(5));
   }
   answer();
   return all;

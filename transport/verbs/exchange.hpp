@@ -7,8 +7,8 @@
 // each rank sends HELLO(its address) every `resend` to every rank that has not yet shown it
 // knows ours; a rank that receives a HELLO records the sender's address and answers REPLY(its
 // own address); a REPLY both teaches the sender's address and proves the sender has ours. Done
-// when every address is known and every rank has replied; then the rank lingers for `linger`,
-// answering HELLOs, so a rank whose REPLY was lost is not left waiting. A message of another
+// when every address is known and every rank has replied; then the rank lingers, answering
+// HELLOs until none has come for `linger`, so a rank whose REPLY was lost is not left waiting. A message of another
 // job is refused by the bootstrap transport's frame check (its job id, or --job-key's MAC).
 #pragma once
 
@@ -25,7 +25,7 @@ namespace hogstream {
 struct VerbsExchangeOptions {
   std::chrono::milliseconds timeout{60000};  // the whole exchange; then a one-line Error
   std::chrono::milliseconds resend{20};      // HELLO period towards ranks that have not replied
-  std::chrono::milliseconds linger{500};     // answering late HELLOs once done
+  std::chrono::milliseconds linger{500};     // once done: answer HELLOs until this long without one
   // Names rank r in the Error (e.g. its --peers entry); default "rank r".
   std::function<std::string(PeerId)> name;
 };
