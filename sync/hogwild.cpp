@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -89,17 +90,37 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
       << "a job across machines runs this machine's solvers as threads of one process: leave out --shm";
   const Policy& policy = opt.policy;
   using PK = Policy::Kind;
-  // Across machines the policy's rule is the network's; private copies (a tree: solvers' copies
-  // -> the machine's host buffer -> the network) stream to the host buffer as plain async.
-  const bool private_copies = opt.private_copies || (!opt.net && policy.needs_private());
-  const Policy local_policy = opt.net ? Policy{} : policy;
+  // Across machines the policy's rule (codec, weights) is the network's, and private copies
+  // (a tree: solvers' copies -> the machine's host buffer -> the network) stream to the host
+  // buffer as plain async, except:
+  //   bsp, gsp  the machine's solvers average their steps into the host buffer (a bsp round,
+  //             scaled by 1 / the machines of its group), and wait for the group's machines
+  //             (NetJob's flushed clocks) before the next iteration;
+  //   easgd     each solver's copy exchanges elastically with the host buffer, the centre's
+  //             share on this machine, which the network keeps in step with the others.
+  //   ssp, max-advance  the bound holds between machines (machine_gate).
+  const bool net_rounds = opt.net && policy.rounds();
+  const bool net_easgd = opt.net && policy.kind == PK::kEasgd;
+  const bool private_copies =
+      opt.private_copies || (!opt.net && policy.needs_private()) || net_rounds || net_easgd;
+  Policy local_policy = opt.net ? Policy{} : policy;
+  if (net_rounds) local_policy.kind = PK::kBsp;
+  if (net_easgd) {
+    local_policy.kind = PK::kEasgd;
+    local_policy.alpha = policy.alpha;
+    local_policy.period = policy.period;
+  }
+  local_policy.timeout = policy.timeout;
   const bool machine_gate = opt.net && (policy.kind == PK::kSsp || policy.kind == PK::kMaxAdvance);
-  HS_REQUIRE(!opt.net || policy.kind == PK::kAsync || policy.kind == PK::kWeedout || machine_gate)
-      << "--policy=" << policy.name() << " runs between the solvers of one process so far; across machines "
-         "use async, ssp:S, max-advance:K or weedout:N (with --staleness-weight and --compress)";
   HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
       << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
-  policy.CheckGroups(n);
+  std::vector<int> machine_group;
+  if (net_rounds) {
+    machine_group = policy.MachineGroups(opt.net->machines(), n);
+    opt.net->set_machine_group(machine_group);
+  } else {
+    policy.CheckGroups(n);
+  }
   LOG_IF(INFO, opt.log && (n > 1 || private_copies || opt.net))
       << "Hogwild: " << n << " solver thread" << (n > 1 ? "s" : "") << " in this process, "
       << (private_copies ? "each on a private copy streamed to" : "on") << " the "
@@ -254,6 +275,13 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
                                             [&locals, group](int k) { return !group->gone[locals[k].rank].load(); });
           run->set_exchange([&locals](int k) { locals[k].segment->Sweep(); });
           run->set_refresh([&locals, &local_policy](int k) { locals[k].segment->AwaitSweeps(2, local_policy.timeout); });
+          if (net_rounds) {
+            const int mates = static_cast<int>(
+                std::count(machine_group.begin(), machine_group.end(), machine_group[opt.net->rank()]));
+            run->set_machines([job = opt.net] { return job->slowest_other(); },
+                              [job = opt.net] { return job->fresh_rounds(); });
+            run->set_machine_rounds(1.f / static_cast<float>(mates), policy.name());
+          }
         }
         sync.arrive_and_wait();  // the policy's state is made
         if (!rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)

@@ -7,6 +7,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <cmath>
 #include <iomanip>
@@ -48,6 +49,7 @@ struct NetJob::Peer {
   int64_t count = 0;    // iterations its solvers ran, this incarnation (its clock)
   int64_t counted = 0;  // how much of `count` our group's counter holds
   int64_t view = 0;     // its view of the global iteration
+  int64_t flushed = 0;  // its iterations whose progress has gone out to every owner (track_fresh)
   int64_t rate_count = 0;
   double rate = 0;
 };
@@ -85,6 +87,13 @@ std::string NetJob::Name(int r) const {
   return os.str();
 }
 
+void NetJob::set_machine_group(std::vector<int> groups) {
+  HS_REQUIRE(!thread_.joinable()) << "NetJob::set_machine_group after Attach";
+  HS_CHECK(groups.empty() || static_cast<int>(groups.size()) == opt_.machines) << groups.size() << " groups";
+  opt_.machine_group = std::move(groups);
+  opt_.track_fresh = opt_.track_fresh || !opt_.machine_group.empty();
+}
+
 void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
                     const std::vector<size_t>& params, const std::function<bool()>& stop) {
   HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
@@ -100,7 +109,8 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params ? params : std::vector<size_t>{});
   slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
   slave_->set_codec(opt_.rule.codec);
-  opt_.rule.updates = std::make_shared<ChunkUpdates>(layout_->count);  // shared by every master endpoint
+  // Shared by every master endpoint; a synchronous group's machines share their staleness.
+  opt_.rule.updates = std::make_shared<ChunkUpdates>(layout_->count, opt_.machine_group);
   g_->hold_final.store(1);
   attached_at_ = Clock::now();
   g_->machine_leads.store(opt_.machines == 1 ? 1 : 0);
@@ -311,7 +321,7 @@ void NetJob::OnControl(const Message& m) {
     // Restarted: its numbering starts again, and its iterations count from zero.
     LOG_IF(INFO, opt_.log) << "Network: " << Name(m.h.source) << " restarted; it rejoins";
     slave_->ForgetOwner(m.h.source);
-    p.count = p.counted = p.rate_count = 0;
+    p.count = p.counted = p.rate_count = p.flushed = 0;
   }
   if (!p.live && p.heard && phase_ == Phase::kTraining)
     LOG_IF(INFO, opt_.log) << "Network: " << Name(m.h.source) << " is back";
@@ -323,6 +333,7 @@ void NetJob::OnControl(const Message& m) {
   p.flags = m.h.chunk;
   p.count = static_cast<int64_t>(m.h.clock);
   p.view = static_cast<int64_t>(m.h.seq);
+  if (m.h.length == sizeof(int64_t)) std::memcpy(&p.flushed, m.payload, sizeof(int64_t));
 }
 
 void NetJob::SendControl() {
@@ -333,13 +344,17 @@ void NetJob::SendControl() {
   h.chunk = Flags();
   h.clock = static_cast<uint64_t>(LocalIterations());
   h.seq = g_ ? static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed)) : 0;
-  h.length = 0;
+  // The payload: how many of its iterations have gone out (what a synchronous round waits for).
+  const int64_t flushed = flushed_iter_.load(std::memory_order_relaxed);
+  h.length = opt_.track_fresh ? sizeof(int64_t) : 0;
   for (int r = 0; r < opt_.machines; ++r) {
     if (r == opt_.rank) continue;
-    if (!t_->AcquireSend()) {
+    std::byte* slot = t_->AcquireSend();
+    if (!slot) {
       t_->Flush();
-      if (!t_->AcquireSend()) return;  // try again next turn (last_control_ not moved)
+      if (!(slot = t_->AcquireSend())) return;  // try again next turn (last_control_ not moved)
     }
+    if (h.length) std::memcpy(slot, &flushed, sizeof(int64_t));
     t_->CommitSend(Dest::Peer(static_cast<PeerId>(r)), h);
   }
   t_->Flush();
@@ -507,19 +522,38 @@ void NetJob::Bridge() {
 }
 
 void NetJob::Clocks() {
+  // With synchronous groups, only the machines of this one's group count, by what they have
+  // sent out (flushed), not merely run.
+  const bool grouped = !opt_.machine_group.empty();
   int64_t slowest = std::numeric_limits<int64_t>::max();
   for (int r = 0; r < opt_.machines; ++r) {
     const Peer& p = *peers_[r];
+    if (grouped && opt_.machine_group[r] != opt_.machine_group[opt_.rank]) continue;
     if (r != opt_.rank && p.live && (p.flags & kNetTraining) && !(p.flags & kNetFinished))
-      slowest = std::min(slowest, p.count);
+      slowest = std::min(slowest, grouped ? p.flushed : p.count);
   }
   slowest_other_.store(slowest == std::numeric_limits<int64_t>::max() ? LocalIterations() : slowest,
                        std::memory_order_relaxed);
   if (!opt_.track_fresh || !slave_ || owners_.empty()) return;
-  uint64_t fresh = std::numeric_limits<uint64_t>::max();
-  for (uint32_t c = 0; c < owners_.size(); ++c)
-    if (owners_[c] != static_cast<PeerId>(opt_.rank)) fresh = std::min(fresh, slave_->answers(c));
-  if (fresh != std::numeric_limits<uint64_t>::max()) fresh_rounds_.store(fresh, std::memory_order_relaxed);
+  // A fresh round: every chunk this machine does not own answered since the last one ended
+  // (each one, not merely the count of the least answered). The iterations run when a round
+  // began have gone out when it ends.
+  const int64_t mine = LocalIterations();
+  const bool first = mark_answers_.size() != owners_.size();
+  bool round = !first;
+  for (uint32_t c = 0; round && c < owners_.size(); ++c)
+    round = owners_[c] == static_cast<PeerId>(opt_.rank) || slave_->answers(c) > mark_answers_[c];
+  if (!round && !first) return;
+  mark_answers_.resize(owners_.size());
+  for (uint32_t c = 0; c < owners_.size(); ++c) mark_answers_[c] = slave_->answers(c);
+  if (first) {
+    mark_iter_ = mine;
+    return;
+  }
+  flushed_iter_.store(mark_iter_, std::memory_order_relaxed);
+  mark_iter_ = mine;
+  fresh_rounds_.fetch_add(1, std::memory_order_relaxed);
+  if (grouped) SendControl();  // the group waits for this: tell it now, not at the heartbeat
 }
 
 void NetJob::Figures() {

@@ -63,7 +63,11 @@ struct NetJobOptions {
   // Codec and weights of every segment (--compress, --staleness-weight, --policy=weedout:N);
   // its update counts are made per job (every master endpoint of this machine shares them).
   SegmentRule rule;
-  bool track_fresh = false;        // keep fresh_rounds() up to date (ssp across machines)
+  bool track_fresh = false;        // keep fresh_rounds() up to date (ssp, bsp, gsp across machines)
+  // bsp / gsp (Policy::MachineGroups): each machine's synchronous group, per rank. Then
+  // slowest_other() is over the machines of this one's group only, by their iterations whose
+  // progress has gone out, and a delta's staleness counts from its group's last one.
+  std::vector<int> machine_group;
   bool log = true;
 };
 
@@ -117,6 +121,9 @@ class NetJob {
   // `params`: where each of the net's parameter blobs starts in `weights` (chunks are cut there
   // with opt.chunk_at_params). `stop` is asked while waiting: true (a signal, say) ends the
   // wait with an Error.
+  // bsp / gsp across machines, before Attach: each rank's synchronous group (see
+  // NetJobOptions::machine_group); fresh rounds are then kept too.
+  void set_machine_group(std::vector<int> groups);
   void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
               const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
   // After the local solvers have returned: tells the others a little longer (done, or
@@ -130,8 +137,9 @@ class NetJob {
   // The clocks a sharing policy bounds (sync/policy.hpp), from any thread: the fewest
   // iterations any other live machine still training has run (its solvers together; this
   // machine's own count when none), and how many times every chunk this machine does not own
-  // has been answered (a count that grows by one each time all of them have been: two more
-  // mean this machine's progress is out and the others' is in). Both updated by the daemon.
+  // has been answered (a count that grows by one each time every one of them has been answered
+  // again: two more mean this machine's progress is out and the others' is in). Both updated by
+  // the daemon.
   int64_t slowest_other() const { return slowest_other_.load(std::memory_order_relaxed); }
   uint64_t fresh_rounds() const { return fresh_rounds_.load(std::memory_order_relaxed); }
   NetJobStats stats() const;
@@ -193,6 +201,9 @@ class NetJob {
   std::atomic<int> lead_{-1};
   std::atomic<int64_t> slowest_other_{0};
   std::atomic<uint64_t> fresh_rounds_{0};
+  std::atomic<int64_t> flushed_iter_{0};  // this machine's iterations whose progress has gone out
+  std::vector<uint64_t> mark_answers_;   // daemon: per chunk, its answers when this fresh round began
+  int64_t mark_iter_ = 0;                // daemon: this machine's iterations then
   std::chrono::steady_clock::time_point last_clocks_;
   std::string start_error_;  // set by the daemon before start_ok_ stays false and quit_
   std::atomic<bool> start_failed_{false};

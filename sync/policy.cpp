@@ -137,6 +137,22 @@ void Policy::CheckGroups(int solvers) const {
     HS_REQUIRE(seen[s]) << "--policy=" << name() << ": solver " << s << " is in no group";
 }
 
+std::vector<int> Policy::MachineGroups(int machines, int per_machine) const {
+  if (kind == Kind::kBsp) return std::vector<int>(machines, 0);
+  if (kind != Kind::kGsp) return {};
+  CheckGroups(machines * per_machine);
+  std::vector<int> of(machines, -1);
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int s : groups[g]) {
+      const int m = s / per_machine;
+      HS_REQUIRE(of[m] < 0 || of[m] == static_cast<int>(g))
+          << "--policy=" << name() << ": machine " << m << "'s solvers (" << m * per_machine << ".."
+          << (m + 1) * per_machine - 1 << ") are in two groups; across machines a group is a set of whole machines";
+      of[m] = static_cast<int>(g);
+    }
+  return of;
+}
+
 // ---------------------------------------------------------------- PolicyRun
 
 PolicyRun::PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> ranks, std::vector<float*> copies,
@@ -180,10 +196,17 @@ void PolicyRun::set_machines(std::function<int64_t()> slowest_other, std::functi
   };
 }
 
+void PolicyRun::set_machine_rounds(float scale, std::string shown) {
+  HS_CHECK(slowest_other_ && !groups_.empty() && targets_.size() == 1) << "machine rounds need set_machines and bsp";
+  machine_rounds_ = true;
+  scale_ = scale;
+  shown_ = std::move(shown);
+}
+
 bool PolicyRun::Blocked(int i) const {
-  const bool gated = policy_.kind == Policy::Kind::kSsp || policy_.kind == Policy::Kind::kMaxAdvance;
+  const bool gated = policy_.kind == Policy::Kind::kSsp || policy_.kind == Policy::Kind::kMaxAdvance || machine_rounds_;
   if (!gated) return false;
-  int64_t lead = 0, bound = policy_.bound;
+  int64_t lead = 0, bound = machine_rounds_ ? 0 : policy_.bound;
   if (slowest_other_) {  // this machine's solvers together against the slowest other machine
     int64_t mine = 0;
     for (int r : ranks_) mine += group_->done[r].load(std::memory_order_relaxed);
@@ -198,7 +221,7 @@ bool PolicyRun::Blocked(int i) const {
     }
     lead = mine - slowest;
   }
-  return policy_.kind == Policy::Kind::kSsp ? lead > bound : lead >= bound;
+  return policy_.kind == Policy::Kind::kMaxAdvance ? lead >= bound : lead > bound;
 }
 
 void PolicyRun::Waited(std::chrono::steady_clock::time_point since) {
@@ -208,6 +231,16 @@ void PolicyRun::Waited(std::chrono::steady_clock::time_point since) {
 }
 
 bool PolicyRun::Before(int i) {
+  if (!Wait(i)) return false;
+  if (machine_rounds_) {  // the group's steps are in the host copy: start from it
+    refresh_(i);
+    std::memcpy(copies_[i], targets_[0], floats_ * sizeof(float));
+    std::memcpy(base_[i].data(), copies_[i], floats_ * sizeof(float));
+  }
+  return !group_->stop.load();
+}
+
+bool PolicyRun::Wait(int i) {
   if (!Blocked(i)) return true;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + policy_.timeout;
@@ -218,9 +251,10 @@ bool PolicyRun::Before(int i) {
       if (std::chrono::steady_clock::now() > deadline) {
         lk.unlock();
         Waited(start);
-        HS_FAIL() << "--policy=" << policy_.name() << ": solver " << ranks_[i] << " waited "
+        HS_FAIL() << "--policy=" << shown() << ": solver " << ranks_[i] << " waited "
                   << policy_.timeout.count() / 1000.0 << " s at iteration "
-                  << group_->done[ranks_[i]].load() << " for a solver that stopped progressing";
+                  << group_->done[ranks_[i]].load() << " for a "
+                  << (slowest_other_ ? "machine" : "solver") << " that stopped progressing";
       }
       // Other machines' clocks come in control messages, not through this process's notify.
       cv_.wait_for(lk, std::chrono::milliseconds(slowest_other_ ? 1 : 20));
@@ -252,7 +286,7 @@ bool PolicyRun::Arrive(int i, const std::vector<int>& members, int64_t phase) {
     if (std::chrono::steady_clock::now() - start > policy_.timeout) {
       lk.unlock();
       Waited(start);
-      HS_FAIL() << "--policy=" << policy_.name() << ": solver " << ranks_[late] << " did not reach round "
+      HS_FAIL() << "--policy=" << shown() << ": solver " << ranks_[late] << " did not reach round "
                 << (phase + 1) / 2 << " within " << policy_.timeout.count() / 1000.0 << " s (solver " << ranks_[i]
                 << " waited for it)";
     }
@@ -275,14 +309,15 @@ void PolicyRun::Round(int i) {
     if (arrived_[j].load() >= phase) in.push_back(j);
   const size_t k = std::find(in.begin(), in.end(), i) - in.begin(), p = in.size();
   const size_t lo = floats_ * k / p, hi = floats_ * (k + 1) / p;
-  const float inv = 1.f / static_cast<float>(p);
+  const float inv = scale_ / static_cast<float>(p);
   for (size_t x = lo; x < hi; ++x) {
     float step = 0;
     for (int j : in) step += copies_[j][x] - base_[j][x];
     target[x] += step * inv;
   }
   if (!Arrive(i, members, phase + 1)) return;
-  std::memcpy(copies_[i], target, floats_ * sizeof(float));
+  // (Across machines the copy is reloaded before the next iteration, once the others' are in.)
+  if (!machine_rounds_) std::memcpy(copies_[i], target, floats_ * sizeof(float));
   std::memcpy(base_[i].data(), copies_[i], floats_ * sizeof(float));
   ++rounds_done_[i];
   if (k == 0) rounds_.fetch_add(1, std::memory_order_relaxed);
@@ -331,7 +366,7 @@ PolicyFigures PolicyRun::figures() const {
 std::string PolicyRun::Line() const {
   const PolicyFigures f = figures();
   std::ostringstream os;
-  os << "Policy " << policy_.name() << ": " << f.waits << " waits (" << std::fixed << std::setprecision(1)
+  os << "Policy " << shown() << ": " << f.waits << " waits (" << std::fixed << std::setprecision(1)
      << f.wait_seconds << " s)";
   if (f.rounds) os << ", " << f.rounds << (policy_.kind == Policy::Kind::kEasgd ? " exchanges" : " rounds");
   return os.str();

@@ -22,6 +22,16 @@
 //   --staleness-weight   1 / staleness weights for async and ssp too.
 //   --compress=fp16|int8|topk:F   compressed deltas and positions (sync/codec.hpp).
 //
+// Across machines (sync/hogwild.cpp wires it): ssp and max-advance bound this machine against
+// the slowest other one; bsp and gsp average each machine's solvers' steps into its host copy
+// (scaled by 1 / the machines of its group, so the owners of the chunks sum the group's
+// average) and wait before the next iteration until the group's machines have sent theirs
+// out, then for two fresh rounds; a machine that finished its round early may already have
+// sent part of its next step, which a slower machine then reads (the sum stays exact; the
+// steps of one round are all in before anyone starts the next). A step lost on the wire is
+// lost, as under async. gsp's groups are then sets of whole machines, and the staleness of a
+// delta counts from its group's last one. easgd: each solver's copy exchanges with the host
+// copy, which the network keeps in step with the other machines' (the centre).
 // Every wait has a deadline (--policy_timeout, 120 s): a solver that does not arrive in time is
 // named in a one-line Error; a solver that failed or finished is dropped from the wait at once.
 #pragma once
@@ -62,6 +72,12 @@ struct Policy {
   SegmentRule Rule(std::shared_ptr<ChunkUpdates> updates) const;
   // Checks the groups against `solvers` (gsp); a mistake is one line.
   void CheckGroups(int solvers) const;
+  // Across machines (bsp, gsp), machine r's synchronous group: bsp one group of every machine;
+  // gsp's GROUPS name the job's solvers by global index (machine-major, `per_machine` each),
+  // and each machine's solvers must all be in one group (a group is a set of machines).
+  // Empty for the other policies. A mistake is one line.
+  std::vector<int> MachineGroups(int machines, int per_machine) const;
+  bool rounds() const { return kind == Kind::kBsp || kind == Kind::kGsp; }
 };
 
 // What the policy made solvers do, for the display line and reports.
@@ -101,6 +117,14 @@ class PolicyRun {
   // between local solvers, which share one buffer. ssp's refresh then waits for two more
   // `fresh_rounds` (every chunk this machine does not own answered twice).
   void set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds);
+  // Across machines, bsp and gsp (the run made as bsp over this machine's solvers, its target
+  // the host copy that the network links to the others): a round adds the average of the local
+  // steps times `scale` (1 / the machines of this machine's group, so that each owner sums the
+  // group's average); before each iteration a solver waits until every other live machine of
+  // its group has sent out as many iterations (`slowest_other`, NetJob's flushed clock), then
+  // for two fresh rounds (the others' steps in), and reloads its copy from the host. `shown`
+  // is the policy's name for the lines. Call after set_machines.
+  void set_machine_rounds(float scale, std::string shown);
 
   int group_of(int i) const { return group_of_[i]; }
   PolicyFigures figures() const;
@@ -111,6 +135,8 @@ class PolicyRun {
   // false: the job is stopping. A member late past the timeout is an Error naming it.
   bool Arrive(int i, const std::vector<int>& members, int64_t phase);
   bool Blocked(int i) const;  // a clock bound holds solver i back now
+  bool Wait(int i);           // while Blocked (ssp: then two fresh sweeps); false: stop
+  std::string shown() const { return shown_.empty() ? policy_.name() : shown_; }
   void Round(int i);          // bsp / gsp: average the group's steps
   void Waited(std::chrono::steady_clock::time_point since);
 
@@ -122,6 +148,9 @@ class PolicyRun {
   std::function<bool(int)> live_;
   std::function<void(int)> exchange_, refresh_;
   std::function<int64_t()> slowest_other_;
+  bool machine_rounds_ = false;
+  float scale_ = 1;     // of a round's average (machine rounds)
+  std::string shown_;   // the policy's name in lines, when not policy_.name()
   std::vector<int> group_of_;                    // solver index -> group
   std::vector<std::vector<int>> groups_;         // bsp: one group of everyone
   std::vector<std::vector<float>> base_;         // per solver: the weights its step started from

@@ -288,16 +288,27 @@ bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
   return true;
 }
 
-float MasterEndpoint::Weigh(Replay& r, uint32_t c) {
+ChunkUpdates::ChunkUpdates(uint32_t count, std::vector<int> classes)
+    : n_(new std::atomic<uint64_t>[count]()), count_(count), classes_(std::move(classes)) {
+  int most = -1;
+  for (int k : classes_) most = std::max(most, k);
+  if (most >= 0) class_last_.reset(new std::atomic<uint64_t>[static_cast<size_t>(most + 1) * count]());
+}
+
+float MasterEndpoint::Weigh(PeerId source, Replay& r, uint32_t c) {
   const uint64_t now = rule_.updates->get(c);  // updates of chunk c so far, by every slave
-  const uint64_t prev = r.last_update[c];      // the count just after this slave's previous one
+  // The count just after this slave's previous delta (or its class's: a gsp group's).
+  std::atomic<uint64_t>* group = rule_.updates->class_last(source, c);
+  const uint64_t prev = group ? group->load(kRelaxed) : r.last_update[c];
   const uint64_t staleness = prev ? now - prev + 1 : 1;
   if (rule_.weedout && staleness > rule_.weedout) {
     r.last_update[c] = now;  // it reported: its next delta's staleness counts from here
+    if (group) group->store(now, kRelaxed);
     Add(deltas_weeded_);
     return 0;
   }
   r.last_update[c] = rule_.updates->Bump(c);
+  if (group) group->store(r.last_update[c], kRelaxed);
   return rule_.staleness_weight ? 1.f / static_cast<float>(staleness) : 1.f;
 }
 
@@ -316,7 +327,7 @@ bool MasterEndpoint::OnDelta(const Message& m) {
     Add(malformed_);  // checksummed, but not a payload of this codec
   } else if (Fresh(h.source, h.chunk, h.seq)) {  // (a duplicate answers nothing twice)
     Answered(h.chunk, h.seq);
-    const float weight = Weigh(replay_.find(h.source)->second, h.chunk);
+    const float weight = Weigh(h.source, replay_.find(h.source)->second, h.chunk);
     if (weight == 0) return false;
     const float* d = enc == Encoding::kFloat32 ? m.floats() : scratch_.data();
     MasterApply(w_ + layout_.offset(h.chunk), d, layout_.length(h.chunk), access_, weight);

@@ -69,16 +69,29 @@ enum class Access { kPlain, kAtomic };
 // Deltas applied per chunk of one master buffer, shared by every MasterEndpoint that applies
 // to that buffer (one per slave or destination), so that a delta's staleness counts everyone's
 // updates. Any thread; relaxed atomics.
+//
+// Classes (gsp across machines): senders of one class (`classes[peer]` >= 0, the machines of
+// one synchronous group) share one staleness clock per chunk, so a delta's staleness counts
+// the updates since its GROUP's last one, not its sender's; a sender outside the list (or
+// with a negative class) is a class of its own.
 class ChunkUpdates {
  public:
-  explicit ChunkUpdates(uint32_t count) : n_(new std::atomic<uint64_t>[count]()), count_(count) {}
+  explicit ChunkUpdates(uint32_t count, std::vector<int> classes = {});
   uint32_t count() const { return count_; }
   uint64_t get(uint32_t c) const { return n_[c].load(std::memory_order_relaxed); }
   uint64_t Bump(uint32_t c) { return n_[c].fetch_add(1, std::memory_order_relaxed) + 1; }
+  // The count just after the last delta of `peer`'s class on chunk c (0: none), or nullptr
+  // when `peer` is a class of its own.
+  std::atomic<uint64_t>* class_last(PeerId peer, uint32_t c) const {
+    if (peer >= classes_.size() || classes_[peer] < 0) return nullptr;
+    return &class_last_[static_cast<size_t>(classes_[peer]) * count_ + c];
+  }
 
  private:
   std::unique_ptr<std::atomic<uint64_t>[]> n_;
   uint32_t count_;
+  std::vector<int> classes_;
+  std::unique_ptr<std::atomic<uint64_t>[]> class_last_;
 };
 
 // The pluggable part of the rule, set by a policy (sync/policy.hpp): how messages are encoded
@@ -216,7 +229,7 @@ class MasterEndpoint {
     std::vector<uint64_t> last_update;  // the chunk's update count after this slave's last delta; 0: none
   };
   // The weight of a fresh delta from `r` on chunk c (0: weeded out), and its update counted.
-  float Weigh(Replay& r, uint32_t c);
+  float Weigh(PeerId source, Replay& r, uint32_t c);
   std::unordered_map<PeerId, Replay> replay_;
   // The window: pending_[c] = seq of chunk c's position awaiting its delta (0 = none);
   // posted_ = (chunk, seq, time posted) oldest first, entries no longer pending skipped lazily.

@@ -103,6 +103,7 @@ class NetJobTest : public ::testing::Test {
     m.added.assign(kFloats, 0);
     Connect(r);
     m.job = std::make_unique<NetJob>(std::move(transports_[r]), Options(r));
+    if (!machine_group_.empty()) m.job->set_machine_group(machine_group_);
     m.job->Attach(m.group.get(), 1, m.w.data(), kFloats);
   }
   void AttachAll() {
@@ -170,6 +171,7 @@ class NetJobTest : public ::testing::Test {
   }
 
   std::vector<float> initial_;
+  std::vector<int> machine_group_;  // bsp / gsp: each machine's synchronous group
   uint16_t ports_[kMachines] = {};
   std::unique_ptr<Transport> transports_[kMachines];
   Machine m_[kMachines];
@@ -268,6 +270,31 @@ TEST_F(NetJobTest, EachMachineSeesTheSlowestOtherMachinesClock) {
   EndTraining(2);
   SolverGroup& lead = *m_[0].group;
   ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s));
+  lead.job_done.store(1);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->job_done.load() == 1; }, 5s);
+  FinishAll();
+}
+
+// bsp / gsp across machines: machines 0 and 1 are one synchronous group, 2 another. A
+// machine's clock then counts only its group's other machines, by the iterations whose
+// progress has gone out to every owner (flushed: each chunk answered since), and fresh rounds
+// are kept; the other group's clock holds nobody.
+TEST_F(NetJobTest, InASynchronousGroupEachMachineSeesItsMatesFlushedClock) {
+  machine_group_ = {0, 0, 1};
+  AttachAll();
+  Train(1, 50, TestSeed());
+  Train(2, 120, TestSeed() + 1);
+  const uint64_t fresh0 = m_[0].job->fresh_rounds();
+  m_[1].solver.join();
+  m_[2].solver.join();
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->slowest_other() == 50; }, 5s)) << m_[0].job->slowest_other();
+  EXPECT_TRUE(WaitFor([&] { return m_[2].job->slowest_other() == 120; }, 5s)) << "machine 2 has no mates: its own clock";
+  EXPECT_TRUE(WaitFor([&] { return m_[1].job->slowest_other() == 0; }, 5s)) << "machine 0 ran nothing";
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->fresh_rounds() >= fresh0 + 3; }, 5s)) << "fresh rounds go on";
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  SolverGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s));
+  EXPECT_LE(Differing(m_[0].w, Expected({1, 2})), 8u) << "the leader's weights hold every machine's progress, once";
   lead.job_done.store(1);
   for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->job_done.load() == 1; }, 5s);
   FinishAll();

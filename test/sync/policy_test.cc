@@ -235,6 +235,72 @@ TEST(PolicyRunTest, AcrossMachinesTheBoundHoldsAgainstTheSlowestMachine) {
   EXPECT_GT(refreshes.load(), 0u) << "ssp refreshed after its waits";
 }
 
+// bsp across machines, 2 local solvers (steps 1 and 3) and one other machine (step 6, both
+// scaled by 1/2, the group's two machines): each round adds (1 + 3) / 2 / 2 = 1 to the host
+// copy, the other machine's delta adds 3, and no solver starts iteration k + 1 before the
+// other machine's step k is in (its flushed clock) and two fresh rounds have passed; it then
+// starts from the host: start + 4 k, exactly.
+TEST(PolicyRunTest, AcrossMachinesBspRoundsWaitForTheGroupAndStartFromTheHost) {
+  Bench b(Policy::Parse("bsp"), 2, 1, 8, 0.5f);
+  std::atomic<int64_t> other{0};
+  std::atomic<uint64_t> fresh{0};
+  b.run->set_machines([&] { return other.load(); }, [&] { return fresh.load(); });
+  b.run->set_machine_rounds(0.5f, "bsp");
+  constexpr int kIters = 40;
+  std::atomic<bool> over{false};
+  std::thread ticker([&] {  // the network: a fresh round every ms
+    while (!over.load()) {
+      fresh.fetch_add(1);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::thread remote([&] {  // the other machine's step k, once this machine's round k is in
+    for (int k = 1; k <= kIters; ++k) {
+      const auto end = std::chrono::steady_clock::now() + 10s;
+      while (b.run->figures().rounds < static_cast<uint64_t>(k) && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(100us);
+      std::this_thread::sleep_for(2ms);  // late: the local solvers have to wait for it
+      for (float& x : b.targets[0]) x += 3;
+      other.store(2 * k);
+    }
+  });
+  std::vector<std::vector<float>> seen(2);
+  std::vector<std::thread> solvers;
+  for (int i = 0; i < 2; ++i)
+    solvers.emplace_back([&, i] {
+      const float add = i ? 3.f : 1.f;
+      for (int k = 0; k < kIters && b.run->Before(i); ++k) {
+        seen[i].push_back(b.copies[i][5]);
+        for (float& x : b.copies[i]) x += add;
+        b.group->done[i].fetch_add(1);
+        b.run->After(i);
+      }
+      b.run->End(i);
+    });
+  for (auto& t : solvers) t.join();
+  remote.join();
+  over.store(true);
+  ticker.join();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(seen[i].size(), static_cast<size_t>(kIters));
+    for (int k = 0; k < kIters; ++k) ASSERT_EQ(seen[i][k], 0.5f + 4 * k) << "solver " << i << " iteration " << k;
+  }
+  for (float x : b.targets[0]) EXPECT_EQ(x, 0.5f + 4 * kIters);
+  EXPECT_GT(b.run->figures().waits, 0u);
+  EXPECT_NE(b.run->Line().find("Policy bsp:"), std::string::npos) << b.run->Line();
+}
+
+TEST(PolicyParse, AcrossMachinesAGroupIsASetOfWholeMachines) {
+  EXPECT_EQ(Policy::Parse("bsp").MachineGroups(3, 2), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(Policy::Parse("gsp:0,1;2,3").MachineGroups(4, 1), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(Policy::Parse("gsp:2,3;0,1").MachineGroups(2, 2), (std::vector<int>{1, 0}));
+  EXPECT_TRUE(Policy::Parse("ssp:2").MachineGroups(4, 1).empty());
+  EXPECT_NE(ErrorOf([] { Policy::Parse("gsp:0,2;1,3").MachineGroups(2, 2); }).find("machine 0's solvers (0..1) are in two groups"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf([] { Policy::Parse("gsp:0,1;2").MachineGroups(2, 2); }).find("solver 3 is in no group"),
+            std::string::npos);
+}
+
 // easgd's elastic rule on a segment: e = a (w - c); w -= e; c += e, hand-computed, and the sum
 // of the two copies never changes.
 TEST(PolicyElasticTest, EachExchangePullsTheCopyAndTheCentreTogether) {
