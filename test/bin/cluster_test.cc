@@ -173,6 +173,46 @@ TEST_F(Cluster, ThreeMachinesUnderSspWithInt8Deltas) {
     EXPECT_NE(f[r].err.find("Optimization Done. (machine " + std::to_string(r)), std::string::npos) << f[r].err;
 }
 
+// bsp across machines: every machine's step of a round is out before anyone starts the next,
+// so the machines run in lockstep (each a third of the job, within the rounds a heartbeat
+// holds), the leader's display names the policy and its rounds, and the job learns.
+TEST_F(Cluster, ThreeMachinesUnderBspStepInLockstep) {
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 1500, "", {"--policy=bsp"}));
+  std::vector<Finished> f;
+  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  EXPECT_LT(FinalLoss(f[0].err), 0.3) << "the job learned (ln 2 = 0.69 untrained)";
+  static const std::regex ran("Network: machine [0-9] \\([^)]*\\) ran ([0-9]+) iterations");
+  static const std::regex rounds("Sharing: Policy bsp: [0-9]+ waits \\([0-9.]+ s\\), ([0-9]+) rounds");
+  for (int r = 0; r < kMachines; ++r) {
+    std::smatch a, b;
+    ASSERT_TRUE(std::regex_search(f[r].err, a, ran)) << f[r].err;
+    ASSERT_TRUE(std::regex_search(f[r].err, b, rounds)) << f[r].err;
+    EXPECT_NEAR(std::stoll(a[1]), 500, 3) << "machine " << r << " ran a third, in step with the others";
+    EXPECT_EQ(a[1], b[1]) << "one round per iteration";
+  }
+}
+
+// gsp across machines (machines 0 and 1 one synchronous group, 2 another, weighted by
+// 1 / staleness), then easgd across machines (each solver's copy elastic to its host copy):
+// each job learns and names its policy; a group that splits a machine is one line.
+TEST_F(Cluster, ThreeMachinesUnderGspThenEasgd) {
+  for (const std::string policy : {"gsp:0,1;2", "easgd:0.5:2"}) {
+    std::vector<std::unique_ptr<Child>> m;
+    for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000, policy.substr(0, 3), {"--policy=" + policy}));
+    std::vector<Finished> f;
+    for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+    for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], policy + ", machine " + std::to_string(r));
+    EXPECT_LT(FinalLoss(f[0].err), 0.2) << policy << ": the job learned";
+    EXPECT_NE(f[0].err.find("Sharing: Policy " + policy), std::string::npos) << f[0].err;
+  }
+  auto bad = Start(0, 10, "bad", {"--policy=gsp:0;1,2,3,4,5", "--solvers=2"});
+  const Finished f = bad->Wait(30);
+  EXPECT_NE(f.rc, 0);
+  EXPECT_NE(f.err.find("machine 0's solvers (0..1) are in two groups"), std::string::npos) << f.err;
+}
+
 // A topology file: machines that differ, one command line. Machine 0 runs two solvers on
 // private copies (solvers -> its host buffer -> the network), machine 2 two solvers on its
 // host buffer, machine 1 one; nobody gives --solvers.
