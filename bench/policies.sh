@@ -70,7 +70,7 @@ for ((k = 0; k < ${#rows[@]}; ++k)); do
     cp "$lead" "$log.leader"
     sent=$(cat "$OUT/net$k"/m*.log | sed -n 's/.* ran [0-9]* iterations .* sent \([0-9.]*\) GB,.*/\1/p' | paste -sd+ | bc)
     kib=$(echo "scale=1; $sent * 1000000000 / 1024 / $ITER" | bc)
-    waits=$(grep -h "Policy .*waits" "$lead" | tail -1 | sed 's/.*: \([0-9]* waits[^,]*\).*/\1/' || true)
+    waits=$(grep -h "Policy .*waits" "$lead" | tail -1 | sed 's/.*: \([0-9]* waits[^,;]*\).*/\1/' || true)
     log="$log.leader"
   fi
   row "$flags" "$log" "$wall" "${kib:--}" "${waits:--}"
