@@ -5,7 +5,8 @@
 //  * DEFAULT: oneDNN's direct convolution kernels (JIT, blocked layouts; our NCHW tensors are
 //    reordered in and out) where the input channels fit its blocks (<= 4, or a multiple of
 //    16); measured 1.6-2x faster than the lowering below on the cifar10 shapes. Other
-//    channel counts use the lowering.
+//    channel counts use the lowering. 3x3 stride-1 layers with >= 32 channels in and out take
+//    its Winograd kernels instead, where the CPU has them (see convolution_dnnl.cpp).
 //  * CAFFE (`engine: CAFFE`): each image is lowered with im2col and multiplied by the weights
 //    in one GEMM per group; 1x1 kernels with unit stride and no padding skip the lowering.
 // Parameter gradients accumulate in both, so a Net can sum them over iter_size passes.
@@ -27,6 +28,8 @@ class ConvolutionLayer : public Layer {
   bool EqualNumBottomTopBlobs() const override { return true; }
   ~ConvolutionLayer() override;
   void LayerSetUp(const Blobs& bottom, const Blobs& top) override;
+  // Whether oneDNN's Winograd kernels serve this layer (set by Reshape; for tests).
+  bool winograd() const { return winograd_; }
   void Reshape(const Blobs& bottom, const Blobs& top) override;
 
  protected:
@@ -49,6 +52,7 @@ class ConvolutionLayer : public Layer {
   struct Dnnl;
   std::unique_ptr<Dnnl> dnnl_;
   bool use_dnnl_ = true;
+  bool winograd_ = false;
 
   int num_output_ = 0, group_ = 1;
   int kernel_h_ = 0, kernel_w_ = 0, pad_h_ = 0, pad_w_ = 0;

@@ -123,8 +123,62 @@ INSTANTIATE_TEST_SUITE_P(
                           ConvCase{2, 4, 4, 3, 6, 1, 1, 0, 0, 1, 1, 2, true},     // 1x1 grouped
                           ConvCase{2, 16, 5, 5, 16, 3, 3, 1, 1, 1, 1, 1, true},   // 16-ch blocks
                           ConvCase{1, 32, 4, 4, 32, 3, 3, 1, 1, 2, 1, 2, true},   // 16/group
+                          ConvCase{1, 32, 5, 6, 32, 3, 3, 1, 1, 1, 1, 1, true},   // Winograd
                           ConvCase{1, 20, 5, 5, 5, 3, 3, 0, 0, 1, 1, 1, true}),  // 20: lowering
         ::testing::Values(pb::DEFAULT, pb::CAFFE)));
+
+// The DEFAULT engine's backward (input, weight and bias gradients) against the lowering's, on
+// the same weights and fresh random inputs and top gradients; shapes that take oneDNN's
+// Winograd kernels (where the CPU has them) and the direct ones. Winograd's transforms round
+// differently, hence the tolerance.
+TEST(ConvolutionLayer, DefaultBackwardMatchesLowering) {
+  const ConvCase cases[] = {{4, 32, 12, 12, 48, 3, 3, 1, 1, 1, 1, 1, true},
+                            {2, 64, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, false},
+                            {2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, true}};
+  for (const ConvCase& shape : cases) {
+    std::mt19937 gen(::hogstream::TestSeed());
+    Context::Get().set_seed(gen());
+    Blob x(shape.n, shape.c, shape.h, shape.w), y[2], dx[2];
+    testing::FillGaussian(&x, gen);
+    ConvCase k = shape;
+    ConvolutionLayer fast(ConvParam(k));
+    k.engine = pb::CAFFE;
+    ConvolutionLayer ref(ConvParam(k));
+    fast.SetUp({&x}, {&y[0]});
+    ref.SetUp({&x}, {&y[1]});
+    if (shape.c == 16) {
+      EXPECT_FALSE(fast.winograd()) << shape;
+    }
+    for (size_t b = 0; b < fast.blobs().size(); ++b) {
+      testing::FillGaussian(fast.blobs()[b].get(), gen);
+      std::copy_n(fast.blobs()[b]->cpu_data(), fast.blobs()[b]->count(),
+                  ref.blobs()[b]->mutable_cpu_data());
+    }
+    ConvolutionLayer* layers[2] = {&fast, &ref};
+    Blob dy(y[0].shape());
+    testing::FillGaussian(&dy, gen);
+    for (int l = 0; l < 2; ++l) {
+      dx[l].Reshape(x.shape());
+      layers[l]->Forward({&x}, {&y[l]});
+      std::copy_n(dy.cpu_data(), dy.count(), y[l].mutable_cpu_diff());
+      for (auto& blob : layers[l]->blobs()) std::fill_n(blob->mutable_cpu_diff(), blob->count(), 0.f);
+      Blob* bottom = &x;
+      layers[l]->Backward({&y[l]}, {true}, {bottom});
+      std::copy_n(x.cpu_diff(), x.count(), dx[l].mutable_cpu_data());
+    }
+    auto expect_near = [&](const float* got, const float* want, int count, const char* what) {
+      float scale = 0;
+      for (int i = 0; i < count; ++i) scale = std::max(scale, std::fabs(want[i]));
+      for (int i = 0; i < count; ++i)
+        ASSERT_NEAR(got[i], want[i], 2e-5f * scale) << what << " " << i << " " << shape;
+    };
+    expect_near(y[0].cpu_data(), y[1].cpu_data(), y[0].count(), "top");
+    expect_near(dx[0].cpu_data(), dx[1].cpu_data(), x.count(), "bottom diff");
+    for (size_t b = 0; b < fast.blobs().size(); ++b)
+      expect_near(fast.blobs()[b]->cpu_diff(), ref.blobs()[b]->cpu_diff(),
+                  fast.blobs()[b]->count(), b == 0 ? "weight diff" : "bias diff");
+  }
+}
 
 TEST(ConvolutionLayer, OutputShapeFollowsCaffe) {
   // cifar10_quick conv1: 32x32, kernel 5, pad 2, stride 1 -> 32x32.
