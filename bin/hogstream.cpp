@@ -43,6 +43,7 @@ const char kUsage[] =
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
     "           [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:0,1;2,3]\n"
     "            [--staleness-weight] [--compress=fp16|int8|topk:F] [--policy_timeout=120]\n"
+    "            [--svb]  big InnerProduct weights as sufficient vectors (async; --private in one process)\n"
     "           [--peers=udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE\n"
     "            [--multicast=GROUP:PORT|on] [--rank=N] [--iface=NAME|RDMA_DEVICE[:PORT]] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
     "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params]\n"
@@ -100,7 +101,7 @@ int Time(int argc, char** argv) {
 }
 
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private", "chunk_at_params", "staleness-weight"});
+  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private", "chunk_at_params", "staleness-weight", "svb"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));

@@ -15,12 +15,12 @@
 int main(int argc, char** argv) {
   using namespace hogstream;
   return RunProgram("hogwild.bin", argv[0], [&] {
-    Flags f(argc, argv, 1, kHogwildFlags, {"private", "staleness-weight"});
+    Flags f(argc, argv, 1, kHogwildFlags, {"private", "staleness-weight", "svb"});
     if (f.positional().size() != 2) {
       std::cerr << "usage: hogwild.bin SOLVER.prototxt SOLVERS [--shm=NAME] [--private] "
                    "[--snapshot=STATE | --weights=MODEL] [--iterations=N] [--chunk=FLOATS]\n"
                    "                   [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:GROUPS]\n"
-                   "                   [--staleness-weight] [--compress=fp16|int8|topk:F]\n"
+                   "                   [--staleness-weight] [--compress=fp16|int8|topk:F] [--svb]\n"
                    "                   [--metrics=[HOST:]PORT] [--stats_json=FILE]\n"
                    "  SOLVERS: [gpu_id:]*cpu_count, e.g. 4 (four CPU solver threads)\n";
       return 1;

@@ -76,6 +76,7 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
   h.shm = f.get("shm");
   h.private_copies = f.has("private") || (mine && mine->private_copies);
   h.policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
+  h.policy.svb = f.has("svb");
   h.policy.timeout = std::chrono::seconds(f.get_int("policy_timeout", 120, 1, 86400));
   const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
   HS_REQUIRE(chunk > 0) << "--chunk must be > 0";

@@ -17,7 +17,7 @@
 int main(int argc, char** argv) {
   using namespace hogstream;
   return RunProgram("raw.bin", argv[0], [&] {
-    Flags f(argc, argv, 1, With(kHogwildFlags, kNetJobFlags), {"chunk_at_params", "staleness-weight"});
+    Flags f(argc, argv, 1, With(kHogwildFlags, kNetJobFlags), {"chunk_at_params", "staleness-weight", "svb"});
     if (f.positional().size() != 3) {
       std::cerr << "usage: raw.bin SOLVER.prototxt SOLVERS MAC1:MAC2[:MAC3...] [--iface=NAME] "
                    "[--multicast=on] [--rank=N]\n"

@@ -399,6 +399,7 @@ void Solver::StepTo(int64_t stop_iter) {
                                     << " (diverged: lower base_lr?)";
     UpdateSmoothedLoss(loss);
     if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
+    if (options_.after_backward) options_.after_backward();
     ApplyUpdate();
     iter_ = static_cast<int>(it + 1);
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);

@@ -87,6 +87,9 @@ struct SolverOptions {
   // `after_iteration` runs after each update (a synchronous round, a periodic exchange).
   std::function<bool()> before_iteration;
   std::function<void()> after_iteration;
+  // Runs after each iteration's backward, before the update: the gradient is in the net's
+  // diffs and may be added to (--svb folds in the other solvers' gradients, sync/svb.hpp).
+  std::function<void()> after_backward;
   // Where the leader sends its figures at each display interval and test pass (--metrics,
   // --stats_json); null: nowhere.
   std::shared_ptr<StatsSink> stats;
@@ -114,6 +117,8 @@ class Solver {
     options_.before_iteration = std::move(before);
     options_.after_iteration = std::move(after);
   }
+  // The gradient hook (see SolverOptions): set after construction, like JoinGroup.
+  void SetGradientHook(std::function<void()> after_backward) { options_.after_backward = std::move(after_backward); }
   // Private copies (see SolverOptions): set after construction, like JoinGroup.
   void UseMaster(const float* master, std::function<void()> on_train_end) {
     options_.master_weights = master;

@@ -18,6 +18,7 @@
 #include "core/io.hpp"
 #include "sync/local_segment.hpp"
 #include "sync/shm_region.hpp"
+#include "sync/svb.hpp"
 
 namespace hogstream {
 
@@ -121,6 +122,12 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   } else {
     policy.CheckGroups(n);
   }
+  HS_REQUIRE(!policy.svb || (policy.kind == PK::kAsync && opt.shm.empty()))
+      << "--svb runs with --policy=async (with or without --compress, --staleness-weight), in one process or "
+         "across machines: leave out --shm and --policy=" << policy.name();
+  HS_REQUIRE(!policy.svb || !(opt.net && opt.private_copies))
+      << "--svb across machines trains each machine's host copy directly: leave out --private";
+  HS_REQUIRE(!policy.svb || param.iter_size() == 1) << "--svb sends the factors of one pass: set iter_size: 1";
   LOG_IF(INFO, opt.log && (n > 1 || private_copies || opt.net))
       << "Hogwild: " << n << " solver thread" << (n > 1 ? "s" : "") << " in this process, "
       << (private_copies ? "each on a private copy streamed to" : "on") << " the "
@@ -148,8 +155,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   std::vector<std::unique_ptr<Segment>> group_segments;
   std::shared_ptr<ChunkUpdates> updates;
   const bool rounds = local_policy.kind == PK::kBsp || local_policy.kind == PK::kGsp;
+  std::unique_ptr<SvbRun> svb;  // --svb with a layer worth it (sync/svb.hpp)
 
-  auto segment_stats = [&locals, &group_segments, &run]() {
+  auto segment_stats = [&locals, &group_segments, &run, &svb]() {
     std::ostringstream os;
     os << "Segments:";
     auto one = [&os](const char* who, int id, const SegmentStats& s) {
@@ -163,6 +171,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
       if (l.segment) one("solver", l.rank, l.segment->stats());
     for (size_t g = 0; g < group_segments.size(); ++g) one("group", static_cast<int>(g), group_segments[g]->stats());
     if (run) os << "\n" << run->Line();
+    if (svb) os << "\n" << svb->Line();
     return os.str();
   };
 
@@ -214,6 +223,25 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
           }
           std::memcpy(master, net.param_data(), floats * sizeof(float));
         }
+        if (policy.svb) {  // big InnerProduct weights as sufficient vectors
+          std::vector<SvbLayer> layers = FindSvbLayers(net);
+          std::string names;
+          for (const SvbLayer& l : layers) names += " " + l.name;
+          LOG_IF(INFO, opt.log && layers.empty())
+              << "SVB: no InnerProduct layer has batch x (outputs + inputs) < outputs x inputs: nothing to do, "
+                 "every parameter streams as usual";
+          LOG_IF(INFO, opt.log && !layers.empty()) << "SVB:" << names << " travel as sufficient vectors";
+          if (!layers.empty() && opt.net) {
+            // W never travels as values: every machine starts from the same one (or the same file).
+            if (creator && opt.weights.empty() && opt.resume.empty())
+              FillSvbWeights(net, layers, param.random_seed() >= 0 ? param.random_seed() : 0x5eedULL, master);
+            auto link = std::make_shared<SvbLink>(layers);
+            opt.net->UseSvb(link, SvbRanges(layers));
+            svb = std::make_unique<SvbRun>(std::move(layers), link);
+          } else if (!layers.empty()) {
+            svb = std::make_unique<SvbRun>(std::move(layers), n, master);
+          }
+        }
         // Across machines: link the host copy to the others' and wait for them (or, joining a
         // running job, for the weights and the global iteration).
         if (opt.net) {
@@ -251,9 +279,14 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         SegmentOptions seg;
         seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
         seg.pause_us = 2000;  // a sweep every ~2 ms leaves the cores to the solvers
+        if (svb) {  // W travels as factors: chunks cut at the params, W's left out
+          seg.boundaries = net.learnable_offsets();
+          std::sort(seg.boundaries.begin(), seg.boundaries.end());
+          seg.skip = SvbRanges(svb->layers());
+        }
         sync.arrive_and_wait();  // every copy made, before the policy's state reads them
         if (i == 0) {
-          updates = std::make_shared<ChunkUpdates>(ChunkLayout(net.param_buffer_size(), seg.chunk_floats).count);
+          updates = std::make_shared<ChunkUpdates>(ChunkLayout(net.param_buffer_size(), seg.chunk_floats, seg.boundaries).count);
           std::vector<int> ranks;
           std::vector<float*> copies;
           for (Local& l : locals) {
@@ -292,6 +325,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         // The leader tests and snapshots the master; each solver hands in its last progress
         // before it counts as finished, so the final snapshot holds everyone's work.
         me.solver->UseMaster(master, [&, i] {
+          if (svb) svb->OnTrainEnd(i, locals[i].solver->net());
           const bool last_of_group = run->End(i);
           if (Segment* s = locals[i].segment.get()) {
             s->Stop();
@@ -322,6 +356,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         if (me.rank == 0) extra = [before = extra, &run] { return before() + "\n" + run->Line(); };
         if (me.rank == 0) me.solver->JoinGroup(group, me.rank, extra);
       }
+      if (svb) me.solver->SetGradientHook([&, i] { svb->OnGradient(i, locals[i].solver->net()); });
       sync.arrive_and_wait();
       if (i == 0) {
         if (shm && creator) shm->MarkReady();
@@ -387,7 +422,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   }
   for (auto& gs : group_segments) report.segments.push_back(gs->stats());
   if (run) report.policy = run->figures();
-  if (opt.log && (run || !report.segments.empty())) {  // what sharing cost, once, at the end
+  if (svb) report.svb = svb->figures();
+  if (master && group) report.weights.assign(master, master + locals[0].solver->net().param_buffer_size());
+  if (opt.log && (run || !report.segments.empty() || svb)) {  // what sharing cost, once, at the end
     uint64_t bytes = 0;
     for (const SegmentStats& st : report.segments) bytes += st.bytes_moved;
     int64_t mine = 0;
@@ -396,6 +433,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
     os << "Sharing: " << (run ? run->Line() : "Policy " + policy.name()) << "; segments moved " << std::fixed
        << std::setprecision(1) << bytes / 1048576.0 << " MiB, " << (mine ? bytes / 1024.0 / mine : 0)
        << " KiB per iteration of this process";
+    if (svb)
+      os << "; " << svb->Line() << ", " << (mine ? report.svb.bytes_sent / 1024.0 / mine : 0) << " KiB per iteration";
     LOG(INFO) << os.str();
   }
   return report;

@@ -21,6 +21,7 @@
 #include "sync/local_segment.hpp"
 #include "sync/net_job.hpp"
 #include "sync/policy.hpp"
+#include "sync/svb.hpp"
 
 namespace hogstream {
 
@@ -63,6 +64,8 @@ struct HogwildReport {
   std::vector<double> shards;    // where each one's data readers started (fraction)
   std::vector<SegmentStats> segments;  // private copies: each one's segment (gsp: each group's)
   PolicyFigures policy;                // waits and rounds the policy made
+  SvbFigures svb;                      // --svb: the factor sets made, sent, applied, dropped
+  std::vector<float> weights;          // the master (host) weights at the end
 };
 
 // The seed of rank r's random stream in a job seeded with `base`: rank 0 gets `base` itself

@@ -37,8 +37,16 @@ Segment::Link Segment::MakeLink(const SegmentOptions& opt, size_t n) {
 Segment::Segment(float* master, float* slave, size_t n, SegmentOptions options)
     : opt_(std::move(options)),
       link_(MakeLink(opt_, n)),
-      master_(master, n, opt_.chunk_floats, link_.to_slave.get(), Dest::Peer(1), opt_.access),
-      slave_(slave, n, opt_.chunk_floats, link_.to_master.get(), opt_.access) {
+      master_(master, ChunkLayout(n, opt_.chunk_floats, opt_.boundaries), link_.to_slave.get(), Dest::Peer(1),
+              opt_.access),
+      slave_(slave, master_.layout(), link_.to_master.get(), opt_.access) {
+  if (!opt_.skip.empty()) {
+    const std::vector<bool> skipped = SkippedChunks(master_.layout(), opt_.skip);
+    std::vector<uint32_t> streamed;
+    for (uint32_t c = 0; c < skipped.size(); ++c)
+      if (!skipped[c]) streamed.push_back(c);
+    master_.set_owned(std::move(streamed));
+  }
   master_.set_rule(opt_.rule);
   slave_.set_codec(opt_.rule.codec);
   slave_.set_elastic(opt_.elastic);
@@ -98,7 +106,7 @@ void Segment::Sweep() {
   // Every chunk once: a position out, its delta back and applied. A post that finds no slot is
   // retried after draining; a link that stops moving is a bug, not a silent partial sweep.
   uint32_t posted = 0;
-  for (int idle = 0; posted < master_.layout().count;) {
+  for (int idle = 0; posted < master_.sweep_length();) {
     if (master_.PostNextPosition()) {
       ++posted;
       idle = 0;

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "sync/segment.hpp"
 #include "transport/fault/endpoint.hpp"
@@ -27,6 +29,10 @@ struct SegmentOptions {
   Access access = Access::kPlain;
   SegmentRule rule;               // codec, weights (sync/policy.hpp); default: plain float32
   float elastic = 0;              // easgd's alpha: the slave runs the elastic rule instead
+  // Chunks also cut at these offsets (a net's parameter blobs), and those wholly inside one of
+  // the `skip` [begin, end) ranges never streamed (--svb carries them: sync/svb.hpp).
+  std::vector<size_t> boundaries;
+  std::vector<std::pair<size_t, size_t>> skip;
 };
 
 struct SegmentStats {

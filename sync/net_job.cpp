@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/common.hpp"
+#include "sync/svb.hpp"
 
 namespace hogstream {
 
@@ -33,6 +34,17 @@ void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
   sum.unanswered += s.unanswered;
   sum.staleness_sum += s.staleness_sum;
   sum.staleness_max = std::max(sum.staleness_max, s.staleness_max);
+}
+// ShareChunks over the chunks not skipped (--svb); a skipped chunk has no owner (kNoPeer).
+std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers) {
+  if (skipped.empty()) return ShareChunks(count, peers);
+  std::vector<uint32_t> streamed;
+  for (uint32_t c = 0; c < count; ++c)
+    if (!skipped[c]) streamed.push_back(c);
+  const std::vector<PeerId> share = ShareChunks(static_cast<uint32_t>(streamed.size()), peers);
+  std::vector<PeerId> owners(count, kNoPeer);
+  for (size_t i = 0; i < streamed.size(); ++i) owners[streamed[i]] = share[i];
+  return owners;
 }
 Losses LossesOf(const TransportCounters& tc) {
   const uint64_t foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
@@ -106,7 +118,8 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   HS_REQUIRE(chunk_floats_ > 0 && chunk_floats_ <= most)
       << "chunks of " << chunk_floats_ << " floats do not fit this transport's messages ("
       << most << " floats at most)";
-  layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params ? params : std::vector<size_t>{});
+  layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params || svb_ ? params : std::vector<size_t>{});
+  if (svb_) skipped_ = SkippedChunks(*layout_, svb_skip_);
   slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
   slave_->set_codec(opt_.rule.codec);
   // Shared by every master endpoint; a synchronous group's machines share their staleness.
@@ -202,6 +215,11 @@ void NetJob::Run() {
           view = std::max(view, p.view);
         }
       }
+      if (running && !ready_ && svb_) {
+        start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
+        start_failed_.store(true);
+        return;
+      }
       if (running && !ready_) {  // (once ready, this machine is one of a new job's first)
         phase_ = Phase::kJoining;
         joined_running_.store(true);
@@ -254,6 +272,7 @@ void NetJob::Run() {
       Reshare();
       Bridge();
       Post();
+      if (svb_) SendFactors();
     }
     t_->Flush();
     if (now - last_figures_ >= std::chrono::milliseconds(100)) Figures();
@@ -306,6 +325,9 @@ size_t NetJob::Receive() {
       }
       case MsgKind::kIteration:
         OnControl(m);
+        break;
+      case MsgKind::kFactors:
+        if (svb_) svb_->OnMessage(m);
         break;
       default:
         break;
@@ -382,7 +404,7 @@ void NetJob::Reshare() {
     if (self ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) owners_ranks.push_back(static_cast<PeerId>(r));
   }
   if (owners_ranks.empty()) return;  // nobody has the weights (cannot happen once started)
-  std::vector<PeerId> owners = ShareChunks(slave_->layout().count, owners_ranks);
+  std::vector<PeerId> owners = ShareStreamed(skipped_, slave_->layout().count, owners_ranks);
   // Masters go to the live machines (a newcomer receives positions before it owns anything).
   bool same = owners == owners_;
   if (same && !opt_.multicast) {
@@ -497,7 +519,7 @@ void NetJob::Bridge() {
   }
   auto answered_since = [&](const std::vector<uint64_t>& at, uint64_t more) {
     for (uint32_t c = 0; c < owners_.size(); ++c)
-      if (owners_[c] != opt_.rank && slave_->answers(c) < at[c] + more) return false;
+      if (owners_[c] != opt_.rank && owners_[c] != kNoPeer && slave_->answers(c) < at[c] + more) return false;
     return true;
   };
   if (finished_ && !flushed_)
@@ -542,7 +564,7 @@ void NetJob::Clocks() {
   const bool first = mark_answers_.size() != owners_.size();
   bool round = !first;
   for (uint32_t c = 0; round && c < owners_.size(); ++c)
-    round = owners_[c] == static_cast<PeerId>(opt_.rank) || slave_->answers(c) > mark_answers_[c];
+    round = owners_[c] == static_cast<PeerId>(opt_.rank) || owners_[c] == kNoPeer || slave_->answers(c) > mark_answers_[c];
   if (!round && !first) return;
   mark_answers_.resize(owners_.size());
   for (uint32_t c = 0; c < owners_.size(); ++c) mark_answers_[c] = slave_->answers(c);
@@ -554,6 +576,21 @@ void NetJob::Clocks() {
   mark_iter_ = mine;
   fresh_rounds_.fetch_add(1, std::memory_order_relaxed);
   if (grouped) SendControl();  // the group waits for this: tell it now, not at the heartbeat
+}
+
+void NetJob::UseSvb(std::shared_ptr<SvbLink> link, std::vector<std::pair<size_t, size_t>> skip) {
+  HS_REQUIRE(!thread_.joinable()) << "NetJob::UseSvb after Attach";
+  svb_ = std::move(link);
+  svb_skip_ = std::move(skip);
+}
+
+void NetJob::SendFactors() {
+  svb_->Expire();
+  std::vector<Dest> to;
+  if (opt_.multicast) to.push_back(Dest::Group(0));
+  for (int r = 0; r < opt_.machines && !opt_.multicast; ++r)
+    if (r != opt_.rank && peers_[r]->live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
+  svb_->Send(t_.get(), to, incarnation_);
 }
 
 void NetJob::Figures() {
@@ -639,6 +676,11 @@ std::string NetJob::Line() const {
      << std::setprecision(2) << (s.sent ? 100.0 * s.lost / s.sent : 0.0) << "% of sent), " << s.foreign
      << " foreign, " << s.unanswered << " positions unanswered in time, staleness " << std::setprecision(0) << s.staleness << " it (max "
      << s.staleness_max << "), " << s.reshares << " re-shares";
+  if (svb_) {
+    const SvbFigures f = svb_->figures();
+    os << std::setprecision(1) << "; SVB: " << f.bytes_sent / 1048576.0 << " MiB of factors out, " << f.sets_applied
+       << " sets in, " << f.sets_dropped << " dropped incomplete, " << f.sets_unsent << " unsent";
+  }
   return os.str();
 }
 

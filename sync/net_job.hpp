@@ -30,6 +30,9 @@
 // in), or drain_ms pass; then its "done" tells the others to stop, and it goes on saying so
 // until every live machine has said it back (or dead_ms pass).
 // Multicast: a position under the window awaits the delta of every live machine it reaches.
+// --svb (UseSvb, sync/svb.hpp): the chunks of the big InnerProduct weights are owned by nobody
+// and never streamed; their gradients' factor sets go out as kFactors messages (to the group
+// where positions go there, else to each live machine) and come in to the SvbLink's inbox.
 #pragma once
 
 #include <atomic>
@@ -39,6 +42,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/solver.hpp"
@@ -105,6 +109,8 @@ struct NetJobStats {
   uint64_t staleness_max = 0;
 };
 
+class SvbLink;
+
 class NetJob {
  public:
   // `transport` reaches every other machine: peer r is rank r; Dest::Group(0) all of them
@@ -126,6 +132,10 @@ class NetJob {
   void set_machine_group(std::vector<int> groups);
   void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
               const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
+  // --svb, before Attach: `skip` ([begin, end) float ranges, cut at parameter boundaries) is
+  // never streamed; `link` carries those weights' factors. A machine cannot then join a running
+  // job (W never travels as values): that is an Error at its start.
+  void UseSvb(std::shared_ptr<SvbLink> link, std::vector<std::pair<size_t, size_t>> skip);
   // After the local solvers have returned: tells the others a little longer (done, or
   // finished), then stops the daemon. Idempotent.
   void Finish();
@@ -160,6 +170,7 @@ class NetJob {
   void Bridge();
   void Figures();
   void Clocks();  // slowest_other_, fresh_rounds_
+  void SendFactors();  // --svb
   uint32_t Flags() const;
   std::string Name(int r) const;
 
@@ -173,6 +184,9 @@ class NetJob {
   size_t n_ = 0;
   uint32_t chunk_floats_ = 0;
   std::unique_ptr<ChunkLayout> layout_;
+  std::shared_ptr<SvbLink> svb_;                  // --svb; null: none
+  std::vector<std::pair<size_t, size_t>> svb_skip_;
+  std::vector<bool> skipped_;                     // per chunk (--svb); empty: none
 
   std::unique_ptr<SlaveEndpoint> slave_;
   std::vector<std::unique_ptr<MasterEndpoint>> masters_;  // [0] multicast; else per rank

@@ -108,10 +108,11 @@ std::string Policy::name() const {
   }
   if (staleness_weight) os << " --staleness-weight";
   if (codec.compresses()) os << " --compress=" << codec.name();
+  if (svb) os << " --svb";
   return os.str();
 }
 
-bool Policy::needs_private() const { return kind != Kind::kAsync || staleness_weight || codec.compresses(); }
+bool Policy::needs_private() const { return kind != Kind::kAsync || staleness_weight || codec.compresses() || svb; }
 
 SegmentRule Policy::Rule(std::shared_ptr<ChunkUpdates> updates) const {
   SegmentRule r;

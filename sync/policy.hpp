@@ -21,6 +21,7 @@
 //                   @FILE with one group per line.
 //   --staleness-weight   1 / staleness weights for async and ssp too.
 //   --compress=fp16|int8|topk:F   compressed deltas and positions (sync/codec.hpp).
+//   --svb           sufficient-vector broadcast for big InnerProduct weights (sync/svb.hpp).
 //
 // Across machines (sync/hogwild.cpp wires it): ssp and max-advance bound this machine against
 // the slowest other one; bsp and gsp average each machine's solvers' steps into its host copy
@@ -60,6 +61,7 @@ struct Policy {
   std::vector<std::vector<int>> groups;  // gsp: solver indices, every solver in exactly one
   bool staleness_weight = false;
   Codec codec;
+  bool svb = false;  // --svb: big InnerProduct weights travel as sufficient vectors (sync/svb.hpp)
   std::chrono::milliseconds timeout{120000};
 
   // --policy=TEXT (empty: async), --staleness-weight, --compress=TEXT. A mistake is one line.

@@ -127,6 +127,20 @@ uint32_t ChunkLayout::length(uint32_t c) const {
   return static_cast<uint32_t>(std::min<size_t>(chunk_floats, n - offset(c)));
 }
 
+std::vector<bool> SkippedChunks(const ChunkLayout& layout, const std::vector<std::pair<size_t, size_t>>& skip) {
+  std::vector<bool> out(layout.count, false);
+  for (uint32_t c = 0; c < layout.count; ++c) {
+    const size_t a = layout.offset(c), b = a + layout.length(c);
+    for (const auto& [begin, end] : skip) {
+      if (b <= begin || a >= end) continue;
+      HS_REQUIRE(a >= begin && b <= end) << "chunk [" << a << ", " << b << ") straddles the edge of the skipped range ["
+                                         << begin << ", " << end << "); cut the chunks at its edges";
+      out[c] = true;
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------- ownership
 
 std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers) {

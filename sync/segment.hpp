@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "sync/codec.hpp"
@@ -126,6 +127,11 @@ struct ChunkLayout {
   std::vector<size_t> starts_;  // with boundaries: count + 1 offsets (the last is n); else empty
 };
 
+// Which chunks of `layout` lie wholly inside one of `skip`'s [begin, end) float ranges: chunks a
+// rule carries by other means (--svb, sync/svb.hpp), for which no position or delta may go.
+// A chunk straddling a range's edge is an Error (cut the layout at the edges).
+std::vector<bool> SkippedChunks(const ChunkLayout& layout, const std::vector<std::pair<size_t, size_t>>& skip);
+
 // Which peer masters each chunk when every machine is master of a share of the weights and
 // slave of the rest: peer peers[r] masters a contiguous run of about count / peers.size()
 // chunks, in list order (the first count % size peers one more). Every chunk has one owner.
@@ -189,6 +195,7 @@ class MasterEndpoint {
 
   const ChunkLayout& layout() const { return layout_; }
   uint32_t next_chunk() const { return owned_.empty() ? next_ : owned_[next_]; }
+  uint32_t sweep_length() const { return owned_.empty() ? layout_.count : static_cast<uint32_t>(owned_.size()); }
   uint32_t in_flight() const { return in_flight_; }  // positions awaiting their delta
 
   struct Stats {

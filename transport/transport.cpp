@@ -11,6 +11,7 @@ const char* MsgKindName(MsgKind k) {
     case MsgKind::kLeave: return "leave";
     case MsgKind::kHeartbeat: return "heartbeat";
     case MsgKind::kIteration: return "iteration";
+    case MsgKind::kFactors: return "factors";
   }
   return "unknown";
 }

@@ -44,8 +44,9 @@ enum class MsgKind : uint8_t {
   kLeave = 4,      // control: a peer leaves in good order
   kHeartbeat = 5,  // control: "still alive"; no payload
   kIteration = 6,  // control: the global iteration; `clock` carries it, no payload
+  kFactors = 7,    // one part of an InnerProduct layer's sufficient vectors (--svb, sync/svb.hpp)
 };
-constexpr int kMsgKinds = 7;  // one past the largest MsgKind value (for per-kind tables)
+constexpr int kMsgKinds = 8;  // one past the largest MsgKind value (for per-kind tables)
 const char* MsgKindName(MsgKind k);
 
 // How the payload's bytes encode values (sync/codec.hpp writes and reads the compressed ones).
