@@ -210,7 +210,14 @@ bool PolicyRun::Blocked(int i) const {
   int64_t lead = 0, bound = machine_rounds_ ? 0 : policy_.bound;
   if (slowest_other_) {  // this machine's solvers together against the slowest other machine
     int64_t mine = 0;
-    for (int r : ranks_) mine += group_->done[r].load(std::memory_order_relaxed);
+    if (machine_rounds_) {
+      // In lockstep this solver's count stands for the machine's: a mate that has already
+      // finished this iteration's step is waiting in Round for this solver, so counting its
+      // step here would make each wait for the other until the timeout.
+      mine = group_->done[ranks_[i]].load(std::memory_order_relaxed) * static_cast<int64_t>(ranks_.size());
+    } else {
+      for (int r : ranks_) mine += group_->done[r].load(std::memory_order_relaxed);
+    }
     lead = mine - slowest_other_();
     bound *= static_cast<int64_t>(ranks_.size());
   } else {

@@ -290,6 +290,44 @@ TEST(PolicyRunTest, AcrossMachinesBspRoundsWaitForTheGroupAndStartFromTheHost) {
   EXPECT_NE(b.run->Line().find("Policy bsp:"), std::string::npos) << b.run->Line();
 }
 
+// A mate that has finished its step of iteration k waits in the round for this solver, so
+// this solver must start iteration k on the other machine's step k - 1 alone, without
+// counting the mate's step (which would wait for the other machine's step k: a deadlock
+// until the timeout).
+TEST(PolicyRunTest, AcrossMachinesBspAMateAheadDoesNotHoldTheOtherBack) {
+  Policy p = Policy::Parse("bsp");
+  p.timeout = 500ms;
+  Bench b(p, 2, 1, 4, 0.f);
+  std::atomic<int64_t> other{2};  // the other machine has done its steps 0 (two solvers)
+  std::atomic<uint64_t> fresh{0};
+  std::atomic<bool> over{false};
+  std::thread ticker([&] {
+    while (!over.load()) {
+      fresh.fetch_add(1);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  b.run->set_machines([&] { return other.load(); }, [&] { return fresh.load(); });
+  b.run->set_machine_rounds(0.5f, "bsp");
+  b.group->done[0].store(2);  // solver 0 finished iteration 1 and is in its round
+  b.group->done[1].store(1);  // solver 1 is about to start iteration 1
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    EXPECT_TRUE(b.run->Before(1));
+  } catch (const std::exception& e) {  // with the mate counted: an Error after the timeout
+    error = e.what();
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  over.store(true);
+  ticker.join();
+  EXPECT_EQ(error, "");
+  EXPECT_LT(secs, 0.4) << "solver 1 waited for the other machine's next step";
+  other.store(2);
+  b.group->done[1].store(2);  // now solver 1 is at iteration 2 too: it must wait for step 1
+  EXPECT_NE(ErrorOf([&] { b.run->Before(1); }).find("stopped progressing"), std::string::npos);
+}
+
 TEST(PolicyParse, AcrossMachinesAGroupIsASetOfWholeMachines) {
   EXPECT_EQ(Policy::Parse("bsp").MachineGroups(3, 2), (std::vector<int>{0, 0, 0}));
   EXPECT_EQ(Policy::Parse("gsp:0,1;2,3").MachineGroups(4, 1), (std::vector<int>{0, 0, 1, 1}));
