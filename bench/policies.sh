@@ -58,6 +58,9 @@ for ((k = 0; k < ${#rows[@]}; ++k)); do
     "$BUILD_DIR/hogwild.bin" "$SOLVER" "$SOLVERS" $flags --iterations="$ITER" > "$log" 2>&1 || echo "(exit $?: see $log)"
     wall=$(echo "$(date +%s.%N) - $t0" | bc)
     kib=$(sed -n 's/.*segments moved .* MiB, \([0-9.]*\) KiB per iteration.*/\1/p' "$log" | tail -1)
+    # --svb: the factor vectors travel beside the segments; count them in the row's bytes
+    svb=$(sed -n 's/.*Sharing: .*SVB .*, \([0-9.]*\) KiB per iteration$/\1/p' "$log" | tail -1)
+    [[ -n $kib && -n $svb ]] && kib=$(echo "scale=1; ($kib + $svb) / 1" | bc)
     waits=$(sed -n "s/.*Sharing: Policy .*: \([0-9]* waits[^;]*\);.*/\1/p" "$log" | tail -1)
   else
     MACHINES=$SOLVERS SOLVERS=1 ITER=$ITER OUT="$OUT/net$k" EXTRA="$flags" bench/cluster.sh udp plain > "$log" 2>&1 || echo "(exit $?: see $log)"

@@ -791,27 +791,39 @@ TEST(SegmentRuleTest, StalenessWeightsEachDeltaByTheUpdatesSinceItsSendersLast) 
   EXPECT_EQ(rule.updates->get(0), 5u);
 }
 
+// Three slaves' links into one 4-float master chunk, each on its own scripted transport, under
+// one rule: Deliver(i, v) posts positions to link i, answers with a delta of v's, and returns
+// how many deltas the master took.
+struct ThreeMasterLinks {
+  std::vector<float> w = std::vector<float>(4, 0.f);
+  ScriptedTransport t[3] = {ScriptedTransport(16), ScriptedTransport(16), ScriptedTransport(16)};
+  std::vector<std::unique_ptr<MasterEndpoint>> m;
+  explicit ThreeMasterLinks(const SegmentRule& rule) {
+    for (int i = 0; i < 3; ++i) {
+      m.push_back(std::make_unique<MasterEndpoint>(w.data(), 4, 4, &t[i], Dest::Peer(static_cast<PeerId>(i + 1))));
+      m[i]->set_rule(rule);
+      m[i]->set_epoch(1);
+    }
+  }
+  size_t Deliver(int i, float v) {
+    EXPECT_EQ(m[i]->PostPositions(1), 1u);
+    t[i].Deliver(Delta(0, t[i].sent.back().h.seq, 1), static_cast<PeerId>(i + 1), std::vector<float>(4, v));
+    return m[i]->PollDeltas();
+  }
+};
+
 // gsp across machines: senders 1 and 2 are one group (class 0), sender 3 its own. A delta's
 // staleness counts the updates since its GROUP's last one, so a group mate's delta is not
 // stale to it, while the other group's is. Hand-computed, in exact binary fractions.
 TEST(SegmentRuleTest, StalenessCountsFromTheSendersGroupsLastDelta) {
-  std::vector<float> w(4, 0.f);
-  ScriptedTransport t[3] = {ScriptedTransport(16), ScriptedTransport(16), ScriptedTransport(16)};
   SegmentRule rule;
   rule.staleness_weight = true;
   // peer 0 is the master's own machine; 1 and 2 one group; 3 (past the list's end) a class of its own
   rule.updates = std::make_shared<ChunkUpdates>(1, std::vector<int>{-1, 0, 0});
-  std::vector<std::unique_ptr<MasterEndpoint>> m;
-  for (int i = 0; i < 3; ++i) {
-    m.push_back(std::make_unique<MasterEndpoint>(w.data(), 4, 4, &t[i], Dest::Peer(static_cast<PeerId>(i + 1))));
-    m[i]->set_rule(rule);
-    m[i]->set_epoch(1);
-  }
-  auto deliver = [&](int i, float v) {
-    ASSERT_EQ(m[i]->PostPositions(1), 1u);
-    t[i].Deliver(Delta(0, t[i].sent.back().h.seq, 1), static_cast<PeerId>(i + 1), std::vector<float>(4, v));
-    ASSERT_EQ(m[i]->PollDeltas(), 1u);
-  };
+  ThreeMasterLinks links(rule);
+  auto& w = links.w;
+  auto& m = links.m;
+  auto deliver = [&](int i, float v) { ASSERT_EQ(links.Deliver(i, v), 1u); };
   deliver(0, 1);   // group's first: 1, +1                            -> 1
   deliver(1, 2);   // the group's last is 1's: nobody since: 1, +2    -> 3
   deliver(0, 4);   // since the group's last (its mate's): 1, +4      -> 7
@@ -827,22 +839,13 @@ TEST(SegmentRuleTest, StalenessCountsFromTheSendersGroupsLastDelta) {
 // weedout:2 with three slaves' links: a delta whose sender's previous report on that chunk is
 // not among the chunk's last 2 is dropped and counted; its sender's next one counts again.
 TEST(SegmentRuleTest, WeedOutDropsADeltaWhoseSendersLastReportIsTooFarBack) {
-  std::vector<float> w(4, 0.f);
-  ScriptedTransport t[3] = {ScriptedTransport(16), ScriptedTransport(16), ScriptedTransport(16)};
   SegmentRule rule;
   rule.weedout = 2;
   rule.updates = std::make_shared<ChunkUpdates>(1);
-  std::vector<std::unique_ptr<MasterEndpoint>> m;
-  for (int i = 0; i < 3; ++i) {
-    m.push_back(std::make_unique<MasterEndpoint>(w.data(), 4, 4, &t[i], Dest::Peer(static_cast<PeerId>(i + 1))));
-    m[i]->set_rule(rule);
-    m[i]->set_epoch(1);
-  }
-  auto deliver = [&](int i, float v) {
-    EXPECT_EQ(m[i]->PostPositions(1), 1u);
-    t[i].Deliver(Delta(0, t[i].sent.back().h.seq, 1), static_cast<PeerId>(i + 1), std::vector<float>(4, v));
-    return m[i]->PollDeltas();
-  };
+  ThreeMasterLinks links(rule);
+  auto& w = links.w;
+  auto& m = links.m;
+  auto deliver = [&](int i, float v) { return links.Deliver(i, v); };
   EXPECT_EQ(deliver(0, 1), 1u);    // first reports: staleness 1
   EXPECT_EQ(deliver(1, 2), 1u);
   EXPECT_EQ(deliver(2, 4), 1u);
