@@ -108,7 +108,13 @@ TEST_P(ConvolutionLayerTest, Gradient) {
   testing::FillGaussian(&x, gen);
   ConvolutionLayer layer(ConvParam(k));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  // The output is linear in the input, the weights and the bias, so a central difference is
+  // exact at any step; a large one keeps float rounding (Winograd's transforms round more than
+  // a direct sum, and one input touches 32 channels of tiles) out of the numeric gradient.
+  // At the default 1e-2, seed 3872029001 failed the Winograd case by 1.1%.
+  testing::GradientCheck opt;
+  opt.step = 1.f;
+  testing::CheckGradients(&layer, {&x}, {&y}, opt);
 }
 
 // Both engines on every shape: DEFAULT takes oneDNN where the channels fit its blocks (<= 4
