@@ -1,6 +1,9 @@
 // LaneSums: vectorisable double-precision sums in a fixed order.
 #pragma once
 
+#include <algorithm>
+#include <array>
+
 namespace hogstream {
 
 // Double-precision sums (dot, asum, sumsq and the layers' per-channel statistics) go through
@@ -34,5 +37,36 @@ struct LaneSums {
     for (int s = 0; s < Sums; ++s) lane[s][l] += v[s];
   }
 };
+
+// SegmentSums: Sums sums of one short segment (a channel's values in one image), added into
+// out[0..Sums), for layers that walk an N x C x spatial blob in memory order and keep
+// per-channel totals. Terms are float (term returns std::array<float, Sums>); they go into
+// kSegmentLanes float lanes, a lane takes at most kSegmentLanes terms before the block's
+// lanes are added in double into out, so each float sum is short. A fixed order, as above.
+// Why memory order: a channel-by-channel walk jumps an image's length between segments,
+// which the prefetcher does not follow; from memory it is 2-3x slower on 8x8..32x32 maps.
+constexpr int kSegmentLanes = 16;
+template <int Sums, typename Term>
+void SegmentSums(int n, Term term, double* out) {
+  for (int i = 0; i < n;) {
+    float lane[Sums][kSegmentLanes] = {};
+    const int end = std::min(n, i + kSegmentLanes * kSegmentLanes);
+    for (; i + kSegmentLanes <= end; i += kSegmentLanes) {
+      for (int l = 0; l < kSegmentLanes; ++l) {
+        const std::array<float, Sums> v = term(i + l);
+        for (int s = 0; s < Sums; ++s) lane[s][l] += v[s];
+      }
+    }
+    for (int l = 0; i < end; ++i, ++l) {
+      const std::array<float, Sums> v = term(i);
+      for (int s = 0; s < Sums; ++s) lane[s][l] += v[s];
+    }
+    for (int s = 0; s < Sums; ++s) {
+      double t = 0;
+      for (int l = 0; l < kSegmentLanes; ++l) t += lane[s][l];
+      out[s] += t;
+    }
+  }
+}
 
 }  // namespace hogstream

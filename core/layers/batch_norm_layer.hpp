@@ -59,6 +59,7 @@ class BatchNormLayer : public Layer {
   // dy = relu'(z) * dz * s, taken by FusedScaleBackward (sums_ready_) for Backward_cpu.
   std::vector<float> mean_dy_, mean_dyy_;
   bool sums_ready_ = false;
+  std::vector<double> sums_;  // per-channel totals of the memory-order passes (4 per channel)
   void ChannelSums(const Blob& blob, float* ds, float* db);
 };
 

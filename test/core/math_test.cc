@@ -132,6 +132,28 @@ TEST(Math, LaneSumsMatchSerialDoubleSums) {
   }
 }
 
+// SegmentSums (the BatchNorm's memory-order statistics): every term counted once, into the
+// running totals it is given, at lengths around the lane count and past a block (16 x 16
+// terms): within a float block's rounding of the double sums.
+TEST(Math, SegmentSumsAddEveryTermToTheTotals) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  std::normal_distribution<float> d(0.5f, 2.f);
+  for (int n : {0, 1, 15, 16, 17, 49, 255, 256, 257, 1000, 4099}) {
+    std::vector<float> x(n), y(n);
+    for (int i = 0; i < n; ++i) x[i] = d(gen), y[i] = d(gen);
+    double sx = 0, sxy = 0, sabs = 0, sabsxy = 0;
+    for (int i = 0; i < n; ++i) {
+      sx += x[i], sxy += static_cast<double>(x[i]) * y[i];
+      sabs += std::fabs(x[i]), sabsxy += std::fabs(static_cast<double>(x[i]) * y[i]);
+    }
+    double totals[2] = {7.0, -3.0};  // added to, not overwritten
+    SegmentSums<2>(n, [&](int i) { return std::array<float, 2>{x[i], x[i] * y[i]}; }, totals);
+    // a float lane adds at most 16 terms: its rounding is within 16 ulps of the magnitudes
+    EXPECT_NEAR(totals[0], 7.0 + sx, 2e-6 * (1 + sabs)) << n;
+    EXPECT_NEAR(totals[1], -3.0 + sxy, 2e-6 * (1 + sabsxy)) << n;
+  }
+}
+
 TEST(Math, ReductionsAccumulateInDouble) {
   std::vector<float> v(1 << 20, 0.1f);
   EXPECT_NEAR(asum(static_cast<int>(v.size()), v.data()), 0.1 * v.size(), 1e-3 * v.size() * 0.1);
