@@ -73,6 +73,18 @@ class Layer {
   // Whether the tops of this layer are a loss by default (loss weight 1 on top 0).
   virtual bool IsLoss() const { return false; }
 
+  // Channel-blocked blobs (Net::AssignLayouts): a 4-axis blob whose channels are a multiple
+  // of 16 may be held as oneDNN's nChw16c (image n, block of 16 channels b, then y, x, then
+  // the 16 channels) where every layer that touches it can take that, which saves the
+  // convolutions' reorders. How this layer's CPU passes take their blobs:
+  //   kPlain  NCHW only (the default);
+  //   kAny    element by element, in whatever layout its blobs share (all of them one);
+  //   kEach   each bottom and top in the layout SetBlocked gives it.
+  enum class Layouts { kPlain, kAny, kEach };
+  virtual Layouts LayoutSupport() const { return Layouts::kPlain; }
+  // Called by the Net (kAny and kEach layers) once layouts are assigned, before any pass.
+  virtual void SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) {}
+
  protected:
   // Class labels arrive as floats. LabelValue is the class index, or -1 for a value that is
   // not in int range (NaN, 1e10: casting those to int is undefined). CheckLabel raises an

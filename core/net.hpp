@@ -37,6 +37,10 @@ struct NetOptions {
   // Run each BatchNorm -> Scale (-> ReLU) chain on one blob, all in place, as one layer's
   // passes (see batch_norm_layer.hpp). Off: every layer runs its own (tests compare the two).
   bool fuse = true;
+  // Hold blobs that only oneDNN convolutions, fused BatchNorm chains and element-by-element
+  // layers (ReLU, Eltwise, Split) touch in the channel-blocked layout (see Layer::Layouts;
+  // AssignLayouts). Off: every blob NCHW. Only in CPU mode; inputs and outputs stay NCHW.
+  bool blocked = true;
 };
 
 class Net {
@@ -93,6 +97,8 @@ class Net {
   bool layer_need_backward(int i) const { return layer_need_backward_[i]; }
   float blob_loss_weight(int blob_id) const { return blob_loss_weights_[blob_id]; }
   std::shared_ptr<Blob> blob_by_name(const std::string& name) const;
+  // Whether the blob (data and diff) is held channel-blocked, nChw16c, rather than NCHW.
+  bool blob_blocked(int blob_id) const { return blob_blocked_[blob_id]; }
   Layer* layer_by_name(const std::string& name) const;
   // Blobs produced and consumed by no layer: the net's outputs (losses, accuracies).
   const Blobs& output_blobs() const { return output_blobs_; }
@@ -131,6 +137,7 @@ class Net {
   void FlattenParams();
   void ComputeBackwardNeeds(const pb::NetParameter& param);
   void FuseLayers();
+  void AssignLayouts();
 
   std::string name_;
   pb::Phase phase_;
@@ -144,6 +151,7 @@ class Net {
   std::vector<std::vector<int>> bottom_ids_, top_ids_;
   std::vector<std::vector<bool>> bottom_need_backward_;
   std::vector<bool> layer_need_backward_, blob_need_backward_;
+  std::vector<bool> blob_blocked_;
   std::vector<float> blob_loss_weights_;
   Blobs output_blobs_, input_blobs_;
   std::vector<int> output_blob_ids_;

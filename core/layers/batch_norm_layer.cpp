@@ -48,6 +48,11 @@ void BatchNormLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   sums_.resize(4 * static_cast<size_t>(channels_));
 }
 
+void BatchNormLayer::SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) {
+  HS_CHECK(scale_ != nullptr && channels_ % 16 == 0 && bottom[0] == top[0]);
+  blocked_ = bottom[0];
+}
+
 void BatchNormLayer::FuseScale(ScaleLayer* scale, ReLULayer* relu, bool keep_norm) {
   HS_CHECK(scale != nullptr);
   scale_ = scale;
@@ -108,7 +113,8 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
     for (int c = 0; c < channels_; ++c) std_[c] = std::sqrt(std_[c] + eps_);
   }
   const double m = static_cast<double>(num) * spatial;
-  for (int c = 0; c < channels_; ++c) {
+  if (blocked_) ForwardBlocked(x, y, xn, sv, bv, num, spatial);
+  for (int c = 0; c < channels_ && !blocked_; ++c) {
     if (!use_global_stats_) {
       LaneSums<1> sum;
       for (int n = 0; n < num; ++n) {
@@ -163,7 +169,8 @@ void BatchNormLayer::ChannelSums(const Blob& blob, float* ds, float* db) {
   const bool relu = relu_;
   double* sums = sums_.data();
   std::fill(sums, sums + 4 * channels_, 0.0);
-  for (int n = 0; n < num; ++n) {
+  if (blocked_) ChannelSumsBlocked(r, dr, y, num, spatial);
+  for (int n = 0; n < num && !blocked_; ++n) {
     for (int c = 0; c < channels_; ++c) {
       const size_t off = n * image + static_cast<size_t>(c) * spatial;
       const float* rr = r + off;
@@ -221,6 +228,11 @@ void BatchNormLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& pro
     if (!use_global_stats_ && !sums_ready_) ChannelSums(*top[0], nullptr, nullptr);
     const float* r = top[0]->cpu_data();
     const float* y = x_norm_.cpu_data();
+    if (blocked_) {
+      FusedDxBlocked(r, dy, y, dx, num, spatial);
+      sums_ready_ = false;
+      return;
+    }
     const float* scale = scale_->blobs()[0]->cpu_data();
     auto dx_fn = relu_ ? (use_global_stats_ ? FusedDx<true, false> : FusedDx<true, true>)
                        : (use_global_stats_ ? FusedDx<false, false> : FusedDx<false, true>);

@@ -35,6 +35,9 @@ class BatchNormLayer : public Layer {
   // statistics too (the Scale's gradient needs it when the net runs backward).
   void FuseScale(ScaleLayer* scale, ReLULayer* relu, bool keep_norm);
   bool fused() const { return scale_ != nullptr; }
+  // Fused, the chain's passes also walk the channel-blocked layout (see Layer::Layouts).
+  Layouts LayoutSupport() const override { return scale_ ? Layouts::kAny : Layouts::kPlain; }
+  void SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) override;
   // The fused Scale's backward, from the gradient of the blob (the ReLU's top gradient when
   // fused): adds the scale and bias gradients into ds and db (either may be null) and takes
   // this layer's sums for Backward.
@@ -55,12 +58,19 @@ class BatchNormLayer : public Layer {
 
   ScaleLayer* scale_ = nullptr;  // fused: the Scale (and ReLU) this layer runs
   bool relu_ = false, keep_norm_ = false;
+  bool blocked_ = false;  // the blob is nChw16c (channels_ % 16 == 0)
   // Fused, batch statistics: mean(dy) and mean(dy * y) of the BatchNorm's own top gradient
   // dy = relu'(z) * dz * s, taken by FusedScaleBackward (sums_ready_) for Backward_cpu.
   std::vector<float> mean_dy_, mean_dyy_;
   bool sums_ready_ = false;
   std::vector<double> sums_;  // per-channel totals of the memory-order passes (4 per channel)
   void ChannelSums(const Blob& blob, float* ds, float* db);
+  // The blocked layout's passes (batch_norm_blocked.cpp), fused chains only.
+  void ForwardBlocked(const float* x, float* y, float* xn, const float* sv, const float* bv,
+                      int num, int spatial);
+  void ChannelSumsBlocked(const float* r, const float* dr, const float* y, int num, int spatial);
+  void FusedDxBlocked(const float* r, const float* dr, const float* y, float* dx, int num,
+                      int spatial);
 };
 
 }  // namespace hogstream

@@ -100,6 +100,13 @@ struct ConvolutionLayer::Dnnl {
 ConvolutionLayer::ConvolutionLayer(const pb::LayerParameter& param) : Layer(param) {}
 ConvolutionLayer::~ConvolutionLayer() = default;
 
+void ConvolutionLayer::SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) {
+  HS_CHECK(use_dnnl_ && bottom.size() == 1 && top.size() == 1);
+  blocked_bottom_ = bottom[0];
+  blocked_top_ = top[0];
+  dnnl_.reset();  // the primitives' user layouts change: built again at the next Reshape
+}
+
 void ConvolutionLayer::PrepareDnnl(const Blob& bottom) {
   if (dnnl_ && dnnl_->shape == bottom.shape()) return;
   auto d = std::make_unique<Dnnl>();
@@ -111,8 +118,10 @@ void ConvolutionLayer::PrepareDnnl(const Blob& bottom) {
   const memory::dims strides{stride_h_, stride_w_}, dil{dil_h_ - 1, dil_w_ - 1},
       pad{pad_h_, pad_w_};
   using dt = memory::data_type;
-  d->user_src = memory::desc(src, dt::f32, Tag::nchw);
-  d->user_dst = memory::desc(dst, dt::f32, Tag::nchw);
+  // Our blobs' layouts: NCHW, or nChw16c where the Net keeps the blob blocked (then the
+  // kernels read and write it as it is, no reorder, when they chose that layout too).
+  d->user_src = memory::desc(src, dt::f32, blocked_bottom_ ? Tag::nChw16c : Tag::nchw);
+  d->user_dst = memory::desc(dst, dt::f32, blocked_top_ ? Tag::nChw16c : Tag::nchw);
   d->user_wei = memory::desc(wei, dt::f32, G == 1 ? Tag::oihw : Tag::goihw);
   d->user_bias = memory::desc({num_output_}, dt::f32, Tag::x);
   const memory::desc any_src(src, dt::f32, Tag::any), any_dst(dst, dt::f32, Tag::any),

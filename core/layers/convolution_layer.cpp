@@ -80,6 +80,7 @@ void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   // 5.2 ms per batch). First layers (<= 4 channels) have their own plain-layout kernels.
   const int cin = channels_ / group_;
   use_dnnl_ = cp.engine() != pb::CAFFE && (cin <= 4 || cin % 16 == 0);
+  blobs_count_ = static_cast<int>(bottom.size());
 
   if (blobs_.empty()) {
     blobs_.push_back(std::make_shared<Blob>(

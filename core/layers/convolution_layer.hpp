@@ -31,6 +31,11 @@ class ConvolutionLayer : public Layer {
   // Whether oneDNN's Winograd kernels serve this layer (set by Reshape; for tests).
   bool winograd() const { return winograd_; }
   void Reshape(const Blobs& bottom, const Blobs& top) override;
+  // oneDNN's kernels take either layout of the input and output as they are (one bottom).
+  Layouts LayoutSupport() const override {
+    return use_dnnl_ && blobs_count_ == 1 ? Layouts::kEach : Layouts::kPlain;
+  }
+  void SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) override;
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
@@ -52,6 +57,8 @@ class ConvolutionLayer : public Layer {
   struct Dnnl;
   std::unique_ptr<Dnnl> dnnl_;
   bool use_dnnl_ = true;
+  int blobs_count_ = 0;  // bottoms (= tops)
+  bool blocked_bottom_ = false, blocked_top_ = false;
   bool winograd_ = false;
 
   int num_output_ = 0, group_ = 1;

@@ -14,6 +14,7 @@ class EltwiseLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Eltwise"; }
+  Layouts LayoutSupport() const override { return Layouts::kAny; }
   int MinBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }
   void LayerSetUp(const Blobs& bottom, const Blobs& top) override;

@@ -9,6 +9,7 @@ class ReLULayer : public NeuronLayer {
  public:
   using NeuronLayer::NeuronLayer;
   const char* type() const override { return "ReLU"; }
+  Layouts LayoutSupport() const override { return Layouts::kAny; }
   // Fused into the BatchNorm + Scale before it (see batch_norm_layer.hpp): its passes are
   // skipped.
   void set_fused(bool fused) { fused_ = fused; }

@@ -17,6 +17,8 @@ class ScaleLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Scale"; }
+  // Fused, its passes are the BatchNorm's, which take the blocked layout.
+  Layouts LayoutSupport() const override { return bn_ ? Layouts::kAny : Layouts::kPlain; }
   int MinBottomBlobs() const override { return 1; }
   int MaxBottomBlobs() const override { return 2; }
   int ExactNumTopBlobs() const override { return 1; }

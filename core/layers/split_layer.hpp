@@ -11,6 +11,7 @@ class SplitLayer : public Layer {
  public:
   using Layer::Layer;
   const char* type() const override { return "Split"; }
+  Layouts LayoutSupport() const override { return Layouts::kAny; }
   int ExactNumBottomBlobs() const override { return 1; }
   int MinTopBlobs() const override { return 1; }
   void Reshape(const Blobs& bottom, const Blobs& top) override;
