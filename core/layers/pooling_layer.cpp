@@ -25,6 +25,7 @@ constexpr int kLanes = 16;
 
 void PoolingLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   const pb::PoolingParameter& p = param_.pooling_param();
+  tops_ = static_cast<int>(top.size());
   HS_REQUIRE(p.pool() != pb::PoolingParameter::STOCHASTIC)
       << "STOCHASTIC pooling is not supported (use MAX or AVE)";
   max_ = p.pool() == pb::PoolingParameter::MAX;
@@ -478,6 +479,12 @@ void PoolingLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
   const int in_plane = height_ * width_, out_plane = pooled_h_ * pooled_w_;
   const float* in = bottom[0]->cpu_data();
   float* out = top[0]->mutable_cpu_data();
+  if (blocked_in_ || blocked_out_) {
+    const int num = bottom[0]->num(), channels = bottom[0]->channels();
+    if (!blocked_in_) return ForwardBlocked<false, true>(in, out, num, channels);
+    if (!blocked_out_) return ForwardBlocked<true, false>(in, out, num, channels);
+    return ForwardBlocked<true, true>(in, out, num, channels);
+  }
   int* mask = max_ ? mask_.data() : nullptr;
   const bool fast2x2 = max_ && kernel_h_ == 2 && kernel_w_ == 2 && stride_h_ == 2 &&
                        stride_w_ == 2 && pad_h_ == 0 && pad_w_ == 0 &&
@@ -506,6 +513,12 @@ void PoolingLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propa
   const int in_plane = height_ * width_, out_plane = pooled_h_ * pooled_w_;
   const float* dy = top[0]->cpu_diff();
   float* dx = bottom[0]->mutable_cpu_diff();
+  if (blocked_in_ || blocked_out_) {
+    const int num = bottom[0]->num(), channels = bottom[0]->channels();
+    if (!blocked_in_) return BackwardBlocked<false, true>(dy, dx, num, channels);
+    if (!blocked_out_) return BackwardBlocked<true, false>(dy, dx, num, channels);
+    return BackwardBlocked<true, true>(dy, dx, num, channels);
+  }
   if (!max_ && whole_plane_) {
     // Every input gets its plane's dy / divisor (added to 0, as the general loop does).
     const float divisor = static_cast<float>(in_plane);

@@ -21,6 +21,9 @@ class PoolingLayer : public Layer {
   }
   void LayerSetUp(const Blobs& bottom, const Blobs& top) override;
   void Reshape(const Blobs& bottom, const Blobs& top) override;
+  // Either layout on each side (pooling_blocked.cpp), but with the argmax top: NCHW only.
+  Layouts LayoutSupport() const override { return tops_ == 1 ? Layouts::kEach : Layouts::kPlain; }
+  void SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) override;
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
@@ -40,6 +43,16 @@ class PoolingLayer : public Layer {
   void AveBackPlane(const float* dy, float* dx);
   // Kernel == input and no padding: one output per plane, 16 planes at a time.
   void GlobalForward(int planes, const float* in, float* out, int* mask) const;
+  // Either side channel-blocked: direct window loops over 16 channels at a time.
+  template <bool InBlocked, bool OutBlocked>
+  void ForwardBlocked(const float* in, float* out, int num, int channels);
+  template <bool InBlocked, bool OutBlocked>
+  void BackwardBlocked(const float* dy, float* dx, int num, int channels);
+  // Input columns [begin, end) output column `pw` reads, and the AVE divisor's extent.
+  void ColWindow(int pw, int* begin, int* end, int* ave_cols) const;
+
+  int tops_ = 1;
+  bool blocked_in_ = false, blocked_out_ = false;
 
   bool max_ = true;
   bool global_ = false;

@@ -42,8 +42,8 @@ std::string Chain(const std::string& blob, bool relu, bool bias) {
 
 // conv1 (3 -> 16) and its chain, then a residual block (two 16-channel convolutions with
 // their chains, Eltwise SUM with conv1's blob, which the Net splits, a ReLU), a stride-2
-// convolution to 32 channels with its chain, global average pooling, an InnerProduct and a
-// Euclidean loss. 9 x 7 maps: rows are no multiple of 16.
+// convolution to 32 channels with its chain, global average pooling (blocked in, NCHW out),
+// an InnerProduct and a Euclidean loss. 9 x 7 maps: rows are no multiple of 16.
 std::string NetText(bool relu, bool bias) {
   std::string t = "name: \"layouts\" force_backward: true\n"
                   "layer { name: \"in\" type: \"Input\" top: \"data\" top: \"target\"\n"
@@ -106,10 +106,10 @@ TEST(NetLayout, BlobsBetweenConvolutionsAndChainsAreBlocked) {
   const pb::NetParameter param = ParseNetText(NetText(true, true), "layouts");
   Net net(param, Options(pb::TRAIN, true));
   // conv1's output and everything the residual block joins to it by element-by-element
-  // layers, and the block's inner blob.
-  for (const char* b : {"c1", "c2a", "c2b", "sum"}) EXPECT_TRUE(Blocked(net, b)) << b;
-  // The input and the loss's blobs; c3 feeds the pooling, which takes NCHW only.
-  for (const char* b : {"data", "target", "c3", "pool", "ip", "loss"})
+  // layers, the block's inner blob, and c3 (the pooling reads either layout).
+  for (const char* b : {"c1", "c2a", "c2b", "sum", "c3"}) EXPECT_TRUE(Blocked(net, b)) << b;
+  // The input, and the pooling's output, which the InnerProduct reads as NCHW; the loss's.
+  for (const char* b : {"data", "target", "pool", "ip", "loss"})
     EXPECT_FALSE(Blocked(net, b)) << b;
   Net plain(param, Options(pb::TRAIN, false));
   for (int b = 0; b < static_cast<int>(plain.blobs().size()); ++b)

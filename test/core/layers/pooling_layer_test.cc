@@ -287,6 +287,85 @@ TEST(PoolingLayerTest, FastPathsMatchDirectLoopsBitForBit) {
   EXPECT_EQ(checked, 400);
 }
 
+// NCHW <-> nChw16c (channels a multiple of 16), for the blocked layouts below.
+std::vector<float> Blocked16(const float* x, int num, int channels, int plane, bool to_blocked) {
+  std::vector<float> out(static_cast<size_t>(num) * channels * plane);
+  for (int n = 0; n < num; ++n)
+    for (int c = 0; c < channels; ++c)
+      for (int p = 0; p < plane; ++p) {
+        const size_t nchw = (static_cast<size_t>(n) * channels + c) * plane + p;
+        const size_t blk = ((static_cast<size_t>(n) * (channels / 16) + c / 16) * plane + p) * 16 + c % 16;
+        if (to_blocked) {
+          out[blk] = x[nchw];
+        } else {
+          out[nchw] = x[blk];
+        }
+      }
+  return out;
+}
+
+// Channel-blocked input and/or output (Layer::Layouts, pooling_blocked.cpp) against the NCHW
+// passes, bit for bit, forward and backward, on random configurations with ties, -FLT_MAX,
+// -inf and NaN (as above), 16 or 32 channels.
+TEST(PoolingLayerTest, BlockedLayoutsMatchPlainBitForBit) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen); };
+  const float special[] = {-FLT_MAX, -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (int trial = 0; trial < 120; ++trial) {
+    Config c{trial % 2 ? PP::AVE : PP::MAX, pick(1, 5), pick(1, 5), pick(1, 4), pick(1, 4),
+             0, 0};
+    if (trial % 4 < 2) c.kh = c.kw = 3, c.sh = c.sw = pick(1, 2);  // the unrolled 3x3 paths
+    c.ph = pick(0, std::min(2, c.kh - 1));
+    c.pw = pick(0, std::min(2, c.kw - 1));
+    c.round = pick(0, 1) ? PP::CEIL : PP::FLOOR;
+    c.global = trial % 11 == 0;
+    const int H = std::max(1, c.kh - 2 * c.ph) + pick(0, 9);
+    const int W = std::max(1, c.kw - 2 * c.pw) + pick(0, 9);
+    const int N = pick(1, 2), C = 16 * pick(1, 2), plane = H * W;
+    Blob x(N, C, H, W), y;
+    float* xd = x.mutable_cpu_data();
+    for (int i = 0; i < x.count(); ++i) {
+      xd[i] = 0.25f * static_cast<float>(pick(-3, 3));
+      if (c.pool == PP::MAX && pick(0, 9) == 0) xd[i] = special[pick(0, 2)];
+    }
+    PoolingLayer plain(Param(c));
+    plain.SetUp({&x}, {&y});
+    plain.Forward({&x}, {&y});
+    const int out_plane = y.height() * y.width();
+    float* dy = y.mutable_cpu_diff();
+    for (int i = 0; i < y.count(); ++i) dy[i] = static_cast<float>(pick(-8, 8)) / 8.f;
+    plain.Backward({&y}, {true}, {&x});
+    const std::string what = ::testing::PrintToString(std::vector<int>{
+        c.pool, c.kh, c.kw, c.sh, c.sw, c.ph, c.pw, c.round, c.global, N, C, H, W});
+    for (const auto& [in_blocked, out_blocked] : {std::pair{true, true}, {true, false}, {false, true}}) {
+      const std::string how = what + (in_blocked ? " in blocked" : " in plain") +
+                              (out_blocked ? ", out blocked" : ", out plain");
+      Blob xb(N, C, H, W), yb;
+      const std::vector<float> xin = in_blocked ? Blocked16(xd, N, C, plane, true)
+                                                : std::vector<float>(xd, xd + x.count());
+      std::copy(xin.begin(), xin.end(), xb.mutable_cpu_data());
+      PoolingLayer layer(Param(c));
+      layer.SetUp({&xb}, {&yb});
+      ASSERT_EQ(yb.shape(), y.shape());
+      layer.SetBlocked({in_blocked}, {out_blocked});
+      layer.Forward({&xb}, {&yb});
+      const std::vector<float> out = out_blocked ? Blocked16(yb.cpu_data(), N, C, out_plane, false)
+                                                 : std::vector<float>(yb.cpu_data(), yb.cpu_data() + yb.count());
+      for (int i = 0; i < y.count(); ++i)
+        ASSERT_EQ(Bits(out[i]), Bits(y.cpu_data()[i])) << "output " << i << " for " << how;
+      const std::vector<float> g = out_blocked ? Blocked16(dy, N, C, out_plane, true)
+                                               : std::vector<float>(dy, dy + y.count());
+      std::copy(g.begin(), g.end(), yb.mutable_cpu_diff());
+      layer.Backward({&yb}, {true}, {&xb});
+      const std::vector<float> dx = in_blocked ? Blocked16(xb.cpu_diff(), N, C, plane, false)
+                                               : std::vector<float>(xb.cpu_diff(), xb.cpu_diff() + xb.count());
+      for (int i = 0; i < x.count(); ++i)
+        ASSERT_EQ(Bits(dx[i]), Bits(x.cpu_diff()[i])) << "dx " << i << " for " << how;
+    }
+  }
+}
+
 TEST(PoolingLayerTest, MaxGradientWithMaskTop) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 2, 6, 6), y, mask;
