@@ -82,6 +82,9 @@ class Layer {
   //   kEach   each bottom and top in the layout SetBlocked gives it.
   enum class Layouts { kPlain, kAny, kEach };
   virtual Layouts LayoutSupport() const { return Layouts::kPlain; }
+  // kEach layers whose NCHW-in, blocked-out pass is slow (a gather): the Net then keeps their
+  // tops NCHW wherever their bottom is.
+  virtual bool BlockedOutNeedsBlockedIn() const { return false; }
   // Called by the Net (kAny and kEach layers) once layouts are assigned, before any pass.
   virtual void SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) {}
 

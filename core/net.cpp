@@ -497,9 +497,22 @@ void Net::AssignLayouts() {
       for (size_t k = 1; k < ids.size(); ++k) parent[find(ids[k])] = find(ids[0]);
     }
   }
-  std::vector<bool> set_plain(nb, false);
-  for (int b = 0; b < nb; ++b) set_plain[find(b)] = set_plain[find(b)] || plain[b];
-  for (int b = 0; b < nb; ++b) blob_blocked_[b] = !set_plain[find(b)];
+  // A set turned NCHW may leave a BlockedOutNeedsBlockedIn layer reading NCHW: its tops' sets
+  // go NCHW too, until nothing changes.
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::vector<bool> set_plain(nb, false);
+    for (int b = 0; b < nb; ++b) set_plain[find(b)] = set_plain[find(b)] || plain[b];
+    for (int b = 0; b < nb; ++b) blob_blocked_[b] = !set_plain[find(b)];
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      if (!layers_[i]->BlockedOutNeedsBlockedIn()) continue;
+      const bool in = std::all_of(bottom_ids_[i].begin(), bottom_ids_[i].end(),
+                                  [&](int id) { return blob_blocked_[id]; });
+      for (int id : top_ids_[i]) {
+        if (!in && blob_blocked_[id]) plain[id] = changed = true;
+      }
+    }
+  }
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i]->LayoutSupport() == Layer::Layouts::kPlain) continue;
     std::vector<bool> bottom, top;

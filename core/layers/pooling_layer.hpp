@@ -23,6 +23,7 @@ class PoolingLayer : public Layer {
   void Reshape(const Blobs& bottom, const Blobs& top) override;
   // Either layout on each side (pooling_blocked.cpp), but with the argmax top: NCHW only.
   Layouts LayoutSupport() const override { return tops_ == 1 ? Layouts::kEach : Layouts::kPlain; }
+  bool BlockedOutNeedsBlockedIn() const override { return true; }
   void SetBlocked(const std::vector<bool>& bottom, const std::vector<bool>& top) override;
 
  protected:

@@ -116,6 +116,21 @@ TEST(NetLayout, BlobsBetweenConvolutionsAndChainsAreBlocked) {
     EXPECT_FALSE(plain.blob_blocked(b)) << plain.blob_names()[b];
 }
 
+// A pooling that reads NCHW writes NCHW (its NCHW-in, blocked-out pass would gather), and so
+// does the convolution after it, though both could take the blocked layout.
+TEST(NetLayout, PoolingFromNchwKeepsItsTopNchw) {
+  const std::string text =
+      "name: \"pool_first\"\n"
+      "layer { name: \"in\" type: \"Input\" top: \"data\" top: \"target\"\n"
+      "  input_param { shape { dim: 2 dim: 16 dim: 8 dim: 8 } shape { dim: 2 dim: 16 dim: 4 dim: 4 } } }\n"
+      "layer { name: \"pool\" type: \"Pooling\" bottom: \"data\" top: \"pool\"\n"
+      "  pooling_param { pool: MAX kernel_size: 2 stride: 2 } }\n" +
+      Conv("c", "pool", 16) +
+      "layer { name: \"loss\" type: \"EuclideanLoss\" bottom: \"c\" bottom: \"target\" top: \"loss\" }\n";
+  Net net(ParseNetText(text, "pool_first"), Options(pb::TRAIN, true));
+  for (const char* b : {"data", "pool", "c"}) EXPECT_FALSE(Blocked(net, b)) << b;
+}
+
 TEST(NetLayout, BlockedNetMatchesPlainNet) {
   std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
