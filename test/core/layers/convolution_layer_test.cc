@@ -140,6 +140,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ConvolutionLayer, DefaultBackwardMatchesLowering) {
   const ConvCase cases[] = {{4, 32, 12, 12, 48, 3, 3, 1, 1, 1, 1, 1, true},
                             {2, 64, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, false},
+                            {2, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, true},  // direct weights
                             {2, 16, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, true}};
   for (const ConvCase& shape : cases) {
     std::mt19937 gen(::hogstream::TestSeed());
