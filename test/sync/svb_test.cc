@@ -9,6 +9,7 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -437,7 +438,9 @@ TEST(Svb, TwoPrivateSolversTrainAndTheSegmentsMoveFewerBytes) {
     per_iter[svb] = SegmentBytesPerIteration(report);
     const std::vector<float> l = losses->get();
     ASSERT_GE(l.size(), 3u);
-    EXPECT_LT(l.back(), 0.5f * l.front()) << "svb " << svb << ": the loss did not fall";
+    // Halved, or at the floor already (under load the leader's first display may come after
+    // the job has learned: CI once saw 1.5e-7 then 1.6e-7).
+    EXPECT_LT(l.back(), std::max(0.5f * l.front(), 1e-4f)) << "svb " << svb << ": the loss did not fall";
     if (svb) {
       EXPECT_GT(report.svb.sets_published, 250u);  // one set per iteration (a few at the end may miss)
       EXPECT_GT(report.svb.sets_applied, 200u);    // the other solver's, at the next step
