@@ -114,14 +114,14 @@ void BatchNormLayer::ForwardBlocked(const float* x, float* y, float* xn, const f
       std_[c] = std::sqrt(var_[c] + eps_);
     }
   }
-  const std::vector<float> zeros(bv ? 0 : kB, 0.f);
+  static constexpr float kZeros[kB] = {};  // the bias without one
   const NormalizeBlockFn fn = xn ? PickNormalizeBlock<true>(bv != nullptr, relu_)
                                  : PickNormalizeBlock<false>(bv != nullptr, relu_);
   for (int n = 0; n < num; ++n) {
     for (int b = 0; b < blocks; ++b) {
       const size_t off = at(n, b);
       fn(x + off, spatial, mean_.data() + b * kB, std_.data() + b * kB, sv + b * kB,
-         bv ? bv + b * kB : zeros.data(), y + off, xn ? xn + off : nullptr);
+         bv ? bv + b * kB : kZeros, y + off, xn ? xn + off : nullptr);
     }
   }
 }
@@ -132,8 +132,7 @@ void BatchNormLayer::ChannelSumsBlocked(const float* r, const float* dr, const f
   const size_t block = static_cast<size_t>(spatial) * kB;
   const float* scale = scale_->blobs()[0]->cpu_data();
   const bool relu = relu_;
-  double* sums = sums_.data();
-  std::fill(sums, sums + 4 * channels_, 0.0);
+  double* sums = sums_.data();  // zeroed by ChannelSums
   for (int n = 0; n < num; ++n) {
     for (int b = 0; b < blocks; ++b) {
       const size_t off = (static_cast<size_t>(n) * blocks + b) * block;

@@ -113,32 +113,35 @@ void BatchNormLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
     for (int c = 0; c < channels_; ++c) std_[c] = std::sqrt(std_[c] + eps_);
   }
   const double m = static_cast<double>(num) * spatial;
-  if (blocked_) ForwardBlocked(x, y, xn, sv, bv, num, spatial);
-  for (int c = 0; c < channels_ && !blocked_; ++c) {
-    if (!use_global_stats_) {
-      LaneSums<1> sum;
-      for (int n = 0; n < num; ++n) {
-        const float* p = x + n * image + static_cast<size_t>(c) * spatial;
-        sum.Add(spatial, [p](int i) { return static_cast<double>(p[i]); });
+  if (blocked_) {
+    ForwardBlocked(x, y, xn, sv, bv, num, spatial);
+  } else {
+    for (int c = 0; c < channels_; ++c) {
+      if (!use_global_stats_) {
+        LaneSums<1> sum;
+        for (int n = 0; n < num; ++n) {
+          const float* p = x + n * image + static_cast<size_t>(c) * spatial;
+          sum.Add(spatial, [p](int i) { return static_cast<double>(p[i]); });
+        }
+        const float mean = static_cast<float>(sum.Total() / m);
+        LaneSums<1> sq;
+        for (int n = 0; n < num; ++n) {
+          const float* p = x + n * image + static_cast<size_t>(c) * spatial;
+          sq.Add(spatial, [p, mean](int i) {
+            const float d = p[i] - mean;
+            return static_cast<double>(d * d);
+          });
+        }
+        mean_[c] = mean;
+        var_[c] = static_cast<float>(sq.Total() / m);
+        std_[c] = std::sqrt(var_[c] + eps_);
       }
-      const float mean = static_cast<float>(sum.Total() / m);
-      LaneSums<1> sq;
+      const float mean = mean_[c], sd = std_[c];
+      const float sc = sv ? sv[c] : 1.f, bc = bv ? bv[c] : 0.f;
       for (int n = 0; n < num; ++n) {
-        const float* p = x + n * image + static_cast<size_t>(c) * spatial;
-        sq.Add(spatial, [p, mean](int i) {
-          const float d = p[i] - mean;
-          return static_cast<double>(d * d);
-        });
+        const size_t off = n * image + static_cast<size_t>(c) * spatial;
+        normalize(x + off, spatial, mean, sd, sc, bc, y + off, xn ? xn + off : nullptr);
       }
-      mean_[c] = mean;
-      var_[c] = static_cast<float>(sq.Total() / m);
-      std_[c] = std::sqrt(var_[c] + eps_);
-    }
-    const float mean = mean_[c], sd = std_[c];
-    const float sc = sv ? sv[c] : 1.f, bc = bv ? bv[c] : 0.f;
-    for (int n = 0; n < num; ++n) {
-      const size_t off = n * image + static_cast<size_t>(c) * spatial;
-      normalize(x + off, spatial, mean, sd, sc, bc, y + off, xn ? xn + off : nullptr);
     }
   }
   if (!use_global_stats_) {
@@ -169,19 +172,22 @@ void BatchNormLayer::ChannelSums(const Blob& blob, float* ds, float* db) {
   const bool relu = relu_;
   double* sums = sums_.data();
   std::fill(sums, sums + 4 * channels_, 0.0);
-  if (blocked_) ChannelSumsBlocked(r, dr, y, num, spatial);
-  for (int n = 0; n < num && !blocked_; ++n) {
-    for (int c = 0; c < channels_; ++c) {
-      const size_t off = n * image + static_cast<size_t>(c) * spatial;
-      const float* rr = r + off;
-      const float* g = dr + off;
-      const float* v = y + off;
-      const float s = scale[c];
-      SegmentSums<4>(spatial, [rr, g, v, s, relu](int i) {
-        const float dz = relu ? (rr[i] > 0.f ? g[i] : 0.f * g[i]) : g[i];
-        const float dy = dz * s;
-        return std::array<float, 4>{dz, dz * v[i], dy, dy * v[i]};
-      }, sums + 4 * c);
+  if (blocked_) {
+    ChannelSumsBlocked(r, dr, y, num, spatial);
+  } else {
+    for (int n = 0; n < num; ++n) {
+      for (int c = 0; c < channels_; ++c) {
+        const size_t off = n * image + static_cast<size_t>(c) * spatial;
+        const float* rr = r + off;
+        const float* g = dr + off;
+        const float* v = y + off;
+        const float s = scale[c];
+        SegmentSums<4>(spatial, [rr, g, v, s, relu](int i) {
+          const float dz = relu ? (rr[i] > 0.f ? g[i] : 0.f * g[i]) : g[i];
+          const float dy = dz * s;
+          return std::array<float, 4>{dz, dz * v[i], dy, dy * v[i]};
+        }, sums + 4 * c);
+      }
     }
   }
   for (int c = 0; c < channels_; ++c) {
