@@ -3,7 +3,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <atomic>
+
 #include "core/common.hpp"
+#include "core/context.hpp"
 
 #ifdef HOGSTREAM_CUDA
 #include <cuda_runtime.h>
@@ -11,19 +14,27 @@
 
 namespace hogstream {
 
+namespace {
+std::atomic<uint64_t> pin_attempts{0};
+}  // namespace
+
+uint64_t PinAttempts() { return pin_attempts.load(std::memory_order_relaxed); }
+
 void* HostAlloc(size_t size, bool* pinned) {
   *pinned = false;
   if (size == 0) size = 1;
 #ifdef HOGSTREAM_CUDA
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) {
+  // Only a GPU-mode thread pins: its Context has checked that the device exists, and CPU
+  // training on a GPU host must neither create a CUDA context nor page-lock its memory.
+  if (Context::Get().mode() == Mode::GPU) {
+    pin_attempts.fetch_add(1, std::memory_order_relaxed);
     void* p = nullptr;
     if (cudaMallocHost(&p, size) == cudaSuccess) {
       *pinned = true;
       return p;
     }
+    cudaGetLastError();  // clear the failure; fall back to pageable memory
   }
-  cudaGetLastError();  // clear the "no device" error
 #endif
   size_t rounded = (size + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);

@@ -2,13 +2,15 @@
 // which copy is fresh. Reading a side that is stale copies the fresh one over first; asking for
 // a mutable pointer marks the other side stale.
 //
-// Host memory is 64-byte aligned, and pinned (cudaMallocHost) on CUDA builds so that copies to
-// the device can be asynchronous. Memory can also be borrowed (set_cpu_data): that is how a
+// Host memory is 64-byte aligned, and pinned (cudaMallocHost) when it is allocated on a thread
+// whose Context is in GPU mode, so that copies to the device can be asynchronous; CPU work
+// never pins and never touches CUDA. Memory can also be borrowed (set_cpu_data): that is how a
 // Net points every parameter blob into its one flat weight buffer. Not thread-safe: one owner
 // thread at a time (the sync segments work on the flat buffers, not through this class).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace hogstream {
 
@@ -48,8 +50,12 @@ class SyncedMemory {
 };
 
 // Host allocation used for every buffer that may be copied to a GPU: 64-byte aligned, pinned
-// on CUDA builds when a GPU is present. `pinned` reports which was done, for the free.
+// on CUDA builds when the calling thread's Context is in GPU mode (a failed pin falls back to
+// pageable memory). `pinned` reports which was done, for the free.
 void* HostAlloc(size_t size, bool* pinned);
 void HostFree(void* ptr, bool pinned);
+// How many times HostAlloc has asked CUDA for pinned memory in this process (tests: CPU work
+// must never ask).
+uint64_t PinAttempts();
 
 }  // namespace hogstream

@@ -9,6 +9,11 @@
 #include "core/context.hpp"
 #include "core/math.hpp"
 #include "core/math_gpu.hpp"
+#include "core/synced_memory.hpp"
+
+#ifdef HOGSTREAM_CUDA
+#include <cuda_runtime.h>
+#endif
 
 namespace hogstream {
 namespace {
@@ -72,6 +77,19 @@ TEST_F(MathGpu, ElementwiseMatchCpu) {
     const float v = x.cpu_data()[i];
     ASSERT_EQ(y.cpu_data()[i], v > 0 ? v : 0.1f * v);
   }
+}
+// A GPU-mode thread's host buffers are page-locked (async copies need it); the CPU side of
+// this rule is Net.CpuWorkNeverAsksForPinnedMemory.
+TEST_F(MathGpu, GpuModeHostMemoryIsPinned) {
+  const uint64_t before = PinAttempts();
+  bool pinned = false;
+  void* p = HostAlloc(1 << 20, &pinned);
+  EXPECT_TRUE(pinned);
+  EXPECT_EQ(PinAttempts(), before + 1);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  HostFree(p, pinned);
 }
 #else
 TEST(MathGpu, SkippedWithoutCuda) { GTEST_SKIP() << "built without CUDA (HOGSTREAM_CUDA off)"; }

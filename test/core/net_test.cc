@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "core/context.hpp"
 #include "core/io.hpp"
+#include "core/synced_memory.hpp"
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
@@ -82,6 +84,32 @@ TEST(Net, ParamsLiveInOneFlatBuffer) {
   EXPECT_GT(net.learnable_params()[0]->asum_diff(), 0.f);
   net.ClearParamDiffs();
   for (Blob* b : net.learnable_params()) EXPECT_EQ(b->asum_diff(), 0.f);
+}
+
+// CPU training on a host with a GPU must not page-lock its memory or create a CUDA context:
+// HostAlloc asks CUDA for pinned memory only on a GPU-mode thread. A CPU solver thread and a
+// thread with no Context at all build and train a net here without one request.
+TEST(Net, CpuWorkNeverAsksForPinnedMemory) {
+  const uint64_t before = PinAttempts();
+  auto train = [] {
+    std::mt19937 gen(::hogstream::TestSeed());
+    Net net(ParseNetText(kTinyNet, "tiny"));
+    RandomInputs(net, gen);
+    net.ForwardBackward();
+    EXPECT_GT(net.learnable_params()[0]->asum_diff(), 0.f);
+  };
+  std::thread bare(train);  // the default (CPU) context
+  bare.join();
+  Context cpu(Mode::CPU, 0, 5);
+  {
+    ContextScope scope(&cpu);
+    train();
+    bool pinned = true;
+    void* p = HostAlloc(1 << 20, &pinned);
+    EXPECT_FALSE(pinned);
+    HostFree(p, pinned);
+  }
+  EXPECT_EQ(PinAttempts(), before);
 }
 
 // The whole net's gradient, loss weight included, against central differences of Forward.
