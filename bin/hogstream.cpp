@@ -36,8 +36,8 @@ const char kUsage[] =
     "commands:\n"
     "  describe --model=NET [--phase=TRAIN|TEST] [--level=N] [--stage=S]... [--input=TOP:N,C,H,W]...\n"
     "           one row per layer (name, type, top shapes, parameters), then 'params: N'\n"
-    "  time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]\n"
-    "           per-layer forward/backward ms and the total per batch\n"
+    "  time     --model=NET [--iterations=50] [--threads=1] [--gpu=ID] [--phase=...] [--input=...]\n"
+    "           per-layer forward/backward ms and the total per batch (--gpu: on that GPU)\n"
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
@@ -90,8 +90,14 @@ int Describe(int argc, char** argv) {
 }
 
 int Time(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(kNetFlags, {"iterations", "threads"}));
-  Context ctx(Mode::CPU, 0, 1);
+  Flags f(argc, argv, 2, With(kNetFlags, {"iterations", "threads", "gpu"}));
+  // --gpu=ID times the GPU passes (each layer's time then ends when the device is idle).
+  const bool gpu = f.has("gpu");
+  const int device = gpu ? static_cast<int>(f.get_int("gpu", 0, 0, 1023)) : 0;
+  HS_REQUIRE(!gpu || GpuDevices() > device)
+      << "--gpu=" << device << ": " << (GpuDevices() == 0 ? "no CUDA device is visible" : "no such CUDA device")
+      << (GpuBuild() ? "" : " (this hogstream was built without CUDA)");
+  Context ctx(gpu ? Mode::GPU : Mode::CPU, device, 1);
   ctx.set_threads(static_cast<int>(f.get_int("threads", 1, 1, 1024)));
   ContextScope scope(&ctx);
   auto net = LoadNet(f);

@@ -89,16 +89,32 @@ ContextScope::~ContextScope() {
   if (current) omp_set_num_threads(current->threads());
 }
 
-bool GpuAvailable() {
+int GpuDevices() {
 #ifdef HOGSTREAM_CUDA
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();
-    return false;
+    return 0;
   }
-  return n > 0;
+  return n;
+#else
+  return 0;
+#endif
+}
+
+bool GpuAvailable() { return GpuDevices() > 0; }
+
+bool GpuBuild() {
+#ifdef HOGSTREAM_CUDA
+  return true;
 #else
   return false;
+#endif
+}
+
+void DeviceSynchronize() {
+#ifdef HOGSTREAM_CUDA
+  if (Context::Get().mode() == Mode::GPU) HS_CUDA_CHECK(cudaDeviceSynchronize());
 #endif
 }
 

@@ -76,5 +76,11 @@ uint64_t FreshSeed();
 
 // True on CUDA builds when at least one GPU is visible.
 bool GpuAvailable();
+// How many GPUs are visible (0 on builds without CUDA), and whether this is a CUDA build.
+int GpuDevices();
+bool GpuBuild();
+// Waits until the calling thread's GPU is idle (nothing in CPU mode): timers that measure GPU
+// work end with it.
+void DeviceSynchronize();
 
 }  // namespace hogstream

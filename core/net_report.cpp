@@ -78,6 +78,7 @@ TimingReport TimeNet(Net& net, int iterations) {
   r.forward_ms.assign(L, 0);
   r.backward_ms.assign(L, 0);
   net.ForwardBackward();  // warm-up: first touches, lazy allocations
+  DeviceSynchronize();
   std::vector<double> totals;
   for (int it = 0; it < iterations; ++it) {
     net.ClearParamDiffs();
@@ -85,6 +86,7 @@ TimingReport TimeNet(Net& net, int iterations) {
     auto last = start;
     for (int i = 0; i < L; ++i) {
       net.ForwardFromTo(i, i);
+      DeviceSynchronize();
       const auto now = clock::now();
       r.forward_ms[i] += ms(now - last);
       last = now;
@@ -92,6 +94,7 @@ TimingReport TimeNet(Net& net, int iterations) {
     const auto mid = last;
     for (int i = L - 1; i >= 0; --i) {
       net.BackwardFromTo(i, i);
+      DeviceSynchronize();
       const auto now = clock::now();
       r.backward_ms[i] += ms(now - last);
       last = now;

@@ -72,6 +72,24 @@ TEST_F(Cli, HugeInputDimensionIsOneLine) {
                 "hogstream", "99999999999");
 }
 
+// `hogstream time --gpu=ID` names the device it cannot use; on a host with a GPU, device 0
+// times the net.
+TEST_F(Cli, TimeOnAGpu) {
+  const std::string net = (dir_ / "net.prototxt").string();
+  std::ofstream(net) << R"(
+    layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 8 dim: 3 dim: 6 dim: 6 } } }
+    layer { name: "c" type: "Convolution" bottom: "x" top: "c"
+            convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+    layer { name: "r" type: "ReLU" bottom: "c" top: "c" })";
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"time", "--model=" + net, "--iterations=2", "--gpu=977"}),
+                "hogstream", "--gpu=977");
+  const Result gpu = Run(HS_HOGSTREAM_BIN, {"time", "--model=" + net, "--iterations=2", "--gpu=0"});
+  if (gpu.rc != 0 && gpu.err.find("no CUDA device is visible") != std::string::npos)
+    GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
+  EXPECT_EQ(gpu.rc, 0) << gpu.err;
+  EXPECT_NE(gpu.out.find("Median Forward-Backward"), std::string::npos) << gpu.out;
+}
+
 // A missing snapshot directory fails before the first iteration, not after the whole run.
 TEST_F(Cli, MissingSnapshotDirectoryFailsBeforeTraining) {
   const std::string solver = Solver("snapshot: 10");
