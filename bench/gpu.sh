@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# Issue 11's measurements on a lent GPU machine, in one device call. That machine has CUDA,
+# PyTorch and cmake but none of our other build dependencies (protobuf, oneDNN, LMDB, glog...)
+# and no network, so the build is made here and carried there:
+#
+#   bench/gpu.sh pack        here: CUDA build for sm_90 ($BUILD_DIR, default build), then
+#                            .devpack/ (git-ignored, < 64 MiB): binaries, their non-system
+#                            shared libraries (xz), the Fashion-MNIST IDX files, torch_peer.py
+#                            and the CaffeNet prototxt from ../shared
+#   device tool:  run(command="STAGES='1 2 3 4' bench/gpu.sh device", carry=[".devpack"])
+#                 then STAGES=5, then STAGES=6 (a device call ends at 10 minutes; the three
+#                 take about 3 + 4 + 5): the report of each is $OUT/gpu_report.txt
+#
+# Stages of `device` (each goes on if the one before failed, and says so):
+#   1. the machine: nvidia-smi, torch's CUDA, core count
+#   2. every GPU test (gtest filter *Gpu*:*GPU*); FULL=1 also runs the whole suite (CI runs it
+#      anyway, on a machine without a GPU)
+#   3. pinned cudaMemcpy H2D+D2H rate, 64 KiB..16 MiB chunks (bench/gpu_copy_bench.cpp)
+#   4. GPU forward+backward per batch, `hogstream time --gpu=0`, against torch_peer.py
+#      --device cuda training img/s: LeNet 64, cifar10_quick 100, CaffeNet 256
+#   5. two solvers on one GPU: hogwild.bin LeNet 0:0:0, 10 000 global iterations, test accuracy
+#   6. the CPU side on the machine's cores against its PyTorch: LeNet 1 thread
+#      (train img/s vs --mode lenet --threads 1) and 16 Hogwild threads (vs --mode hogwild
+#      --procs 16), ROUNDS (3) interleaved rounds, medians
+# STAGES="3 4" bench/gpu.sh device runs only those.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PACK=$ROOT/.devpack
+MODE=${1:-}
+PY=${PY:-python3}  # the python3 whose torch is the peer (the device's plain python3)
+
+die() { echo "gpu.sh: $*" >&2; exit 1; }
+# hs PROGRAM ARGS...: one of the carried programs, with the carried libraries.
+hs() { local p=$1; shift; LD_LIBRARY_PATH=$HSLIB "$BIN/$p" "$@"; }
+
+pack() {
+  set -e
+  local B=${BUILD_DIR:-build}
+  [[ -x /usr/local/cuda/bin/nvcc ]] || die "no CUDA toolkit at /usr/local/cuda"
+  [[ -f ../shared/peers/torch_peer.py ]] || die "../shared/peers/torch_peer.py is missing"
+  # shellcheck source=scripts/setup.sh
+  HS_ROOT=$ROOT BUILD_DIR=$B HOGSTREAM_CUDA=ON HOGSTREAM_BENCH=ON \
+    bash -c 'source scripts/setup.sh; hs_ensure_packages; hs_build'
+  local bins=(hogstream hogwild.bin raw.bin hogstream_tests segment_bench gpu_copy_bench)
+  for b in "${bins[@]}"; do [[ -x $B/$b ]] || die "$B/$b was not built"; done
+  rm -rf "$PACK"
+  mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/data" "$PACK/peers"
+  for b in "${bins[@]}"; do cp "$B/$b" "$PACK/bin/"; done
+  cp "$B"/libhogstream_*.so "$PACK/bin/"
+  # Every shared library the binaries load, except glibc's and the compiler's own (the device's
+  # are newer) and CUDA's (the device has its own toolkit and PyTorch's cuDNN; ours are 1 GiB).
+  for b in "$PACK"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[^/]*|libnvrtc[^/]*)\.so' |
+    grep -v "^$(readlink -f "$B")/" | while read -r lib; do cp -L "$lib" "$PACK/lib/"; done
+  tar -C "$PACK" -cJf "$PACK/libs.tar.xz" lib bin
+  rm -rf "$PACK/lib" "$PACK/bin"
+  cp /usr/share/datasets/fashion-mnist/*.gz "$PACK/data/"
+  cp ../shared/peers/torch_peer.py "$PACK/peers/"
+  cp ../shared/compat/caffe/models/bvlc_reference_caffenet/train_val.prototxt "$PACK/peers/caffenet.prototxt"
+  readlink -f "$B" >"$PACK/build_dir"
+  git rev-parse --short HEAD >"$PACK/commit"
+  du -sh "$PACK"
+  local kib; kib=$(du -sk "$PACK" | cut -f1)
+  (( kib < 60 * 1024 )) || die ".devpack is ${kib} KiB: over what a device call carries"
+  echo "packed $(cat "$PACK/commit"): now run bench/gpu.sh device on the device, carrying .devpack"
+}
+
+# ------------------------------------------------------------------ device side
+OUTDIR=${OUT:-$ROOT/out/gpu}
+REPORT=$OUTDIR/gpu_report.txt
+SUMMARY=()
+say() { echo "$*"; }
+summary() { SUMMARY+=("$*"); echo "== $*"; }
+median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "-"}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a+0 > 0 && b+0 > 0) printf "%.2f", a/b; else print "-"}'; }
+peer_rate() { sed -n 's/^RESULT //p' | python3 -c 'import json,sys; print(json.load(sys.stdin)["median_images_per_s"])' 2>/dev/null || echo -; }
+last_rate() { sed -n 's/.*Progress: .* iterations, \([0-9]*\) img\/s.*/\1/p' "$1" | tail -1; }
+
+unpack() {
+  [[ -f $PACK/libs.tar.xz ]] || die "no .devpack here: run 'bench/gpu.sh pack' on the project machine and carry .devpack"
+  local dest=/tmp/hsdev
+  rm -rf "$dest"; mkdir -p "$dest"
+  tar -C "$dest" -xJf "$PACK/libs.tar.xz"
+  BIN=$dest/bin
+  # The test binary names the other programs by their build path: put the build there.
+  local built; built=$(cat "$PACK/build_dir")
+  if [[ ! -e $built ]]; then mkdir -p "$(dirname "$built")"; ln -s "$BIN" "$built"; fi
+  local cuda_dirs
+  cuda_dirs=$(python3 - <<'EOF' 2>/dev/null
+import glob, os, site
+dirs = set()
+for base in site.getsitepackages() + ["/usr/local/cuda/lib64", "/usr/local/cuda/lib"]:
+    for pat in ("nvidia/*/lib", "nvidia/cu*/lib", ""):
+        for d in glob.glob(os.path.join(base, pat)):
+            if glob.glob(os.path.join(d, "libcud*.so*")) or glob.glob(os.path.join(d, "libcublas*.so*")):
+                dirs.add(d)
+print(":".join(sorted(dirs)))
+EOF
+)
+  # Only our programs see the carried libraries (python3 and its torch keep the machine's).
+  HSLIB=$dest/lib:$BIN:$cuda_dirs
+  local missing; missing=$(for b in "$BIN"/*; do LD_LIBRARY_PATH=$HSLIB ldd "$b"; done | grep "not found" | sort -u)
+  [[ -z $missing ]] || { echo "libraries not found:"; echo "$missing"; }
+  mkdir -p data/fashion-mnist
+  for s in train t10k; do
+    local out=data/fashion-mnist/$([[ $s == train ]] && echo train || echo test)_lmdb
+    [[ -d $out ]] || hs hogstream convert mnist "$PACK/data/$s-images-idx3-ubyte.gz" \
+      "$PACK/data/$s-labels-idx1-ubyte.gz" "$out" >/dev/null
+  done
+}
+
+# solver ITERS TEST_INTERVAL MODE > file: configs/lenet with overrides
+lenet_solver() {
+  grep -v -E '^(test_interval|max_iter|snapshot|snapshot_prefix|display|solver_mode):' configs/lenet/solver.prototxt
+  printf 'max_iter: %d\ntest_interval: %d\ndisplay: 100\nsnapshot: 0\nsnapshot_after_train: false\n' "$1" "$2"
+  printf 'snapshot_prefix: "/tmp/hsdev/lenet"\nsolver_mode: %s\n' "$3"
+  [[ $2 -gt $1 ]] && echo "test_initialization: false"
+  true
+}
+
+stage1() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+  echo "cores: $(nproc); commit $(cat "$PACK/commit")"
+}
+
+stage2() {
+  hs hogstream_tests --gtest_filter='*Gpu*:*GPU*' 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25
+  local g; g=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUTDIR/gpu_tests.log" | tr -s ' \n' ' ')
+  summary "GPU tests: $g"
+  [[ ${FULL:-0} == 1 ]] || return 0
+  timeout 500 env LD_LIBRARY_PATH="$HSLIB" "$BIN/hogstream_tests" --gtest_brief=1 >"$OUTDIR/all_tests.log" 2>&1
+  summary "whole suite (exit $?): $(grep -E '^\[  (PASSED|FAILED) ' "$OUTDIR/all_tests.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$OUTDIR/all_tests.log" | head -40
+}
+
+stage3() {
+  hs gpu_copy_bench 256 5 | tee "$OUTDIR/copy.txt"
+  summary "pinned copy rate: $(awk 'NR > 2 {printf "%s %s: %s/%s GB/s; ", $1, $2, $3, $4}' "$OUTDIR/copy.txt")"
+  summary "GPU segment rate: not measured (the GPU segment is not built yet)"
+}
+
+stage4() {
+  local peer=$PACK/peers/torch_peer.py
+  declare -A model=([lenet]=configs/lenet/lenet_train_test.prototxt
+    [cifar]=configs/cifar10/quick_train_test.prototxt [caffenet]=$PACK/peers/caffenet.prototxt)
+  declare -A input=([lenet]=data:64,1,28,28 [cifar]=data:100,3,32,32 [caffenet]=data:256,3,227,227)
+  declare -A batch=([lenet]=64 [cifar]=100 [caffenet]=256)
+  declare -A iters=([lenet]=200 [cifar]=100 [caffenet]=20)
+  for net in lenet cifar caffenet; do
+    local extra=(); [[ $net == lenet ]] && extra=(--data-dir "$PACK/data")
+    local t; t=$($PY "$peer" --device cuda --mode "$net" "${extra[@]}" --checkpoints '' 2>"$OUTDIR/peer_$net.err" | peer_rate)
+    hs hogstream time --gpu=0 --model="${model[$net]}" --input="${input[$net]}" \
+      --iterations="${iters[$net]}" >"$OUTDIR/time_$net.txt" 2>&1
+    local ms; ms=$(sed -n 's/^Median Forward-Backward: \([0-9.]*\) ms.*/\1/p' "$OUTDIR/time_$net.txt")
+    local ips; ips=$(awk -v b="${batch[$net]}" -v m="$ms" 'BEGIN {if (m+0 > 0) printf "%.0f", b*1000/m; else print "-"}')
+    summary "$net batch ${batch[$net]}: hogstream fwd+bwd $ms ms = $ips img/s; torch cuda train $t img/s; ratio $(ratio "$ips" "$t") (goal >= 1.0; hogstream's is fwd+bwd only)"
+    [[ -n $ms ]] || tail -3 "$OUTDIR/time_$net.txt"
+  done
+}
+
+stage5() {
+  lenet_solver 10000 10000 GPU >/tmp/hsdev/gpu_solver.prototxt
+  timeout 550 env LD_LIBRARY_PATH="$HSLIB" "$BIN/hogwild.bin" /tmp/hsdev/gpu_solver.prototxt 0:0:0 2>"$OUTDIR/two_on_one_gpu.log"
+  local rc=$?
+  local acc; acc=$(sed -n 's/.*Test net output #0: accuracy = \([0-9.]*\).*/\1/p' "$OUTDIR/two_on_one_gpu.log" | tail -1)
+  summary "two solvers on GPU 0 (hogwild.bin 0:0:0), LeNet 10 000 iterations: exit $rc, accuracy ${acc:--} (goal >= 0.895); last line: $(tail -1 "$OUTDIR/two_on_one_gpu.log")"
+}
+
+stage6() {
+  local peer=$PACK/peers/torch_peer.py
+  lenet_solver 3000 100000 CPU >/tmp/hsdev/cpu_solver.prototxt
+  lenet_solver 6000 100000 CPU >/tmp/hsdev/cpu16_solver.prototxt
+  local r
+  for ((r = 1; r <= ${ROUNDS:-3}; ++r)); do
+    echo "torch1 $($PY "$peer" --mode lenet --threads 1 --data-dir "$PACK/data" --checkpoints '' 2>/dev/null | peer_rate)" >>"$OUTDIR/cpu.txt"
+    OMP_NUM_THREADS=1 hs hogwild.bin /tmp/hsdev/cpu_solver.prototxt 1 2>/tmp/hsdev/c1.log
+    echo "hog1 $(last_rate /tmp/hsdev/c1.log)" >>"$OUTDIR/cpu.txt"
+    echo "torch16 $($PY "$peer" --mode hogwild --procs 16 --data-dir "$PACK/data" --checkpoints '' --warmup 50 --window-iters 300 2>/dev/null | peer_rate)" >>"$OUTDIR/cpu.txt"
+    OMP_NUM_THREADS=1 hs hogwild.bin /tmp/hsdev/cpu16_solver.prototxt 16 2>/tmp/hsdev/c16.log
+    echo "hog16 $(last_rate /tmp/hsdev/c16.log)" >>"$OUTDIR/cpu.txt"
+    tail -4 "$OUTDIR/cpu.txt"
+  done
+  local k; declare -A m
+  for k in torch1 hog1 torch16 hog16; do m[$k]=$(awk -v k=$k '$1 == k {print $2}' "$OUTDIR/cpu.txt" | median); done
+  summary "CPU LeNet 1 thread: hogstream ${m[hog1]} img/s, torch ${m[torch1]} img/s, ratio $(ratio "${m[hog1]}" "${m[torch1]}")"
+  summary "CPU LeNet 16 Hogwild: hogstream ${m[hog16]} img/s, torch ${m[torch16]} img/s, ratio $(ratio "${m[hog16]}" "${m[torch16]}")"
+}
+
+device() {
+  mkdir -p "$OUTDIR"
+  unpack
+  local s
+  for s in ${STAGES:-1 2 3 4 5 6}; do
+    echo; echo "---- stage $s ($(date +%T))"
+    "stage$s" || summary "stage $s ended with exit $?"
+  done
+  echo; echo "---- summary"
+  printf '%s\n' "${SUMMARY[@]}"
+}
+
+case $MODE in
+  pack) pack ;;
+  device) mkdir -p "$OUTDIR"; device 2>&1 | tee "$REPORT" ;;
+  *) die "usage: bench/gpu.sh pack | device   (see the comment at the top)" ;;
+esac
