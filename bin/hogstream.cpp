@@ -94,9 +94,7 @@ int Time(int argc, char** argv) {
   // --gpu=ID times the GPU passes (each layer's time then ends when the device is idle).
   const bool gpu = f.has("gpu");
   const int device = gpu ? static_cast<int>(f.get_int("gpu", 0, 0, 1023)) : 0;
-  HS_REQUIRE(!gpu || GpuDevices() > device)
-      << "--gpu=" << device << ": " << (GpuDevices() == 0 ? "no CUDA device is visible" : "no such CUDA device")
-      << (GpuBuild() ? "" : " (this hogstream was built without CUDA)");
+  if (gpu) RequireGpu(device, "--gpu=" + std::to_string(device));
   Context ctx(gpu ? Mode::GPU : Mode::CPU, device, 1);
   ctx.set_threads(static_cast<int>(f.get_int("threads", 1, 1, 1024)));
   ContextScope scope(&ctx);
@@ -126,7 +124,10 @@ int Train(int argc, char** argv) {
   opt.input_shapes = h.input_shapes;
   opt.action = h.action;
   opt.stats = h.stats;
-  Context ctx(Mode::CPU, 0, param.random_seed() >= 0 ? param.random_seed() : 0);
+  // solver_mode: GPU trains on device_id, as `caffe train` does.
+  const bool gpu = param.solver_mode() == pb::SolverParameter::GPU;
+  if (gpu) RequireGpu(param.device_id(), "solver_mode: GPU (device_id " + std::to_string(param.device_id()) + ")");
+  Context ctx(gpu ? Mode::GPU : Mode::CPU, param.device_id(), param.random_seed() >= 0 ? param.random_seed() : 0);
   ContextScope scope(&ctx);
   auto solver = CreateSolver(param, opt);
   if (!h.weights.empty()) solver->net().CopyTrainedLayersFromFiles(h.weights);

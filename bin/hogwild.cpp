@@ -1,10 +1,13 @@
-// hogwild.bin: Hogwild training on one host.
+// hogwild.bin and gpus.bin (the same program; CMake builds it under both names): Hogwild
+// training on one host.
 //
 //   hogwild.bin SOLVER SOLVERS [--shm=NAME] [--private] [--snapshot=STATE | --weights=MODEL]
 //               [--iterations=N] [--chunk=FLOATS] [--sigint_effect=...] [--sighup_effect=...]
 //               [--metrics=[HOST:]PORT] [--stats_json=FILE]
 //
-// SOLVERS is [gpu_id:]*cpu_count ("4" = four CPU solver threads). Run the same line in
+// SOLVERS is [gpu_id:]*cpu_count: "4" = four CPU solver threads, "0:0:2" = two solvers on GPU 0
+// and two CPU solvers, "0:1:0" = one solver on each of GPUs 0 and 1. GPU solvers train private
+// copies streamed to the host weights, which the CPU solvers train directly. Run the same line in
 // several shells with --shm=NAME and the processes train one shared copy of the weights.
 // Same as `hogstream train --solver=SOLVER --solvers=SOLVERS ...`.
 #include <iostream>
@@ -12,17 +15,21 @@
 #include "bin/program.hpp"
 #include "core/io.hpp"
 
+#ifndef HS_PROGRAM
+#define HS_PROGRAM "hogwild.bin"
+#endif
+
 int main(int argc, char** argv) {
   using namespace hogstream;
-  return RunProgram("hogwild.bin", argv[0], [&] {
+  return RunProgram(HS_PROGRAM, argv[0], [&] {
     Flags f(argc, argv, 1, kHogwildFlags, {"private", "staleness-weight", "svb"});
     if (f.positional().size() != 2) {
-      std::cerr << "usage: hogwild.bin SOLVER.prototxt SOLVERS [--shm=NAME] [--private] "
+      std::cerr << "usage: " HS_PROGRAM " SOLVER.prototxt SOLVERS [--shm=NAME] [--private] "
                    "[--snapshot=STATE | --weights=MODEL] [--iterations=N] [--chunk=FLOATS]\n"
                    "                   [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:GROUPS]\n"
                    "                   [--staleness-weight] [--compress=fp16|int8|topk:F] [--svb]\n"
                    "                   [--metrics=[HOST:]PORT] [--stats_json=FILE]\n"
-                   "  SOLVERS: [gpu_id:]*cpu_count, e.g. 4 (four CPU solver threads)\n";
+                   "  SOLVERS: [gpu_id:]*cpu_count, e.g. 4 (four CPU solver threads), 0:0:2 (two on GPU 0, two CPU)\n";
       return 1;
     }
     pb::SolverParameter param = ReadSolverText(f.positional()[0]);

@@ -2,14 +2,19 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/common.hpp"
+#include "core/gpu_engine.hpp"
 
 #ifdef HOGSTREAM_CUDA
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #endif
 
 namespace hogstream {
@@ -17,7 +22,34 @@ namespace hogstream {
 namespace {
 thread_local Context* current = nullptr;
 thread_local std::unique_ptr<Context> fallback;
+std::atomic<bool> engine_loaded{false};
 }  // namespace
+
+void MarkGpuEngineLoaded() { engine_loaded.store(true); }
+bool GpuEngineLoaded() { return engine_loaded.load(); }
+
+void LoadGpuEngine() {
+#ifdef HOGSTREAM_CUDA
+  if (engine_loaded.load()) return;
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (engine_loaded.load()) return;
+  // Beside this library (the build folder, or wherever both were installed).
+  std::string path = "libhogstream_gpu.so";
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&LoadGpuEngine), &info) && info.dli_fname) {
+    const std::string self = info.dli_fname;
+    const size_t slash = self.find_last_of('/');
+    if (slash != std::string::npos) path = self.substr(0, slash + 1) + path;
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) {
+    const char* why = dlerror();
+    HS_FAIL() << "GPU mode needs the GPU engine " << path << ": " << (why ? why : "dlopen failed");
+  }
+  HS_CHECK(engine_loaded.load()) << path << " loaded but did not register itself";
+#endif
+}
 
 uint64_t FreshSeed() {
   auto t = std::chrono::high_resolution_clock::now().time_since_epoch().count();
@@ -30,6 +62,7 @@ Context::Context(Mode mode, int device, uint64_t seed)
 #ifndef HOGSTREAM_CUDA
   HS_REQUIRE(mode == Mode::CPU) << "GPU mode requested but this hogstream was built without CUDA";
 #endif
+  if (mode == Mode::GPU) LoadGpuEngine();
 }
 
 Context::~Context() {
@@ -110,6 +143,14 @@ bool GpuBuild() {
 #else
   return false;
 #endif
+}
+
+void RequireGpu(int device, const std::string& what) {
+  HS_REQUIRE(GpuBuild()) << what << ": this hogstream was built without CUDA";
+  const int n = GpuDevices();
+  HS_REQUIRE(n > 0) << what << ": no CUDA device is visible";
+  HS_REQUIRE(device >= 0 && device < n) << what << ": no CUDA device " << device << " (this machine has " << n
+                                        << ", numbered from 0)";
 }
 
 void DeviceSynchronize() {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 
 namespace hogstream {
 
@@ -79,6 +80,9 @@ bool GpuAvailable();
 // How many GPUs are visible (0 on builds without CUDA), and whether this is a CUDA build.
 int GpuDevices();
 bool GpuBuild();
+// An Error unless GPU `device` can be used: this build has CUDA and the device is visible.
+// `what` names what asked for it ("--gpu=1", "solver_mode: GPU") at the head of the message.
+void RequireGpu(int device, const std::string& what);
 // Waits until the calling thread's GPU is idle (nothing in CPU mode): timers that measure GPU
 // work end with it.
 void DeviceSynchronize();

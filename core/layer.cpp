@@ -105,11 +105,28 @@ std::map<std::string, LayerFactory>& Registry() {
   static std::map<std::string, LayerFactory> registry;
   return registry;
 }
+std::map<std::string, LayerFactory>& GpuRegistry() {
+  static std::map<std::string, LayerFactory> registry;
+  return registry;
+}
 std::mutex& RegistryMutex() {
   static std::mutex m;
   return m;
 }
 }  // namespace
+
+void RegisterGpuLayer(const std::string& type, LayerFactory factory) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  HS_CHECK(GpuRegistry().count(type) == 0) << "GPU layer type " << type << " registered twice";
+  GpuRegistry()[type] = std::move(factory);
+}
+
+std::vector<std::string> GpuLayerTypeList() {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  std::vector<std::string> names;
+  for (auto& kv : GpuRegistry()) names.push_back(kv.first);
+  return names;
+}
 
 void RegisterLayer(const std::string& type, LayerFactory factory) {
   std::lock_guard<std::mutex> lock(RegistryMutex());
@@ -131,10 +148,15 @@ std::vector<std::string> LayerTypeList() {
 
 std::unique_ptr<Layer> CreateLayer(const pb::LayerParameter& param) {
   LayerFactory factory;
+  const bool gpu = Context::Get().mode() == Mode::GPU;
   {
     std::lock_guard<std::mutex> lock(RegistryMutex());
     auto it = Registry().find(param.type());
     if (it != Registry().end()) factory = it->second;
+    // In GPU mode the GPU twin, where the GPU engine has one (it derives from the CPU class
+    // and overrides the _gpu passes).
+    auto g = GpuRegistry().find(param.type());
+    if (gpu && factory && g != GpuRegistry().end()) factory = g->second;
   }
   if (!factory) {
     std::string known;

@@ -1,7 +1,8 @@
 // Layer: the unit a Net is built from. A layer owns its learnable blobs (weights, bias,
 // running statistics), computes tops from bottoms in Forward and bottom/param gradients from
-// top gradients in Backward. Each has a CPU implementation; GPU twins fall back to the CPU
-// one where no kernel exists yet (the SyncedMemory heads keep data consistent either way).
+// top gradients in Backward. Each has a CPU implementation; GPU twins (HS_REGISTER_GPU_LAYER,
+// in the hogstream_gpu library) override the _gpu passes, and a layer without one falls back
+// to the CPU passes (the SyncedMemory heads keep data consistent either way).
 //
 // Layers register themselves by their Caffe type name:
 //     HS_REGISTER_LAYER(ReLU, ReLULayer);
@@ -128,11 +129,28 @@ bool LayerTypeKnown(const std::string& type);
 std::vector<std::string> LayerTypeList();
 void RegisterLayer(const std::string& type, LayerFactory factory);
 
+// GPU twins (the hogstream_gpu library registers them when it loads; see gpu_engine.hpp):
+// CreateLayer makes one instead of the CPU class when the calling thread is in GPU mode.
+void RegisterGpuLayer(const std::string& type, LayerFactory factory);
+std::vector<std::string> GpuLayerTypeList();
+
 struct LayerRegistrar {
   LayerRegistrar(const std::string& type, LayerFactory factory) {
     RegisterLayer(type, std::move(factory));
   }
 };
+
+struct GpuLayerRegistrar {
+  GpuLayerRegistrar(const std::string& type, LayerFactory factory) {
+    RegisterGpuLayer(type, std::move(factory));
+  }
+};
+
+#define HS_REGISTER_GPU_LAYER(type_name, Class)                                          \
+  static ::hogstream::GpuLayerRegistrar hs_gpu_registrar_##type_name(                   \
+      #type_name, [](const ::hogstream::pb::LayerParameter& p) {                        \
+        return std::unique_ptr<::hogstream::Layer>(new Class(p));                       \
+      })
 
 #define HS_REGISTER_LAYER(type_name, Class)                                              \
   static ::hogstream::LayerRegistrar hs_registrar_##type_name(                          \

@@ -1,42 +1,19 @@
 #include "core/math_gpu.hpp"
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
 #include <memory>
 
-#include "core/common.hpp"
-#include "core/context.hpp"
+#include "core/gpu_common.cuh"
+#include "core/gpu_engine.hpp"
 
 namespace hogstream {
 
 namespace {
-constexpr int kThreads = 256;
-int Blocks(int n) { return (n + kThreads - 1) / kThreads; }
-cudaStream_t Stream() { return static_cast<cudaStream_t>(Context::Get().stream()); }
+// Tells the engine loader (core/context.cpp) that this library is in the process.
+[[maybe_unused]] const bool kRegistered = (MarkGpuEngineLoaded(), true);
 
-// The calling thread's cuBLAS handle, kept in its Context (created on first use, bound to the
-// context's stream, destroyed with the context).
-struct GpuHandles {
-  cublasHandle_t blas = nullptr;
-};
-cublasHandle_t Cublas() {
-  Context& ctx = Context::Get();
-  auto* h = static_cast<GpuHandles*>(ctx.gpu_handles());
-  if (!h) {
-    HS_CUDA_CHECK(cudaSetDevice(ctx.device()));
-    auto fresh = std::make_unique<GpuHandles>();
-    HS_CHECK(cublasCreate(&fresh->blas) == CUBLAS_STATUS_SUCCESS) << "cublasCreate failed";
-    cublasSetStream(fresh->blas, Stream());
-    h = fresh.release();
-    ctx.set_gpu_handles(h, [](void* p) {
-      auto* g = static_cast<GpuHandles*>(p);
-      cublasDestroy(g->blas);
-      delete g;
-    });
-  }
-  return h->blas;
-}
+constexpr int kThreads = kGpuThreads;
+int Blocks(int n) { return GpuBlocks(n); }
+cudaStream_t Stream() { return GpuStream(); }
 
 __global__ void AxpyKernel(int n, float a, const float* x, float* y) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] += a * x[i];
@@ -52,6 +29,53 @@ __global__ void ReluKernel(int n, float slope, const float* x, float* y) {
     y[i] = x[i] > 0.f ? x[i] : slope * x[i];
 }
 }  // namespace
+
+namespace {
+// The calling thread's library handles, kept in its Context.
+struct GpuHandles {
+  cublasHandle_t blas = nullptr;
+#ifdef HOGSTREAM_CUDNN
+  cudnnHandle_t dnn = nullptr;
+#endif
+};
+GpuHandles& Handles() {
+  Context& ctx = Context::Get();
+  auto* h = static_cast<GpuHandles*>(ctx.gpu_handles());
+  if (!h) {
+    HS_CUDA_CHECK(cudaSetDevice(ctx.device()));
+    h = new GpuHandles;
+    ctx.set_gpu_handles(h, [](void* p) {
+      auto* g = static_cast<GpuHandles*>(p);
+      if (g->blas) cublasDestroy(g->blas);
+#ifdef HOGSTREAM_CUDNN
+      if (g->dnn) cudnnDestroy(g->dnn);
+#endif
+      delete g;
+    });
+  }
+  return *h;
+}
+}  // namespace
+
+cublasHandle_t Cublas() {
+  GpuHandles& h = Handles();
+  if (!h.blas) {
+    HS_CUBLAS_CHECK(cublasCreate(&h.blas));
+    HS_CUBLAS_CHECK(cublasSetStream(h.blas, GpuStream()));
+  }
+  return h.blas;
+}
+
+#ifdef HOGSTREAM_CUDNN
+cudnnHandle_t Cudnn() {
+  GpuHandles& h = Handles();
+  if (!h.dnn) {
+    HS_CUDNN_CHECK(cudnnCreate(&h.dnn));
+    HS_CUDNN_CHECK(cudnnSetStream(h.dnn, GpuStream()));
+  }
+  return h.dnn;
+}
+#endif
 
 void gpu_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A,
               const float* B, float beta, float* C) {

@@ -543,7 +543,11 @@ void Net::Backward() {
   if (!layers_.empty()) BackwardFromTo(static_cast<int>(layers_.size()) - 1, 0);
 }
 
-void Net::ClearParamDiffs() { std::memset(flat_diff_, 0, flat_size_ * sizeof(float)); }
+void Net::ClearParamDiffs() {
+  std::memset(flat_diff_, 0, flat_size_ * sizeof(float));
+  // In GPU mode the gradients live on the device between passes: the zeros are the fresh copy.
+  for (Blob* p : learnable_params_) p->diff()->host_written();
+}
 
 void Net::Reshape() {
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->Reshape(bottom_vecs_[i], top_vecs_[i]);

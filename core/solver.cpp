@@ -175,6 +175,9 @@ void Solver::ApplyUpdate() {
   }
   // data -= diff over the whole flat buffer (padding is zero in both).
   axpy(static_cast<int>(net_->param_buffer_size()), -1.f, net_->param_diff(), net_->param_data());
+  // The host weights are the fresh ones (in GPU mode the next pass uploads them; the test nets
+  // share these memories).
+  for (Blob* p : params) p->data()->host_written();
 }
 
 void Solver::UpdateSmoothedLoss(float loss) {

@@ -53,6 +53,31 @@ void HostFree(void* ptr, bool pinned) {
   std::free(ptr);
 }
 
+#ifdef HOGSTREAM_CUDA
+namespace {
+// GPU kernels run on the Context's stream, which does not wait for the legacy default stream
+// (nor it for them): copies go on that stream and are waited for, so that a copy never races a
+// kernel and the host buffer is free when the copy returns. A thread not in GPU mode (reading
+// a result after its GPU work) waits for the whole device first.
+cudaStream_t CopyStream() {
+  Context& ctx = Context::Get();
+  if (ctx.mode() == Mode::GPU) return static_cast<cudaStream_t>(ctx.stream());
+  HS_CUDA_CHECK(cudaDeviceSynchronize());
+  return nullptr;
+}
+void Copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  cudaStream_t s = CopyStream();
+  HS_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, kind, s));
+  HS_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+void Zero(void* dst, size_t n) {
+  cudaStream_t s = CopyStream();
+  HS_CUDA_CHECK(cudaMemsetAsync(dst, 0, n, s));
+  HS_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+}  // namespace
+#endif
+
 SyncedMemory::~SyncedMemory() {
   if (cpu_ptr_ && own_cpu_) HostFree(cpu_ptr_, cpu_pinned_);
 #ifdef HOGSTREAM_CUDA
@@ -80,7 +105,7 @@ void SyncedMemory::to_cpu() {
         cpu_ptr_ = HostAlloc(size_, &cpu_pinned_);
         own_cpu_ = true;
       }
-      HS_CUDA_CHECK(cudaMemcpy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost));
+      Copy(cpu_ptr_, gpu_ptr_, size_, cudaMemcpyDeviceToHost);
       head_ = SYNCED;
 #else
       HS_CHECK(false) << "GPU memory on a build without CUDA";
@@ -98,7 +123,7 @@ void SyncedMemory::to_gpu() {
     case UNINITIALIZED:
       HS_CUDA_CHECK(cudaGetDevice(&gpu_device_));
       HS_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_ ? size_ : 1));
-      HS_CUDA_CHECK(cudaMemset(gpu_ptr_, 0, size_));
+      Zero(gpu_ptr_, size_);
       own_gpu_ = true;
       head_ = HEAD_AT_GPU;
       break;
@@ -108,7 +133,7 @@ void SyncedMemory::to_gpu() {
         HS_CUDA_CHECK(cudaMalloc(&gpu_ptr_, size_ ? size_ : 1));
         own_gpu_ = true;
       }
-      HS_CUDA_CHECK(cudaMemcpy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice));
+      Copy(gpu_ptr_, cpu_ptr_, size_, cudaMemcpyHostToDevice);
       head_ = SYNCED;
       break;
     case HEAD_AT_GPU:

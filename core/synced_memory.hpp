@@ -32,6 +32,12 @@ class SyncedMemory {
   void* mutable_gpu_data();
   void set_gpu_data(void* data);
 
+  // The host copy was written directly (a borrowed buffer, written in bulk by the Net or the
+  // solver): it becomes the fresh one, and the device copy is refreshed at its next use.
+  void host_written() {
+    if (cpu_ptr_) head_ = HEAD_AT_CPU;
+  }
+
   Head head() const { return head_; }
   size_t size() const { return size_; }
 

@@ -80,13 +80,17 @@ class SegmentFiguresSink : public StatsSink {
 }  // namespace
 
 HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
-  HS_REQUIRE(opt.solvers.gpus.empty())
-      << "GPU solvers are not available in this build yet; give a CPU count (e.g. SOLVERS=2)";
-  const int n = opt.solvers.cpus;
+  // GPU solvers first (ranks 0..), then the CPU ones. A GPU solver trains a private copy on its
+  // device; its host copy is what the segment streams to the shared weights (each iteration's
+  // update is made on the host and uploaded with the next pass).
+  const std::vector<int>& gpus = opt.solvers.gpus;
+  const int n = opt.solvers.cpus + static_cast<int>(gpus.size());
   HS_REQUIRE(n >= 1 && n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
-                                                       << " CPU solvers, got " << n;
-  HS_REQUIRE(param.solver_mode() == pb::SolverParameter::CPU)
-      << "solver_mode: GPU with CPU solvers only; set solver_mode: CPU in the solver file";
+                                                       << " solvers, got " << n;
+  for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
+  HS_REQUIRE(!gpus.empty() || param.solver_mode() == pb::SolverParameter::CPU)
+      << "solver_mode: GPU with CPU solvers only; name the GPUs in SOLVERS (e.g. 0:0 for one solver on GPU 0) "
+         "or set solver_mode: CPU in the solver file";
   HS_REQUIRE(!opt.net || opt.shm.empty())
       << "a job across machines runs this machine's solvers as threads of one process: leave out --shm";
   const Policy& policy = opt.policy;
@@ -103,7 +107,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   const bool net_rounds = opt.net && policy.rounds();
   const bool net_easgd = opt.net && policy.kind == PK::kEasgd;
   const bool private_copies =
-      opt.private_copies || (!opt.net && policy.needs_private()) || net_rounds || net_easgd;
+      opt.private_copies || (!opt.net && policy.needs_private()) || net_rounds || net_easgd || !gpus.empty();
   Policy local_policy = opt.net ? Policy{} : policy;
   if (net_rounds) local_policy.kind = PK::kBsp;
   if (net_easgd) {
@@ -127,9 +131,11 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
          "across machines: leave out --shm and --policy=" << policy.name();
   HS_REQUIRE(!policy.svb || !(opt.net && opt.private_copies))
       << "--svb across machines trains each machine's host copy directly: leave out --private";
+  HS_REQUIRE(!policy.svb || gpus.empty()) << "--svb runs on CPU solvers only: leave the GPUs out of SOLVERS";
   HS_REQUIRE(!policy.svb || param.iter_size() == 1) << "--svb sends the factors of one pass: set iter_size: 1";
   LOG_IF(INFO, opt.log && (n > 1 || private_copies || opt.net))
-      << "Hogwild: " << n << " solver thread" << (n > 1 ? "s" : "") << " in this process, "
+      << "Hogwild: " << n << " solver thread" << (n > 1 ? "s" : "") << " in this process"
+      << (gpus.empty() ? "" : " (" + std::to_string(gpus.size()) + " on GPUs)") << ", "
       << (private_copies ? "each on a private copy streamed to" : "on") << " the "
       << (opt.shm.empty() ? "host" : "/dev/shm") << " weights"
       << (policy.kind != PK::kAsync || policy.needs_private() ? ", policy " + policy.name() : "");
@@ -391,7 +397,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
 
   for (int i = 0; i < n; ++i) {
     locals[i].index = i;
-    locals[i].ctx = std::make_unique<Context>(Mode::CPU, 0, 1);
+    const bool on_gpu = i < static_cast<int>(gpus.size());
+    locals[i].ctx = std::make_unique<Context>(on_gpu ? Mode::GPU : Mode::CPU, on_gpu ? gpus[i] : 0, 1);
     locals[i].ctx->set_seed(SolverSeed(base_seed, i));
   }
   std::vector<std::thread> threads;

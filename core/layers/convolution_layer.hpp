@@ -42,7 +42,9 @@ class ConvolutionLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   // Lowers image `im` into col_ (or returns `im` itself when no lowering is needed).
   const float* Lower(const float* im);
   void ForwardLowered(const Blobs& bottom, const Blobs& top);

@@ -21,7 +21,9 @@ class DropoutLayer : public NeuronLayer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   float ratio_ = 0.5f, scale_ = 2.f;
   std::vector<unsigned> mask_;  // TRAIN: 1 where the unit is kept
 };

@@ -20,7 +20,9 @@ class InnerProductLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   int M_ = 0, K_ = 0, N_ = 0;  // rows (outer count), features in, features out
   bool bias_term_ = true, transpose_ = false;
 };

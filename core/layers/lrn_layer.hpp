@@ -27,7 +27,9 @@ class LRNLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   void ForwardAcross(const float* x, float* s) const;
   void ForwardWithin(const float* x, float* s);
   void BackwardAcross(const float* x, const float* y, const float* s, const float* dy,

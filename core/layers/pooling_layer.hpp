@@ -31,7 +31,9 @@ class PoolingLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   // Rows [begin, end) of the input that output row `ph` reads; for AVE also the divisor's
   // row extent (clipped to H + pad rather than H).
   void RowWindow(int ph, int* begin, int* end, int* ave_rows) const;

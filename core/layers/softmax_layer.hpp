@@ -20,7 +20,9 @@ class SoftmaxLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   int outer_ = 0, channels_ = 0, inner_ = 0;  // the blob as outer x channels x inner
 };
 

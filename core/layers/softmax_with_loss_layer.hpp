@@ -26,7 +26,9 @@ class SoftmaxWithLossLayer : public LossLayer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   bool Ignored(int label) const { return has_ignore_label_ && label == ignore_label_; }
 
   std::unique_ptr<SoftmaxLayer> softmax_;

@@ -22,7 +22,8 @@ class Cli : public ::testing::Test {
     return test::RunProgram(program, args, scratch_, seconds);
   }
 
-  // A solver for a tiny net on DummyData; `extra` is appended to the solver text.
+  // A solver for a tiny net on DummyData; `extra` is appended to the solver text (solver_mode
+  // is CPU unless `extra` sets it).
   std::string Solver(const std::string& extra) {
     const std::string path = (dir_ / "solver.prototxt").string();
     std::ofstream(path) << R"(
@@ -34,8 +35,9 @@ class Cli : public ::testing::Test {
         layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
                 inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
         layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
-      base_lr: 0.01 lr_policy: "fixed" max_iter: 50 display: 10 solver_mode: CPU
-      snapshot_prefix: ")" << (dir_ / "snap").string() << "\"\n" << extra;
+      base_lr: 0.01 lr_policy: "fixed" max_iter: 50 display: 10
+      snapshot_prefix: ")" << (dir_ / "snap").string() << "\"\n"
+                     << (extra.find("solver_mode") == std::string::npos ? "solver_mode: CPU\n" : "") << extra;
     return path;
   }
 
@@ -88,6 +90,27 @@ TEST_F(Cli, TimeOnAGpu) {
     GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
   EXPECT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.out.find("Median Forward-Backward"), std::string::npos) << gpu.out;
+}
+
+// GPU solvers name the device they cannot use, in every program that takes SOLVERS and in
+// solver_mode: GPU.
+TEST_F(Cli, GpuSolversNameTheMissingDevice) {
+  ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver(""), "977:1"}), "hogwild.bin", "SOLVERS names GPU 977");
+  ExpectOneLine(Run(HS_GPUS_BIN, {Solver(""), "977:0"}), "gpus.bin", "SOLVERS names GPU 977");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver("solver_mode: GPU device_id: 977")}),
+                "hogstream", "solver_mode: GPU (device_id 977)");
+  ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver("solver_mode: GPU"), "2"}), "hogwild.bin", "name the GPUs in SOLVERS");
+}
+
+TEST_F(Cli, GpusBinTrainsTwoSolversOnOneGpuBesideACpuSolver) {
+  const Result gpu = Run(HS_GPUS_BIN, {Solver(""), "0:0:1"}, 120);
+  if (gpu.rc != 0 && gpu.err.find("no CUDA device is visible") != std::string::npos)
+    GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
+  if (gpu.rc != 0 && gpu.err.find("built without CUDA") != std::string::npos)
+    GTEST_SKIP() << "built without CUDA: " << gpu.last_line();
+  EXPECT_EQ(gpu.rc, 0) << gpu.err;
+  EXPECT_NE(gpu.err.find("3 solver threads in this process (2 on GPUs)"), std::string::npos) << gpu.err;
+  EXPECT_NE(gpu.err.find("Optimization Done"), std::string::npos) << gpu.err;
 }
 
 // A missing snapshot directory fails before the first iteration, not after the whole run.

@@ -1,0 +1,342 @@
+// Every GPU layer twin against its CPU layer (Caffe's CPU/GPU twin tests, in one table): the
+// same parameters and fresh random bottoms and top gradients on both sides, then the tops, the
+// loss, the bottom gradients and the accumulated parameter gradients compared within a stated
+// bound, |gpu - cpu| <= tol * max(1, max |cpu|) per array. The GPU side must really run on the
+// device: its layer is the registered twin (not the CPU class) and its top is left on the GPU.
+// Skips without a GPU; on CUDA builds the table's twins must all be registered.
+#include <gtest/gtest.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <typeinfo>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/gpu_engine.hpp"
+#include "core/layer.hpp"
+#include "core/solver.hpp"
+#include "core/synced_memory.hpp"
+#include "test/core/gradient_checker.hpp"
+#include "test/test_seed.hpp"
+
+namespace hogstream {
+namespace {
+
+struct GpuCase {
+  const char* name;
+  const char* layer;                     // LayerParameter text
+  std::vector<std::vector<int>> bottoms;
+  int label_classes = 0;                 // > 0: the last bottom holds labels in [0, classes)
+  float tol = 1e-4f;
+  bool on_device = true;                 // false: the twin runs the CPU passes (a fallback case)
+};
+
+std::vector<GpuCase> Cases() {
+  return {
+      {"relu", R"(type: "ReLU")", {{2, 3, 5, 7}}},
+      {"leaky_relu", R"(type: "ReLU" relu_param { negative_slope: 0.1 })", {{2, 3, 5, 7}}},
+      {"sigmoid", R"(type: "Sigmoid")", {{4, 33}}},
+      {"tanh", R"(type: "TanH")", {{4, 33}}},
+      {"dropout_test_phase", R"(type: "Dropout" phase: TEST dropout_param { dropout_ratio: 0.3 })", {{3, 17}}},
+      {"inner_product", R"(type: "InnerProduct" inner_product_param { num_output: 7
+          weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "gaussian" } })", {{4, 3, 5, 5}}},
+      {"inner_product_transposed", R"(type: "InnerProduct" inner_product_param { num_output: 9 transpose: true
+          weight_filler { type: "gaussian" } bias_filler { type: "gaussian" } })", {{6, 31}}},
+      {"inner_product_no_bias", R"(type: "InnerProduct" inner_product_param { num_output: 5 bias_term: false
+          weight_filler { type: "xavier" } })", {{130, 40}}},
+      {"softmax", R"(type: "Softmax")", {{3, 5, 4, 2}}},
+      {"softmax_axis2", R"(type: "Softmax" softmax_param { axis: 2 })", {{3, 5, 4, 2}}},
+      {"softmax_loss", R"(type: "SoftmaxWithLoss")", {{16, 10}, {16}}, 10},
+      {"softmax_loss_spatial_ignore", R"(type: "SoftmaxWithLoss" loss_param { ignore_label: 2 })",
+       {{3, 5, 4, 2}, {3, 4, 2}}, 5},
+      {"softmax_loss_full", R"(type: "SoftmaxWithLoss" loss_param { normalization: FULL ignore_label: 1 })",
+       {{3, 5, 4, 2}, {3, 4, 2}}, 5},
+      {"softmax_loss_batch", R"(type: "SoftmaxWithLoss" loss_param { normalization: BATCH_SIZE })",
+       {{3, 5, 4, 2}, {3, 4, 2}}, 5},
+      {"softmax_loss_none_prob_top", R"(type: "SoftmaxWithLoss" top: "loss" top: "prob"
+          loss_param { normalization: NONE })", {{8, 6}, {8}}, 6},
+      {"max_pool_ceil", R"(type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })", {{2, 3, 9, 10}}},
+      {"max_pool_pad_mask", R"(type: "Pooling" top: "y" top: "mask"
+          pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 })", {{2, 3, 8, 7}}},
+      {"max_pool_2x2", R"(type: "Pooling" pooling_param { pool: MAX kernel_size: 2 stride: 2 })", {{2, 4, 12, 12}}},
+      {"ave_pool_pad", R"(type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 })", {{2, 3, 9, 8}}},
+      {"ave_pool_global", R"(type: "Pooling" pooling_param { pool: AVE global_pooling: true })", {{2, 5, 6, 7}}},
+      {"ave_pool_rect", R"(type: "Pooling" pooling_param { pool: AVE kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 })",
+       {{1, 2, 7, 9}}},
+      {"conv3x3", R"(type: "Convolution" convolution_param { num_output: 6 kernel_size: 3 pad: 1
+          weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } })", {{2, 4, 9, 8}}, 0, 2e-4f},
+      {"conv_stride_dilation", R"(type: "Convolution" convolution_param { num_output: 5 kernel_size: 3
+          stride: 2 dilation: 2 pad: 2 weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } })",
+       {{2, 3, 11, 12}}, 0, 2e-4f},
+      {"conv_group", R"(type: "Convolution" convolution_param { num_output: 8 kernel_size: 3 group: 2
+          weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } })", {{2, 4, 7, 7}}, 0, 2e-4f},
+      {"conv_1x1_no_bias", R"(type: "Convolution" convolution_param { num_output: 7 kernel_size: 1 bias_term: false
+          weight_filler { type: "gaussian" } })", {{3, 5, 4, 6}}, 0, 2e-4f},
+      {"conv_two_bottoms", R"(type: "Convolution" bottom: "a" bottom: "b" top: "c" top: "d"
+          convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2 stride_h: 2
+          weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } })",
+       {{2, 3, 8, 8}, {2, 3, 8, 8}}, 0, 2e-4f},
+      {"lrn_across", R"(type: "LRN" lrn_param { local_size: 5 alpha: 0.3 beta: 0.75 k: 2 })", {{2, 7, 5, 4}}, 0, 2e-4f},
+      {"lrn_within_falls_back", R"(type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL alpha: 0.3 })",
+       {{2, 3, 5, 4}}, 0, 1e-5f, false},
+  };
+}
+
+pb::LayerParameter Parse(const GpuCase& c) {
+  pb::LayerParameter p;
+  HS_CHECK(google::protobuf::TextFormat::ParseFromString(c.layer, &p)) << c.name;
+  p.set_name(c.name);
+  return p;
+}
+
+#ifdef HOGSTREAM_CUDA
+
+float MaxAbs(const float* v, int n) {
+  float m = 0.f;
+  for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+  return m;
+}
+
+void ExpectNear(const float* gpu, const float* cpu, int n, float tol, const std::string& what) {
+  const float bound = tol * std::max(1.f, MaxAbs(cpu, n));
+  int bad = 0;
+  for (int i = 0; i < n && bad < 5; ++i)
+    if (!(std::fabs(gpu[i] - cpu[i]) <= bound)) {
+      ADD_FAILURE() << what << "[" << i << "]: gpu " << gpu[i] << " cpu " << cpu[i] << " (bound " << bound << ")";
+      ++bad;
+    }
+}
+
+struct Side {
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Layer> layer;
+  std::vector<std::unique_ptr<Blob>> bottom_store, top_store;
+  Blobs bottoms, tops;
+  float loss = 0;
+};
+
+class LayersGpu : public ::testing::TestWithParam<GpuCase> {
+ protected:
+  void SetUp() override {
+    if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+    setenv("HS_GPU_TF32", "0", 1);  // exact FMA convolutions: the bounds below are float32's
+  }
+};
+
+TEST_P(LayersGpu, MatchesCpuTwin) {
+  const GpuCase& c = GetParam();
+  const pb::LayerParameter param = Parse(c);
+  const int num_tops = std::max(1, param.top_size());
+  std::mt19937 gen(::hogstream::TestSeed());
+  const uint64_t seed = gen();
+  Side side[2];  // 0: CPU, 1: GPU
+  for (int s = 0; s < 2; ++s) {
+    side[s].ctx = std::make_unique<Context>(s ? Mode::GPU : Mode::CPU, 0, seed);
+    for (size_t b = 0; b < c.bottoms.size(); ++b) {
+      side[s].bottom_store.push_back(std::make_unique<Blob>(c.bottoms[b]));
+      side[s].bottoms.push_back(side[s].bottom_store.back().get());
+    }
+    for (int t = 0; t < num_tops; ++t) {
+      side[s].top_store.push_back(std::make_unique<Blob>());
+      side[s].tops.push_back(side[s].top_store.back().get());
+    }
+  }
+  // Fresh inputs, the same on both sides.
+  for (size_t b = 0; b < c.bottoms.size(); ++b) {
+    Blob* cpu = side[0].bottoms[b];
+    const bool labels = c.label_classes > 0 && b + 1 == c.bottoms.size();
+    if (labels) {
+      for (int i = 0; i < cpu->count(); ++i) cpu->mutable_cpu_data()[i] = static_cast<float>(gen() % c.label_classes);
+    } else {
+      testing::FillGaussian(cpu, gen);
+    }
+    std::copy(cpu->cpu_data(), cpu->cpu_data() + cpu->count(), side[1].bottoms[b]->mutable_cpu_data());
+  }
+  std::vector<bool> down(c.bottoms.size(), true);
+  if (c.label_classes > 0) down.back() = false;
+  for (int s = 0; s < 2; ++s) {
+    ContextScope scope(side[s].ctx.get());
+    Side& d = side[s];
+    d.layer = CreateLayer(param);
+    d.layer->SetUp(d.bottoms, d.tops);
+    if (s == 1) {
+      // The twin, with the CPU layer's parameters.
+      ASSERT_NE(typeid(*d.layer), typeid(*side[0].layer)) << c.name << ": no GPU twin was made";
+      ASSERT_EQ(d.layer->blobs().size(), side[0].layer->blobs().size());
+      for (size_t p = 0; p < d.layer->blobs().size(); ++p) {
+        const Blob& from = *side[0].layer->blobs()[p];
+        std::copy(from.cpu_data(), from.cpu_data() + from.count(), d.layer->blobs()[p]->mutable_cpu_data());
+      }
+    }
+    d.loss = d.layer->Forward(d.bottoms, d.tops);
+    if (s == 1 && c.on_device) {
+      EXPECT_EQ(d.tops[0]->data()->head(), SyncedMemory::HEAD_AT_GPU) << c.name << ": the top was made on the host";
+    }
+    // Top gradients: the loss weight for a loss top (set by SetUp), fresh values otherwise.
+    for (int t = 0; t < num_tops; ++t) {
+      if (d.layer->loss(t) != 0.f) continue;
+      if (s == 0) {
+        std::normal_distribution<float> nd;
+        for (int i = 0; i < d.tops[t]->count(); ++i) d.tops[t]->mutable_cpu_diff()[i] = nd(gen);
+      } else {
+        const Blob& from = *side[0].tops[t];
+        std::copy(from.cpu_diff(), from.cpu_diff() + from.count(), d.tops[t]->mutable_cpu_diff());
+      }
+    }
+    d.layer->Backward(d.tops, down, d.bottoms);
+  }
+  ContextScope scope(side[1].ctx.get());  // reads of GPU results wait on its stream
+  EXPECT_NEAR(side[1].loss, side[0].loss, c.tol * std::max(1.f, std::fabs(side[0].loss))) << c.name;
+  for (int t = 0; t < num_tops; ++t) {
+    ASSERT_EQ(side[1].tops[t]->shape(), side[0].tops[t]->shape());
+    ExpectNear(side[1].tops[t]->cpu_data(), side[0].tops[t]->cpu_data(), side[0].tops[t]->count(), c.tol,
+               std::string(c.name) + " top " + std::to_string(t));
+  }
+  for (size_t b = 0; b < c.bottoms.size(); ++b)
+    if (down[b])
+      ExpectNear(side[1].bottoms[b]->cpu_diff(), side[0].bottoms[b]->cpu_diff(), side[0].bottoms[b]->count(), c.tol,
+                 std::string(c.name) + " bottom diff " + std::to_string(b));
+  for (size_t p = 0; p < side[0].layer->blobs().size(); ++p) {
+    const Blob& cpu = *side[0].layer->blobs()[p];
+    ASSERT_GT(cpu.asum_diff(), 0.f) << c.name << " param " << p << " got no gradient on the CPU";
+    ExpectNear(side[1].layer->blobs()[p]->cpu_diff(), cpu.cpu_diff(), cpu.count(), c.tol,
+               std::string(c.name) + " param diff " + std::to_string(p));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Twins, LayersGpu, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<GpuCase>& i) { return std::string(i.param.name); });
+
+// Dropout in TRAIN draws on the device: every output is 0 or x / (1 - ratio), about 1 - ratio
+// of them kept, and the backward pass lets through exactly the kept ones, scaled alike.
+TEST(LayersGpuDropout, TrainKeepsAboutOneMinusRatioAndBackwardUsesTheSameMask) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  std::mt19937 gen(::hogstream::TestSeed());
+  Context ctx(Mode::GPU, 0, gen());
+  ContextScope scope(&ctx);
+  pb::LayerParameter p;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(name: "d" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", &p));
+  auto layer = CreateLayer(p);
+  Blob x(std::vector<int>{64, 1000}), y;
+  testing::FillGaussian(&x, gen);
+  layer->SetUp({&x}, {&y});
+  for (int pass = 0; pass < 2; ++pass) {
+    layer->Forward({&x}, {&y});
+    std::normal_distribution<float> nd;
+    for (int i = 0; i < y.count(); ++i) y.mutable_cpu_diff()[i] = nd(gen);
+    layer->Backward({&y}, {true}, {&x});
+    const float scale = 1.f / 0.7f;
+    int kept = 0;
+    for (int i = 0; i < x.count(); ++i) {
+      const float out = y.cpu_data()[i], in = x.cpu_data()[i];
+      const bool k = out != 0.f;
+      kept += k;
+      if (k) {
+        ASSERT_NEAR(out, in * scale, 1e-5f * (1 + std::fabs(in)));
+      }
+      ASSERT_NEAR(x.cpu_diff()[i], k ? y.cpu_diff()[i] * scale : 0.f, 1e-5f * (1 + std::fabs(y.cpu_diff()[i])));
+    }
+    const double n = x.count(), mean = 0.7 * n, sd = std::sqrt(n * 0.7 * 0.3);
+    EXPECT_NEAR(kept, mean, 6 * sd) << "pass " << pass;
+  }
+}
+
+// A label out of range is the CPU layer's one-line Error on the GPU too.
+TEST(LayersGpuLoss, LabelOutOfRangeIsTheCpuError) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  pb::LayerParameter p;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(name: "loss" type: "SoftmaxWithLoss")", &p));
+  std::string messages[2];
+  for (int s = 0; s < 2; ++s) {
+    Context ctx(s ? Mode::GPU : Mode::CPU, 0, 3);
+    ContextScope scope(&ctx);
+    Blob x(std::vector<int>{4, 3}), label(std::vector<int>{4}), loss;
+    for (int i = 0; i < 4; ++i) label.mutable_cpu_data()[i] = i == 2 ? 7.f : 1.f;
+    auto layer = CreateLayer(p);
+    layer->SetUp({&x, &label}, {&loss});
+    try {
+      layer->Forward({&x, &label}, {&loss});
+      ADD_FAILURE() << (s ? "GPU" : "CPU") << ": no error for label 7 of 3 classes";
+    } catch (const Error& e) {
+      messages[s] = e.what();
+    }
+  }
+  EXPECT_FALSE(messages[0].empty());
+  EXPECT_EQ(messages[1], messages[0]);
+}
+
+// A whole solver in GPU mode against the same solver on the CPU: DummyData (the same draws on
+// both, from the same seed), convolution, pooling, ReLU, inner products, a softmax loss and SGD
+// with momentum and decay, 30 iterations. The weights must follow the CPU's: this is what
+// catches gradients left on the device, weights updated on the host but never uploaded, and
+// diffs not cleared between iterations.
+TEST(SolverGpu, TrainsLikeTheCpu) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  setenv("HS_GPU_TF32", "0", 1);
+  const std::string text = R"(
+    net_param {
+      layer { name: "data" type: "DummyData" top: "x" top: "label"
+              dummy_data_param { shape { dim: 8 dim: 2 dim: 10 dim: 10 } shape { dim: 8 }
+                                 data_filler { type: "gaussian" } data_filler { type: "constant" value: 3 } } }
+      layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+              convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "xavier" } } }
+      layer { name: "pool" type: "Pooling" bottom: "c" top: "p" pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+      layer { name: "relu" type: "ReLU" bottom: "p" top: "p" }
+      layer { name: "ip1" type: "InnerProduct" bottom: "p" top: "h"
+              inner_product_param { num_output: 12 weight_filler { type: "xavier" } } }
+      layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "s"
+              inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
+      layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
+    base_lr: 0.05 momentum: 0.9 weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11)";
+  std::vector<float> weights[2];
+  float loss[2][2];
+  for (int s = 0; s < 2; ++s) {
+    pb::SolverParameter param;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &param));
+    param.set_solver_mode(s ? pb::SolverParameter::GPU : pb::SolverParameter::CPU);
+    Context ctx(s ? Mode::GPU : Mode::CPU, 0, 11);
+    ContextScope scope(&ctx);
+    SolverOptions o;
+    o.log = false;
+    auto solver = CreateSolver(param, o);
+    loss[s][0] = solver->net().ForwardBackward();
+    solver->net().ClearParamDiffs();
+    solver->Solve();
+    loss[s][1] = solver->net().ForwardBackward();
+    for (Blob* b : solver->net().learnable_params())
+      weights[s].insert(weights[s].end(), b->cpu_data(), b->cpu_data() + b->count());
+  }
+  EXPECT_NEAR(loss[1][0], loss[0][0], 1e-4f * std::max(1.f, loss[0][0]));
+  EXPECT_LT(loss[0][1], 0.5f * loss[0][0]) << "the CPU solver did not learn the constant label";
+  EXPECT_NEAR(loss[1][1], loss[0][1], 1e-3f * std::max(1.f, loss[0][1]));
+  ASSERT_EQ(weights[1].size(), weights[0].size());
+  ExpectNear(weights[1].data(), weights[0].data(), static_cast<int>(weights[0].size()), 1e-3f, "weights after 30 iterations");
+}
+
+#endif  // HOGSTREAM_CUDA
+
+// On every CUDA build (GPU or not): the table's twins are registered, so the GPU runs above
+// cannot silently test CPU fallbacks. Without cuDNN, Convolution and LRN have none.
+TEST(LayersGpuRegistry, EveryTwinInTheTableIsRegistered) {
+#ifndef HOGSTREAM_CUDA
+  GTEST_SKIP() << "built without CUDA (HOGSTREAM_CUDA off)";
+#else
+  LoadGpuEngine();
+  const std::vector<std::string> twins = GpuLayerTypeList();
+  for (const GpuCase& c : Cases()) {
+    const std::string type = Parse(c).type();
+#ifndef HOGSTREAM_CUDNN
+    if (type == "Convolution" || type == "LRN") continue;
+#endif
+    EXPECT_NE(std::find(twins.begin(), twins.end(), type), twins.end()) << type << " has no GPU twin";
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace hogstream
