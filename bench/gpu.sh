@@ -16,9 +16,10 @@
 #   2. every GPU test (gtest filter *Gpu*:*GPU*); FULL=1 also runs the whole suite (CI runs it
 #      anyway, on a machine without a GPU)
 #   3. pinned cudaMemcpy H2D+D2H rate, 64 KiB..16 MiB chunks (bench/gpu_copy_bench.cpp)
-#   4. GPU forward+backward per batch, `hogstream time --gpu=0`, against torch_peer.py
-#      --device cuda training img/s: LeNet 64, cifar10_quick 100, CaffeNet 256
-#   5. two solvers on one GPU: hogwild.bin LeNet 0:0:0, 10 000 global iterations, test accuracy
+#   4. training img/s on GPU 0 (`hogstream train`, solver_mode GPU, the net's Data layers
+#      replaced by constant DummyData: bench/dummy_data_net.py) against torch_peer.py
+#      --device cuda: LeNet 64, cifar10_quick 100, CaffeNet 256; and `hogstream time --gpu=0`
+#   5. two solvers on one GPU: gpus.bin LeNet 0:0:0, 10 000 global iterations, test accuracy
 #   6. the CPU side on the machine's cores against its PyTorch: LeNet 1 thread
 #      (train img/s vs --mode lenet --threads 1) and 16 Hogwild threads (vs --mode hogwild
 #      --procs 16), ROUNDS (3) interleaved rounds, medians
@@ -42,7 +43,7 @@ pack() {
   # shellcheck source=scripts/setup.sh
   HS_ROOT=$ROOT BUILD_DIR=$B HOGSTREAM_CUDA=ON HOGSTREAM_BENCH=ON \
     bash -c 'source scripts/setup.sh; hs_ensure_packages; hs_build'
-  local bins=(hogstream hogwild.bin raw.bin hogstream_tests segment_bench gpu_copy_bench)
+  local bins=(hogstream hogwild.bin gpus.bin raw.bin hogstream_tests segment_bench gpu_copy_bench)
   for b in "${bins[@]}"; do [[ -x $B/$b ]] || die "$B/$b was not built"; done
   rm -rf "$PACK"
   mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/data" "$PACK/peers"
@@ -141,31 +142,51 @@ stage3() {
   summary "GPU segment rate: not measured (the GPU segment is not built yet)"
 }
 
+# speed_solver NET_FILE ITERS DISPLAY > file: a GPU training solver for speed runs
+speed_solver() {
+  printf 'net: "%s"\nbase_lr: 0.001\nmomentum: 0.9\nweight_decay: 0.0005\nlr_policy: "fixed"\n' "$1"
+  printf 'max_iter: %d\ndisplay: %d\nsnapshot: 0\nsnapshot_after_train: false\n' "$2" "$3"
+  printf 'snapshot_prefix: "/tmp/hsdev/speed"\nsolver_mode: GPU\n'
+}
+# img/s between the first and the last Progress line of a log (leaves out the start-up)
+progress_rate() {
+  sed -n 's/.*Progress: \([0-9]*\)\/[0-9]* iterations, \([0-9]*\) img\/s.*/\1 \2/p' "$1" |
+    awk -v b="$2" 'NR == 1 {i1 = $1; t1 = $1 * b / $2} {i2 = $1; t2 = $1 * b / $2}
+                   END {if (NR > 1 && t2 > t1) printf "%.0f", (i2 - i1) * b / (t2 - t1); else print "-"}'
+}
+
 stage4() {
   local peer=$PACK/peers/torch_peer.py
   declare -A model=([lenet]=configs/lenet/lenet_train_test.prototxt
     [cifar]=configs/cifar10/quick_train_test.prototxt [caffenet]=$PACK/peers/caffenet.prototxt)
-  declare -A input=([lenet]=data:64,1,28,28 [cifar]=data:100,3,32,32 [caffenet]=data:256,3,227,227)
+  declare -A shape=([lenet]=64,1,28,28 [cifar]=100,3,32,32 [caffenet]=256,3,227,227)
   declare -A batch=([lenet]=64 [cifar]=100 [caffenet]=256)
-  declare -A iters=([lenet]=200 [cifar]=100 [caffenet]=20)
+  declare -A iters=([lenet]=2000 [cifar]=1000 [caffenet]=60)
+  declare -A display=([lenet]=200 [cifar]=100 [caffenet]=10)
   for net in lenet cifar caffenet; do
     local extra=(); [[ $net == lenet ]] && extra=(--data-dir "$PACK/data")
     local t; t=$($PY "$peer" --device cuda --mode "$net" "${extra[@]}" --checkpoints '' 2>"$OUTDIR/peer_$net.err" | peer_rate)
-    hs hogstream time --gpu=0 --model="${model[$net]}" --input="${input[$net]}" \
-      --iterations="${iters[$net]}" >"$OUTDIR/time_$net.txt" 2>&1
+    # Training img/s: `hogstream train` on the net with constant DummyData input, solver_mode GPU.
+    python3 bench/dummy_data_net.py "${model[$net]}" "${shape[$net]}" >/tmp/hsdev/$net.prototxt
+    speed_solver /tmp/hsdev/$net.prototxt "${iters[$net]}" "${display[$net]}" >/tmp/hsdev/${net}_solver.prototxt
+    timeout 300 env LD_LIBRARY_PATH="$HSLIB" "$BIN/hogstream" train --solver=/tmp/hsdev/${net}_solver.prototxt \
+      2>"$OUTDIR/train_$net.log"
+    local ips; ips=$(progress_rate "$OUTDIR/train_$net.log" "${batch[$net]}")
+    [[ $ips == - ]] && tail -2 "$OUTDIR/train_$net.log"
+    # Forward+backward per batch and per layer (where the time goes).
+    hs hogstream time --gpu=0 --model="${model[$net]}" --input="data:${shape[$net]}" \
+      --iterations=$(( ${iters[$net]} / 10 )) >"$OUTDIR/time_$net.txt" 2>&1
     local ms; ms=$(sed -n 's/^Median Forward-Backward: \([0-9.]*\) ms.*/\1/p' "$OUTDIR/time_$net.txt")
-    local ips; ips=$(awk -v b="${batch[$net]}" -v m="$ms" 'BEGIN {if (m+0 > 0) printf "%.0f", b*1000/m; else print "-"}')
-    summary "$net batch ${batch[$net]}: hogstream fwd+bwd $ms ms = $ips img/s; torch cuda train $t img/s; ratio $(ratio "$ips" "$t") (goal >= 1.0; hogstream's is fwd+bwd only)"
-    [[ -n $ms ]] || tail -3 "$OUTDIR/time_$net.txt"
+    summary "$net batch ${batch[$net]}: hogstream train $ips img/s (fwd+bwd ${ms:--} ms); torch cuda $t img/s; ratio $(ratio "$ips" "$t") (goal >= 1.0)"
   done
 }
 
 stage5() {
   lenet_solver 10000 10000 GPU >/tmp/hsdev/gpu_solver.prototxt
-  timeout 550 env LD_LIBRARY_PATH="$HSLIB" "$BIN/hogwild.bin" /tmp/hsdev/gpu_solver.prototxt 0:0:0 2>"$OUTDIR/two_on_one_gpu.log"
+  timeout 550 env LD_LIBRARY_PATH="$HSLIB" "$BIN/gpus.bin" /tmp/hsdev/gpu_solver.prototxt 0:0:0 2>"$OUTDIR/two_on_one_gpu.log"
   local rc=$?
   local acc; acc=$(sed -n 's/.*Test net output #0: accuracy = \([0-9.]*\).*/\1/p' "$OUTDIR/two_on_one_gpu.log" | tail -1)
-  summary "two solvers on GPU 0 (hogwild.bin 0:0:0), LeNet 10 000 iterations: exit $rc, accuracy ${acc:--} (goal >= 0.895); last line: $(tail -1 "$OUTDIR/two_on_one_gpu.log")"
+  summary "two solvers on GPU 0 (gpus.bin 0:0:0), LeNet 10 000 iterations: exit $rc, accuracy ${acc:--} (goal >= 0.895); last line: $(tail -1 "$OUTDIR/two_on_one_gpu.log")"
 }
 
 stage6() {

@@ -545,8 +545,8 @@ void Net::Backward() {
 
 void Net::ClearParamDiffs() {
   std::memset(flat_diff_, 0, flat_size_ * sizeof(float));
-  // In GPU mode the gradients live on the device between passes: the zeros are the fresh copy.
-  for (Blob* p : learnable_params_) p->diff()->host_written();
+  // In GPU mode the gradients live on the device between passes: zero them there too.
+  for (Blob* p : learnable_params_) p->diff()->host_zeroed();
 }
 
 void Net::Reshape() {

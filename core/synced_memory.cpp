@@ -165,6 +165,18 @@ void SyncedMemory::set_cpu_data(void* data) {
   head_ = HEAD_AT_CPU;
 }
 
+void SyncedMemory::host_zeroed() {
+  if (!cpu_ptr_) return;
+#ifdef HOGSTREAM_CUDA
+  if (gpu_ptr_) {
+    HS_CUDA_CHECK(cudaMemsetAsync(gpu_ptr_, 0, size_, CopyStream()));
+    head_ = SYNCED;
+    return;
+  }
+#endif
+  head_ = HEAD_AT_CPU;
+}
+
 const void* SyncedMemory::gpu_data() {
   to_gpu();
   return gpu_ptr_;

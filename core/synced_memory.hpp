@@ -38,6 +38,11 @@ class SyncedMemory {
     if (cpu_ptr_) head_ = HEAD_AT_CPU;
   }
 
+  // The host copy was zeroed directly: a device copy, if there is one, is zeroed too (queued
+  // on the calling thread's stream, not waited for) and both stay fresh, so a gradient buffer
+  // cleared every iteration is not uploaded every iteration.
+  void host_zeroed();
+
   Head head() const { return head_; }
   size_t size() const { return size_; }
 
