@@ -26,6 +26,20 @@ std::atomic<bool> engine_loaded{false};
 }  // namespace
 
 void MarkGpuEngineLoaded() { engine_loaded.store(true); }
+
+namespace {
+GpuKernels& KernelTable() {
+  static GpuKernels table;
+  return table;
+}
+}  // namespace
+
+void RegisterGpuKernels(const GpuKernels& kernels) { KernelTable() = kernels; }
+
+const GpuKernels& GpuKernelTable() {
+  HS_CHECK(engine_loaded.load() && KernelTable().sgd_update) << "the GPU engine is not loaded";
+  return KernelTable();
+}
 bool GpuEngineLoaded() { return engine_loaded.load(); }
 
 void LoadGpuEngine() {

@@ -13,4 +13,16 @@ void LoadGpuEngine();
 void MarkGpuEngineLoaded();
 bool GpuEngineLoaded();
 
+// Kernels the engine's core (the solver) calls in GPU mode, registered by hogstream_gpu as it
+// loads; each runs on the calling thread's Context stream.
+struct GpuKernels {
+  // SGD with momentum, one parameter blob in one pass (Caffe's rule, as SGDSolver on the CPU):
+  //   g = g * scale + decay * (l1 ? sign(w) : w);  h = momentum * h + lr * g;  g = h;  w -= h.
+  void (*sgd_update)(int n, float scale, float decay, bool l1, float momentum, float lr, float* w, float* g,
+                     float* h) = nullptr;
+};
+void RegisterGpuKernels(const GpuKernels& kernels);
+// The table; a Bug before the engine is loaded.
+const GpuKernels& GpuKernelTable();
+
 }  // namespace hogstream

@@ -8,8 +8,34 @@
 namespace hogstream {
 
 namespace {
-// Tells the engine loader (core/context.cpp) that this library is in the process.
-[[maybe_unused]] const bool kRegistered = (MarkGpuEngineLoaded(), true);
+__global__ void SgdUpdateKernel(int n, float scale, float decay, bool l1, float momentum, float lr, float* w,
+                                float* g, float* h) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+    const float wi = w[i];
+    const float reg = l1 ? static_cast<float>((wi > 0.f) - (wi < 0.f)) : wi;
+    const float gi = g[i] * scale + decay * reg;
+    const float hi = momentum * h[i] + lr * gi;
+    h[i] = hi;
+    g[i] = hi;
+    w[i] = wi - hi;
+  }
+}
+
+void SgdUpdate(int n, float scale, float decay, bool l1, float momentum, float lr, float* w, float* g, float* h) {
+  if (n <= 0) return;
+  SgdUpdateKernel<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, scale, decay, l1, momentum, lr, w, g, h);
+  HS_KERNEL_CHECK("SGD update");
+}
+
+// Tells the engine loader (core/context.cpp) that this library is in the process, and hands
+// the core its kernels.
+[[maybe_unused]] const bool kRegistered = [] {
+  GpuKernels k;
+  k.sgd_update = &SgdUpdate;
+  RegisterGpuKernels(k);
+  MarkGpuEngineLoaded();
+  return true;
+}();
 
 constexpr int kThreads = kGpuThreads;
 int Blocks(int n) { return GpuBlocks(n); }

@@ -73,6 +73,10 @@ struct SolverOptions {
   int rank = 0;
   // Extra lines for the leader's display (per-segment statistics, say).
   std::function<std::string()> extra_stats;
+  // GPU mode: SGD updates the weights on the device (the host copy is refreshed only when read
+  // through the blobs: snapshots, tests). Off where something reads the flat host buffer every
+  // iteration (a private copy's segment): the update is then made on the host and uploaded.
+  bool device_update = true;
   // Seed the thread's Context with random_seed (when >= 0). Hogwild runners seed each
   // solver's Context themselves, distinctly, and turn this off.
   bool reseed = true;

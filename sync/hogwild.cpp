@@ -195,6 +195,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
       so.action = opt.action;
       so.log = opt.log;
       so.reseed = false;
+      so.device_update = false;  // a GPU solver's segment streams its host copy
       so.stats = stats;
       me.solver = CreateSolver(param, so);
       Net& net = me.solver->net();

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <typeinfo>
@@ -35,6 +36,9 @@ struct GpuCase {
   float tol = 1e-4f;
   bool on_device = true;                 // false: the twin runs the CPU passes (a fallback case)
 };
+
+// gtest names a case by its name (not its bytes) in listings and failures.
+void PrintTo(const GpuCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<GpuCase> Cases() {
   return {
@@ -275,9 +279,20 @@ TEST(LayersGpuLoss, LabelOutOfRangeIsTheCpuError) {
 // with momentum and decay, 30 iterations. The weights must follow the CPU's: this is what
 // catches gradients left on the device, weights updated on the host but never uploaded, and
 // diffs not cleared between iterations.
-TEST(SolverGpu, TrainsLikeTheCpu) {
+struct SolverCase {
+  const char* name;
+  const char* extra;   // solver settings
+  bool device_update;  // SolverOptions::device_update (plain training) or not (private copies)
+  bool on_device;      // where the update must then be made (SGD only has a device kernel)
+};
+void PrintTo(const SolverCase& c, std::ostream* os) { *os << c.name; }
+
+class SolverGpu : public ::testing::TestWithParam<SolverCase> {};
+
+TEST_P(SolverGpu, TrainsLikeTheCpu) {
   if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
   setenv("HS_GPU_TF32", "0", 1);
+  const SolverCase& sc = GetParam();
   const std::string text = R"(
     net_param {
       layer { name: "data" type: "DummyData" top: "x" top: "label"
@@ -292,7 +307,9 @@ TEST(SolverGpu, TrainsLikeTheCpu) {
       layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "s"
               inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
       layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
-    base_lr: 0.05 momentum: 0.9 weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11)";
+    base_lr: 0.05 momentum: 0.9 weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11
+    snapshot_after_train: false
+  )" + std::string(sc.extra);
   std::vector<float> weights[2];
   float loss[2][2];
   for (int s = 0; s < 2; ++s) {
@@ -303,10 +320,20 @@ TEST(SolverGpu, TrainsLikeTheCpu) {
     ContextScope scope(&ctx);
     SolverOptions o;
     o.log = false;
+    o.device_update = sc.device_update;
     auto solver = CreateSolver(param, o);
     loss[s][0] = solver->net().ForwardBackward();
     solver->net().ClearParamDiffs();
     solver->Solve();
+    if (s == 1) {
+      // Where the last update was made: the device, or the host (its copy then the fresh one).
+      const auto head = solver->net().learnable_params()[0]->data()->head();
+      if (sc.on_device) {
+        EXPECT_NE(head, SyncedMemory::HEAD_AT_CPU) << "the update was made on the host";
+      } else {
+        EXPECT_EQ(head, SyncedMemory::HEAD_AT_CPU) << "the update was not made on the host";
+      }
+    }
     loss[s][1] = solver->net().ForwardBackward();
     for (Blob* b : solver->net().learnable_params())
       weights[s].insert(weights[s].end(), b->cpu_data(), b->cpu_data() + b->count());
@@ -317,6 +344,13 @@ TEST(SolverGpu, TrainsLikeTheCpu) {
   ASSERT_EQ(weights[1].size(), weights[0].size());
   ExpectNear(weights[1].data(), weights[0].data(), static_cast<int>(weights[0].size()), 1e-3f, "weights after 30 iterations");
 }
+
+INSTANTIATE_TEST_SUITE_P(Updates, SolverGpu,
+                         ::testing::Values(SolverCase{"device_l2", "", true, true},
+                                           SolverCase{"device_l1_iter_size_2", "regularization_type: 'L1' iter_size: 2", true, true},
+                                           SolverCase{"host_l2", "", false, false},
+                                           SolverCase{"nesterov_on_host", "type: 'Nesterov'", true, false}),
+                         [](const ::testing::TestParamInfo<SolverCase>& i) { return std::string(i.param.name); });
 
 #endif  // HOGSTREAM_CUDA
 
