@@ -119,7 +119,9 @@ void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
       << "kernel " << kernel_h_ << "x" << kernel_w_ << " does not fit the padded "
       << height_ << "x" << width_ << " input";
   for (Blob* t : top) t->Reshape({b0.shape(0), num_output_, out_h_, out_w_});
-  if (use_dnnl_) {
+  if (!host_passes_) {
+    return;
+  } else if (use_dnnl_) {
     PrepareDnnl(b0);
   } else if (!is_1x1_) {
     col_.resize(static_cast<size_t>(channels_) * kernel_h_ * kernel_w_ * out_h_ * out_w_);
@@ -127,12 +129,14 @@ void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
 }
 
 void ConvolutionLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
+  HS_CHECK(host_passes_) << "the GPU convolution '" << param_.name() << "' was run in CPU mode";
   if (use_dnnl_) ForwardDnnl(bottom, top);
   else ForwardLowered(bottom, top);
 }
 
 void ConvolutionLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                                     const Blobs& bottom) {
+  HS_CHECK(host_passes_) << "the GPU convolution '" << param_.name() << "' was run in CPU mode";
   if (use_dnnl_) BackwardDnnl(top, propagate_down, bottom);
   else BackwardLowered(top, propagate_down, bottom);
 }

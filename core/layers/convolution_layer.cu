@@ -24,7 +24,7 @@ bool Tf32Allowed() {
 
 class ConvolutionGpuLayer : public ConvolutionLayer {
  public:
-  using ConvolutionLayer::ConvolutionLayer;
+  explicit ConvolutionGpuLayer(const pb::LayerParameter& param) : ConvolutionLayer(param) { host_passes_ = false; }
   ~ConvolutionGpuLayer() override {
     if (!described_) return;
     cudnnDestroyTensorDescriptor(x_);

@@ -59,6 +59,7 @@ class ConvolutionLayer : public Layer {
   struct Dnnl;
   std::unique_ptr<Dnnl> dnnl_;
   bool use_dnnl_ = true;
+  bool host_passes_ = true;  // false: a GPU twin that never runs the CPU passes (no buffers for them)
   int blobs_count_ = 0;  // bottoms (= tops)
   bool blocked_bottom_ = false, blocked_top_ = false;
   bool winograd_ = false;
