@@ -18,17 +18,24 @@ __global__ void ReluForward(long long n, float slope, const float* x, float* y) 
 __global__ void ReluBackward(long long n, float slope, const float* y, const float* dy, float* dx) {
   HS_GPU_LOOP(i, n) dx[i] = y[i] > 0.f ? dy[i] : slope * dy[i];
 }
-__global__ void SigmoidForward(long long n, const float* x, float* y) {
-  HS_GPU_LOOP(i, n) y[i] = 0.5f * tanhf(0.5f * x[i]) + 0.5f;
+// Activations whose gradient is a function of the output: y = F(x), dx = dy * G(y).
+struct SigmoidOp {
+  static constexpr const char* kName = "Sigmoid";
+  __device__ static float F(float x) { return 0.5f * tanhf(0.5f * x) + 0.5f; }
+  __device__ static float G(float y) { return y * (1.f - y); }
+};
+struct TanHOp {
+  static constexpr const char* kName = "TanH";
+  __device__ static float F(float x) { return tanhf(x); }
+  __device__ static float G(float y) { return 1.f - y * y; }
+};
+template <class Op>
+__global__ void PointwiseForward(long long n, const float* x, float* y) {
+  HS_GPU_LOOP(i, n) y[i] = Op::F(x[i]);
 }
-__global__ void SigmoidBackward(long long n, const float* y, const float* dy, float* dx) {
-  HS_GPU_LOOP(i, n) dx[i] = dy[i] * y[i] * (1.f - y[i]);
-}
-__global__ void TanHForward(long long n, const float* x, float* y) {
-  HS_GPU_LOOP(i, n) y[i] = tanhf(x[i]);
-}
-__global__ void TanHBackward(long long n, const float* y, const float* dy, float* dx) {
-  HS_GPU_LOOP(i, n) dx[i] = dy[i] * (1.f - y[i] * y[i]);
+template <class Op>
+__global__ void PointwiseBackward(long long n, const float* y, const float* dy, float* dx) {
+  HS_GPU_LOOP(i, n) dx[i] = dy[i] * Op::G(y[i]);
 }
 
 // A counter-based draw: element i of pass `seed` (a 32-bit mix of both, then the top 24 bits
@@ -76,45 +83,28 @@ class ReLUGpuLayer : public ReLULayer {
   }
 };
 
-class SigmoidGpuLayer : public SigmoidLayer {
+template <class Base, class Op>
+class PointwiseGpuLayer : public Base {
  public:
-  using SigmoidLayer::SigmoidLayer;
+  using Base::Base;
 
  protected:
   void Forward_gpu(const Blobs& bottom, const Blobs& top) override {
     const long long n = bottom[0]->count();
-    SigmoidForward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, bottom[0]->gpu_data(),
-                                                                 top[0]->mutable_gpu_data());
-    HS_KERNEL_CHECK("Sigmoid forward");
+    PointwiseForward<Op><<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, bottom[0]->gpu_data(),
+                                                                       top[0]->mutable_gpu_data());
+    HS_KERNEL_CHECK(Op::kName);
   }
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     if (!propagate_down[0]) return;
     const long long n = bottom[0]->count();
-    SigmoidBackward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
+    PointwiseBackward<Op><<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
         n, top[0]->gpu_data(), top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
-    HS_KERNEL_CHECK("Sigmoid backward");
+    HS_KERNEL_CHECK(Op::kName);
   }
 };
-
-class TanHGpuLayer : public TanHLayer {
- public:
-  using TanHLayer::TanHLayer;
-
- protected:
-  void Forward_gpu(const Blobs& bottom, const Blobs& top) override {
-    const long long n = bottom[0]->count();
-    TanHForward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, bottom[0]->gpu_data(),
-                                                              top[0]->mutable_gpu_data());
-    HS_KERNEL_CHECK("TanH forward");
-  }
-  void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
-    if (!propagate_down[0]) return;
-    const long long n = bottom[0]->count();
-    TanHBackward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
-        n, top[0]->gpu_data(), top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
-    HS_KERNEL_CHECK("TanH backward");
-  }
-};
+using SigmoidGpuLayer = PointwiseGpuLayer<SigmoidLayer, SigmoidOp>;
+using TanHGpuLayer = PointwiseGpuLayer<TanHLayer, TanHOp>;
 
 // TRAIN: each element kept with probability 1 - ratio and scaled by 1 / (1 - ratio); the mask
 // (0 or 1 per element) lives on the device for the backward pass. TEST: the identity.

@@ -64,38 +64,42 @@ __device__ __forceinline__ void Covering(int h, int kernel, int stride, int pad,
   *begin = h + pad < kernel ? 0 : (h + pad - kernel) / stride + 1;
   *end = min((h + pad) / stride + 1, pooled);
 }
+// Input element k: its place (h, w), its plane's first output, and the outputs covering it.
+struct Cover {
+  int h, w, phs, phe, pws, pwe;
+  long long off;
+};
+__device__ __forceinline__ Cover Covers(long long k, const Geometry& g) {
+  Cover c;
+  c.w = k % g.width;
+  c.h = k / g.width % g.height;
+  c.off = k / (static_cast<long long>(g.width) * g.height) * g.pooled_h * g.pooled_w;
+  Covering(c.h, g.kernel_h, g.stride_h, g.pad_h, g.pooled_h, &c.phs, &c.phe);
+  Covering(c.w, g.kernel_w, g.stride_w, g.pad_w, g.pooled_w, &c.pws, &c.pwe);
+  return c;
+}
 
 __global__ void MaxBackward(long long n, Geometry g, const float* dy, const int* mask, float* dx) {
   HS_GPU_LOOP(k, n) {
-    const int w = k % g.width, h = k / g.width % g.height;
-    const long long plane = k / (static_cast<long long>(g.width) * g.height);
-    int phs, phe, pws, pwe;
-    Covering(h, g.kernel_h, g.stride_h, g.pad_h, g.pooled_h, &phs, &phe);
-    Covering(w, g.kernel_w, g.stride_w, g.pad_w, g.pooled_w, &pws, &pwe);
-    const long long off = plane * g.pooled_h * g.pooled_w;
-    const int self = h * g.width + w;
+    const Cover c = Covers(k, g);
+    const int self = c.h * g.width + c.w;
     float sum = 0.f;
-    for (int ph = phs; ph < phe; ++ph)
-      for (int pw = pws; pw < pwe; ++pw)
-        if (mask[off + ph * g.pooled_w + pw] == self) sum += dy[off + ph * g.pooled_w + pw];
+    for (int ph = c.phs; ph < c.phe; ++ph)
+      for (int pw = c.pws; pw < c.pwe; ++pw)
+        if (mask[c.off + ph * g.pooled_w + pw] == self) sum += dy[c.off + ph * g.pooled_w + pw];
     dx[k] = sum;
   }
 }
 
 __global__ void AveBackward(long long n, Geometry g, const float* dy, float* dx) {
   HS_GPU_LOOP(k, n) {
-    const int w = k % g.width, h = k / g.width % g.height;
-    const long long plane = k / (static_cast<long long>(g.width) * g.height);
-    int phs, phe, pws, pwe;
-    Covering(h, g.kernel_h, g.stride_h, g.pad_h, g.pooled_h, &phs, &phe);
-    Covering(w, g.kernel_w, g.stride_w, g.pad_w, g.pooled_w, &pws, &pwe);
-    const long long off = plane * g.pooled_h * g.pooled_w;
+    const Cover c = Covers(k, g);
     float sum = 0.f;
-    for (int ph = phs; ph < phe; ++ph)
-      for (int pw = pws; pw < pwe; ++pw) {
+    for (int ph = c.phs; ph < c.phe; ++ph)
+      for (int pw = c.pws; pw < c.pwe; ++pw) {
         const int hs = ph * g.stride_h - g.pad_h, ws = pw * g.stride_w - g.pad_w;
         const int he = min(hs + g.kernel_h, g.height + g.pad_h), we = min(ws + g.kernel_w, g.width + g.pad_w);
-        sum += dy[off + ph * g.pooled_w + pw] / ((he - hs) * (we - ws));
+        sum += dy[c.off + ph * g.pooled_w + pw] / ((he - hs) * (we - ws));
       }
     dx[k] = sum;
   }
