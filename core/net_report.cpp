@@ -121,9 +121,16 @@ void PrintTiming(const Net& net, const TimingReport& r, std::ostream& os) {
   os << std::left << std::setw(wname + 2) << "layer" << std::right << std::setw(12)
      << "forward ms" << std::setw(13) << "backward ms" << "\n"
      << std::fixed << std::setprecision(3);
-  for (size_t i = 0; i < net.layers().size(); ++i)
+  // In GPU mode, the layers with no GPU twin (their passes ran on the host copy) say so.
+  const bool gpu = Context::Get().mode() == Mode::GPU;
+  const std::vector<std::string> twins = gpu ? GpuLayerTypeList() : std::vector<std::string>{};
+  for (size_t i = 0; i < net.layers().size(); ++i) {
     os << std::left << std::setw(wname + 2) << net.layer_names()[i] << std::right
-       << std::setw(12) << r.forward_ms[i] << std::setw(13) << r.backward_ms[i] << "\n";
+       << std::setw(12) << r.forward_ms[i] << std::setw(13) << r.backward_ms[i];
+    const std::string type = net.layers()[i]->type();
+    if (gpu && std::find(twins.begin(), twins.end(), type) == twins.end()) os << "  (" << type << " on the host)";
+    os << "\n";
+  }
   os << "Average Forward pass: " << r.mean_forward_ms << " ms.\n"
      << "Average Backward pass: " << r.mean_backward_ms << " ms.\n"
      << "Average Forward-Backward: " << r.mean_total_ms << " ms.\n"

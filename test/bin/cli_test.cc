@@ -90,6 +90,12 @@ TEST_F(Cli, TimeOnAGpu) {
     GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
   EXPECT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.out.find("Median Forward-Backward"), std::string::npos) << gpu.out;
+  // Input has no GPU twin; ReLU (and, with cuDNN, Convolution) do.
+  EXPECT_NE(gpu.out.find("(Input on the host)"), std::string::npos) << gpu.out;
+  EXPECT_EQ(gpu.out.find("(ReLU on the host)"), std::string::npos) << gpu.out;
+#ifdef HOGSTREAM_CUDNN
+  EXPECT_EQ(gpu.out.find("(Convolution on the host)"), std::string::npos) << gpu.out;
+#endif
 }
 
 // GPU solvers name the device they cannot use, in every program that takes SOLVERS and in
