@@ -60,6 +60,7 @@ pack() {
   cp ../shared/peers/torch_peer.py "$PACK/peers/"
   cp ../shared/compat/caffe/models/bvlc_reference_caffenet/train_val.prototxt "$PACK/peers/caffenet.prototxt"
   readlink -f "$B" >"$PACK/build_dir"
+  echo "$ROOT" >"$PACK/source_dir"
   git rev-parse --short HEAD >"$PACK/commit"
   du -sh "$PACK"
   local kib; kib=$(du -sk "$PACK" | cut -f1)
@@ -82,10 +83,14 @@ unpack() {
   [[ -f $PACK/libs.tar.xz ]] || die "no .devpack here: run 'bench/gpu.sh pack' on the project machine and carry .devpack"
   local dest=/tmp/hsdev
   rm -rf "$dest"; mkdir -p "$dest"
-  tar -C "$dest" -xJf "$PACK/libs.tar.xz"
+  tar -C "$dest" -xJf "$PACK/libs.tar.xz" 2>/dev/null ||
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$PACK/libs.tar.xz" "$dest" ||
+    die "cannot unpack $PACK/libs.tar.xz"
   BIN=$dest/bin
-  # The test binary names the other programs by their build path: put the build there.
-  local built; built=$(cat "$PACK/build_dir")
+  # The test binary names the sources and the other programs by their paths here: put the
+  # checkout and the build there.
+  local src built; src=$(cat "$PACK/source_dir"); built=$(cat "$PACK/build_dir")
+  if [[ ! -e $src ]]; then mkdir -p "$(dirname "$src")"; ln -s "$ROOT" "$src"; fi
   if [[ ! -e $built ]]; then mkdir -p "$(dirname "$built")"; ln -s "$BIN" "$built"; fi
   local cuda_dirs
   cuda_dirs=$(python3 - <<'EOF' 2>/dev/null

@@ -88,6 +88,8 @@ TEST_F(Cli, TimeOnAGpu) {
   const Result gpu = Run(HS_HOGSTREAM_BIN, {"time", "--model=" + net, "--iterations=2", "--gpu=0"});
   if (gpu.rc != 0 && gpu.err.find("no CUDA device is visible") != std::string::npos)
     GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
+  if (gpu.rc != 0 && gpu.err.find("built without CUDA") != std::string::npos)
+    GTEST_SKIP() << "built without CUDA: " << gpu.last_line();
   EXPECT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.out.find("Median Forward-Backward"), std::string::npos) << gpu.out;
   // Input has no GPU twin; ReLU (and, with cuDNN, Convolution) do.
