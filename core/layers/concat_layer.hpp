@@ -20,7 +20,9 @@ class ConcatLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   int axis_ = 1;
   int outer_ = 0, inner_ = 0;  // counts before and after the axis
 };

@@ -25,7 +25,9 @@ class EltwiseLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   pb::EltwiseParameter::EltwiseOp op_ = pb::EltwiseParameter::SUM;
   std::vector<float> coeff_;  // SUM: one per bottom
   std::vector<int> mask_;     // MAX: the bottom holding each maximum

@@ -34,7 +34,8 @@ struct GpuCase {
   std::vector<std::vector<int>> bottoms;
   int label_classes = 0;                 // > 0: the last bottom holds labels in [0, classes)
   float tol = 1e-4f;
-  bool on_device = true;                 // false: the twin runs the CPU passes (a fallback case)
+  bool on_device = true;                 // false: the twin's forward makes nothing on the device
+                                         // (a fallback case, or Split, whose tops share the bottom)
 };
 
 // gtest names a case by its name (not its bytes) in listings and failures.
@@ -85,6 +86,19 @@ std::vector<GpuCase> Cases() {
           convolution_param { num_output: 4 kernel_h: 3 kernel_w: 2 stride_h: 2
           weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } })",
        {{2, 3, 8, 8}, {2, 3, 8, 8}}, 0, 2e-4f},
+      {"split", R"(type: "Split" bottom: "x" top: "a" top: "b" top: "c")", {{2, 3, 4, 5}}, 0, 1e-5f, false},
+      {"concat_channels", R"(type: "Concat" bottom: "a" bottom: "b" bottom: "c" top: "y")",
+       {{2, 3, 4, 5}, {2, 1, 4, 5}, {2, 4, 4, 5}}},
+      {"concat_axis2", R"(type: "Concat" bottom: "a" bottom: "b" top: "y" concat_param { axis: 2 })",
+       {{2, 3, 4, 5}, {2, 3, 2, 5}}},
+      {"eltwise_sum_coeff", R"(type: "Eltwise" bottom: "a" bottom: "b" bottom: "c" top: "y"
+          eltwise_param { operation: SUM coeff: 0.5 coeff: -2 coeff: 1.5 })", {{2, 3, 4, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}}},
+      {"eltwise_prod", R"(type: "Eltwise" bottom: "a" bottom: "b" bottom: "c" top: "y"
+          eltwise_param { operation: PROD })", {{3, 17}, {3, 17}, {3, 17}}},
+      {"eltwise_prod_unstable", R"(type: "Eltwise" bottom: "a" bottom: "b" top: "y"
+          eltwise_param { operation: PROD stable_prod_grad: false })", {{3, 17}, {3, 17}}},
+      {"eltwise_max", R"(type: "Eltwise" bottom: "a" bottom: "b" bottom: "c" top: "y"
+          eltwise_param { operation: MAX })", {{2, 3, 4, 5}, {2, 3, 4, 5}, {2, 3, 4, 5}}},
       {"lrn_across", R"(type: "LRN" lrn_param { local_size: 5 alpha: 0.3 beta: 0.75 k: 2 })", {{2, 7, 5, 4}}, 0, 2e-4f},
       {"lrn_within_falls_back", R"(type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL alpha: 0.3 })",
        {{2, 3, 5, 4}}, 0, 1e-5f, false},
