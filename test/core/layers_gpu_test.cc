@@ -321,7 +321,7 @@ TEST_P(SolverGpu, TrainsLikeTheCpu) {
       layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "s"
               inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
       layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
-    base_lr: 0.05 momentum: 0.9 weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11
+    base_lr: 0.01 momentum: 0.9 weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11
     snapshot_after_train: false
   )" + std::string(sc.extra);
   std::vector<float> weights[2];
