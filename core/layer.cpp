@@ -34,6 +34,7 @@ float Layer::Forward(const Blobs& bottom, const Blobs& top) {
     // diffs untouched between passes.
     total += dot(top[t]->count(), top[t]->cpu_data(), top[t]->cpu_diff());
   }
+  FinishForward();
   return total;
 }
 

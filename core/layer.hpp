@@ -99,6 +99,9 @@ class Layer {
   }
   void CheckLabel(float label, int l, int classes, int item, int position, bool spatial) const;
 
+  // After Forward has read the loss (in GPU mode, once the stream has been waited for): checks
+  // that a GPU pass left for the host (SoftmaxWithLoss's labels), without a wait of its own.
+  virtual void FinishForward() {}
   virtual void Forward_cpu(const Blobs& bottom, const Blobs& top) = 0;
   virtual void Forward_gpu(const Blobs& bottom, const Blobs& top) { Forward_cpu(bottom, top); }
   virtual void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,

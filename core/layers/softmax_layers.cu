@@ -143,14 +143,27 @@ class SoftmaxWithLossGpuLayer : public SoftmaxWithLossLayer {
                                                      static_cast<int>(normalization_), top[0]->mutable_gpu_data(), s,
                                                      reinterpret_cast<int*>(s + 1));
     HS_KERNEL_CHECK("SoftmaxWithLoss forward");
-    int bad = INT_MAX;
-    HS_CUDA_CHECK(cudaMemcpyAsync(&bad, s + 1, sizeof(int), cudaMemcpyDeviceToHost, GpuStream()));
-    HS_CUDA_CHECK(cudaStreamSynchronize(GpuStream()));
+    // The flag comes back with the loss: Layer::Forward's read of the loss waits for the stream,
+    // and FinishForward looks at it then.
+    if (!bad_) {
+      HS_CUDA_CHECK(cudaMallocHost(&bad_, sizeof(int)));
+      *bad_ = INT_MAX;
+    }
+    HS_CUDA_CHECK(cudaMemcpyAsync(bad_, s + 1, sizeof(int), cudaMemcpyDeviceToHost, GpuStream()));
+    labels_ = bottom[1];
+    if (top.size() > 1) top[1]->ShareData(prob_);
+  }
+  void FinishForward() override {
+    if (!labels_ || Context::Get().mode() != Mode::GPU) return;
+    HS_CUDA_CHECK(cudaStreamSynchronize(GpuStream()));  // idle already when the loss was read
+    const int bad = *bad_;
+    *bad_ = INT_MAX;
+    Blob* labels = labels_;
+    labels_ = nullptr;
     if (bad != INT_MAX) {
-      const float lf = bottom[1]->cpu_data()[bad];
+      const float lf = labels->cpu_data()[bad];
       CheckLabel(lf, LabelValue(lf), channels_, bad / inner_, bad % inner_, inner_ > 1);
     }
-    if (top.size() > 1) top[1]->ShareData(prob_);
   }
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     HS_REQUIRE(!propagate_down[1]) << "SoftmaxWithLoss cannot backpropagate to the labels";
@@ -164,6 +177,13 @@ class SoftmaxWithLossGpuLayer : public SoftmaxWithLossLayer {
 
  private:
   Blob scratch_;  // [normaliser, first bad label position (int bits)]
+  int* bad_ = nullptr;        // pinned: that position, back on the host
+  Blob* labels_ = nullptr;    // the labels of the pass FinishForward has yet to check
+
+ public:
+  ~SoftmaxWithLossGpuLayer() override {
+    if (bad_) cudaFreeHost(bad_);
+  }
 };
 
 HS_REGISTER_GPU_LAYER(Softmax, SoftmaxGpuLayer);
