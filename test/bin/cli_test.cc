@@ -105,6 +105,8 @@ TEST_F(Cli, TimeOnAGpu) {
 TEST_F(Cli, GpuSolversNameTheMissingDevice) {
   ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver(""), "977:1"}), "hogwild.bin", "SOLVERS names GPU 977");
   ExpectOneLine(Run(HS_GPUS_BIN, {Solver(""), "977:0"}), "gpus.bin", "SOLVERS names GPU 977");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--solvers=0:977:1"}), "hogstream",
+                "SOLVERS names GPU");
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver("solver_mode: GPU device_id: 977")}),
                 "hogstream", "solver_mode: GPU (device_id 977)");
   ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver("solver_mode: GPU"), "2"}), "hogwild.bin", "name the GPUs in SOLVERS");
