@@ -29,6 +29,31 @@ cublasHandle_t Cublas();
 cudnnHandle_t Cudnn();
 #endif
 
+// Sums of one block's threads (blockDim.x a power of two, at most kGpuThreads): every thread
+// passes its value; thread 0 gets the totals. Every thread of the block must call it.
+struct BlockTotals {
+  double sum;
+  int count;
+  int min;
+};
+__device__ inline BlockTotals BlockReduce(double sum, int count, int min_value) {
+  __shared__ double s[kGpuThreads];
+  __shared__ int c[kGpuThreads], m[kGpuThreads];
+  s[threadIdx.x] = sum;
+  c[threadIdx.x] = count;
+  m[threadIdx.x] = min_value;
+  __syncthreads();
+  for (unsigned k = blockDim.x / 2; k > 0; k /= 2) {
+    if (threadIdx.x < k) {
+      s[threadIdx.x] += s[threadIdx.x + k];
+      c[threadIdx.x] += c[threadIdx.x + k];
+      m[threadIdx.x] = ::min(m[threadIdx.x], m[threadIdx.x + k]);
+    }
+    __syncthreads();
+  }
+  return {s[0], c[0], m[0]};
+}
+
 #define HS_GPU_LOOP(i, n)                                                            \
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; \
        i < static_cast<long long>(n); i += static_cast<long long>(blockDim.x) * gridDim.x)

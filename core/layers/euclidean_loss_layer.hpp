@@ -19,7 +19,9 @@ class EuclideanLossLayer : public LossLayer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   Blob diff_;  // a - b
 };
 

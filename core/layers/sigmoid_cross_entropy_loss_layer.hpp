@@ -21,7 +21,9 @@ class SigmoidCrossEntropyLossLayer : public LossLayer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+
+ // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ protected:
   bool Ignored(float target) const {
     return has_ignore_label_ && static_cast<int>(target) == ignore_label_;
   }

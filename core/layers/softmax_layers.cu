@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "core/gpu_common.cuh"
+#include "core/layers/loss_gpu.cuh"
 #include "core/layers/softmax_layer.hpp"
 #include "core/layers/softmax_with_loss_layer.hpp"
 
@@ -50,11 +51,9 @@ __device__ __forceinline__ int DeviceLabel(float v) {
 // One block: the loss over every position, the valid count, the normaliser (written to
 // scratch[0] for the backward pass), the loss into *top, and the first position whose label is
 // out of range (or INT_MAX) into *bad.
-constexpr int kLossThreads = 256;
+constexpr int kLossThreads = kGpuThreads;
 __global__ void SoftmaxLoss(int outer, int channels, int inner, const float* prob, const float* label,
                             bool has_ignore, int ignore, int mode, float* top, float* scratch, int* bad) {
-  __shared__ double loss_s[kLossThreads];
-  __shared__ int valid_s[kLossThreads], bad_s[kLossThreads];
   double loss = 0;
   int valid = 0, first_bad = INT_MAX;
   const int positions = outer * inner;
@@ -69,28 +68,12 @@ __global__ void SoftmaxLoss(int outer, int channels, int inner, const float* pro
     loss -= log(fmaxf(prob[(static_cast<long long>(o) * channels + l) * inner + i], FLT_MIN));
     ++valid;
   }
-  loss_s[threadIdx.x] = loss;
-  valid_s[threadIdx.x] = valid;
-  bad_s[threadIdx.x] = first_bad;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s /= 2) {
-    if (threadIdx.x < s) {
-      loss_s[threadIdx.x] += loss_s[threadIdx.x + s];
-      valid_s[threadIdx.x] += valid_s[threadIdx.x + s];
-      bad_s[threadIdx.x] = min(bad_s[threadIdx.x], bad_s[threadIdx.x + s]);
-    }
-    __syncthreads();
-  }
+  const BlockTotals t = BlockReduce(loss, valid, first_bad);
   if (threadIdx.x == 0) {
-    // LossNormalizer (core/layers/loss_layer.cpp), mode by mode.
-    float n = 1.f;
-    if (mode == pb::LossParameter::FULL) n = static_cast<float>(outer) * inner;
-    if (mode == pb::LossParameter::VALID) n = static_cast<float>(valid_s[0]);
-    if (mode == pb::LossParameter::BATCH_SIZE) n = static_cast<float>(outer);
-    n = fmaxf(1.f, n);
+    const float n = DeviceLossNormalizer(mode, outer, inner, t.count);
     scratch[0] = n;
-    *top = static_cast<float>(loss_s[0] / n);
-    *bad = bad_s[0];
+    *top = static_cast<float>(t.sum / n);
+    *bad = t.min;
   }
 }
 

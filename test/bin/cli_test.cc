@@ -51,6 +51,14 @@ class Cli : public ::testing::Test {
       EXPECT_EQ(r.err.find(bad), std::string::npos) << bad << " in:\n" << r.err;
   }
 
+  // Why a GPU run could not start (no GPU here, or a build without CUDA); empty if it could.
+  static std::string NoGpu(const Result& r) {
+    if (r.rc == 0) return "";
+    for (const char* why : {"no CUDA device is visible", "built without CUDA"})
+      if (r.err.find(why) != std::string::npos) return r.last_line();
+    return "";
+  }
+
   test::ScratchDir scratch_{"cli"};
   const fs::path dir_ = scratch_.path();
 };
@@ -86,10 +94,7 @@ TEST_F(Cli, TimeOnAGpu) {
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"time", "--model=" + net, "--iterations=2", "--gpu=977"}),
                 "hogstream", "--gpu=977");
   const Result gpu = Run(HS_HOGSTREAM_BIN, {"time", "--model=" + net, "--iterations=2", "--gpu=0"});
-  if (gpu.rc != 0 && gpu.err.find("no CUDA device is visible") != std::string::npos)
-    GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
-  if (gpu.rc != 0 && gpu.err.find("built without CUDA") != std::string::npos)
-    GTEST_SKIP() << "built without CUDA: " << gpu.last_line();
+  if (const std::string why = NoGpu(gpu); !why.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.out.find("Median Forward-Backward"), std::string::npos) << gpu.out;
   // Input has no GPU twin; ReLU (and, with cuDNN, Convolution) do.
@@ -114,10 +119,7 @@ TEST_F(Cli, GpuSolversNameTheMissingDevice) {
 
 TEST_F(Cli, GpusBinTrainsTwoSolversOnOneGpuBesideACpuSolver) {
   const Result gpu = Run(HS_GPUS_BIN, {Solver(""), "0:0:1"}, 120);
-  if (gpu.rc != 0 && gpu.err.find("no CUDA device is visible") != std::string::npos)
-    GTEST_SKIP() << "no GPU on this machine: " << gpu.last_line();
-  if (gpu.rc != 0 && gpu.err.find("built without CUDA") != std::string::npos)
-    GTEST_SKIP() << "built without CUDA: " << gpu.last_line();
+  if (const std::string why = NoGpu(gpu); !why.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.err.find("3 solver threads in this process (2 on GPUs)"), std::string::npos) << gpu.err;
   EXPECT_NE(gpu.err.find("Optimization Done"), std::string::npos) << gpu.err;

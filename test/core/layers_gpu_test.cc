@@ -65,6 +65,10 @@ std::vector<GpuCase> Cases() {
        {{3, 5, 4, 2}, {3, 4, 2}}, 5},
       {"softmax_loss_none_prob_top", R"(type: "SoftmaxWithLoss" top: "loss" top: "prob"
           loss_param { normalization: NONE })", {{8, 6}, {8}}, 6},
+      {"euclidean_loss", R"(type: "EuclideanLoss")", {{4, 3, 2}, {4, 6}}},
+      {"sigmoid_ce_loss", R"(type: "SigmoidCrossEntropyLoss")", {{4, 6}, {4, 6}}, 2},
+      {"sigmoid_ce_loss_ignore_valid", R"(type: "SigmoidCrossEntropyLoss"
+          loss_param { ignore_label: 1 normalization: VALID })", {{5, 7}, {5, 7}}, 2},
       {"max_pool_ceil", R"(type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 })", {{2, 3, 9, 10}}},
       {"max_pool_pad_mask", R"(type: "Pooling" top: "y" top: "mask"
           pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 })", {{2, 3, 8, 7}}},
