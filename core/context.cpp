@@ -25,8 +25,6 @@ thread_local std::unique_ptr<Context> fallback;
 std::atomic<bool> engine_loaded{false};
 }  // namespace
 
-void MarkGpuEngineLoaded() { engine_loaded.store(true); }
-
 namespace {
 GpuKernels& KernelTable() {
   static GpuKernels table;
@@ -34,10 +32,13 @@ GpuKernels& KernelTable() {
 }
 }  // namespace
 
-void RegisterGpuKernels(const GpuKernels& kernels) { KernelTable() = kernels; }
+void RegisterGpuKernels(const GpuKernels& kernels) {
+  KernelTable() = kernels;
+  engine_loaded.store(true);
+}
 
 const GpuKernels& GpuKernelTable() {
-  HS_CHECK(engine_loaded.load() && KernelTable().sgd_update) << "the GPU engine is not loaded";
+  HS_CHECK(engine_loaded.load()) << "the GPU engine is not loaded";
   return KernelTable();
 }
 bool GpuEngineLoaded() { return engine_loaded.load(); }

@@ -62,6 +62,14 @@ __device__ inline BlockTotals BlockReduce(double sum, int count, int min_value) 
 #define HS_KERNEL_CHECK(name) \
   HS_CHECK(cudaPeekAtLastError() == cudaSuccess) << name << ": " << cudaGetErrorString(cudaGetLastError())
 
+// kernel<<<blocks for n, kGpuThreads, 0, this thread's stream>>>(n, args...), then the launch
+// check: for kernels that take their element count first and loop with HS_GPU_LOOP.
+#define HS_LAUNCH(kernel, n, ...)                                            \
+  do {                                                                       \
+    kernel<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, __VA_ARGS__);   \
+    HS_KERNEL_CHECK(#kernel);                                                \
+  } while (0)
+
 #define HS_CUBLAS_CHECK(expr)                                                          \
   do {                                                                                 \
     const cublasStatus_t hs_st_ = (expr);                                              \

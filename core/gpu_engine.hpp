@@ -9,8 +9,6 @@ namespace hogstream {
 // Loads the engine once per process (a Context in GPU mode calls it); an engine that cannot
 // be loaded is an Error naming the file and the loader's reason. A no-op on builds without CUDA.
 void LoadGpuEngine();
-// Called by the engine's own static initialisation.
-void MarkGpuEngineLoaded();
 bool GpuEngineLoaded();
 
 // Kernels the engine's core (the solver) calls in GPU mode, registered by hogstream_gpu as it
@@ -21,6 +19,7 @@ struct GpuKernels {
   void (*sgd_update)(int n, float scale, float decay, bool l1, float momentum, float lr, float* w, float* g,
                      float* h) = nullptr;
 };
+// Called by the engine's own static initialisation: the engine is then loaded.
 void RegisterGpuKernels(const GpuKernels& kernels);
 // The table; a Bug before the engine is loaded.
 const GpuKernels& GpuKernelTable();

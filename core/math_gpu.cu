@@ -8,9 +8,9 @@
 namespace hogstream {
 
 namespace {
-__global__ void SgdUpdateKernel(int n, float scale, float decay, bool l1, float momentum, float lr, float* w,
+__global__ void SgdUpdateKernel(long long n, float scale, float decay, bool l1, float momentum, float lr, float* w,
                                 float* g, float* h) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+  HS_GPU_LOOP(i, n) {
     const float wi = w[i];
     const float reg = l1 ? static_cast<float>((wi > 0.f) - (wi < 0.f)) : wi;
     const float gi = g[i] * scale + decay * reg;
@@ -22,9 +22,7 @@ __global__ void SgdUpdateKernel(int n, float scale, float decay, bool l1, float 
 }
 
 void SgdUpdate(int n, float scale, float decay, bool l1, float momentum, float lr, float* w, float* g, float* h) {
-  if (n <= 0) return;
-  SgdUpdateKernel<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, scale, decay, l1, momentum, lr, w, g, h);
-  HS_KERNEL_CHECK("SGD update");
+  if (n > 0) HS_LAUNCH(SgdUpdateKernel, n, scale, decay, l1, momentum, lr, w, g, h);
 }
 
 // Tells the engine loader (core/context.cpp) that this library is in the process, and hands
@@ -33,26 +31,23 @@ void SgdUpdate(int n, float scale, float decay, bool l1, float momentum, float l
   GpuKernels k;
   k.sgd_update = &SgdUpdate;
   RegisterGpuKernels(k);
-  MarkGpuEngineLoaded();
   return true;
 }();
 
-constexpr int kThreads = kGpuThreads;
-int Blocks(int n) { return GpuBlocks(n); }
-cudaStream_t Stream() { return GpuStream(); }
-
-__global__ void AxpyKernel(int n, float a, const float* x, float* y) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] += a * x[i];
+__global__ void AxpyKernel(long long n, float a, const float* x, float* y) {
+  HS_GPU_LOOP(i, n) y[i] += a * x[i];
 }
-__global__ void ScalKernel(int n, float a, float* x) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) x[i] *= a;
+__global__ void ScalKernel(long long n, float a, float* x) {
+  HS_GPU_LOOP(i, n) x[i] *= a;
 }
-__global__ void SetKernel(int n, float v, float* y) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = v;
+__global__ void ScaleKernel(long long n, float a, const float* x, float* y) {
+  HS_GPU_LOOP(i, n) y[i] = a * x[i];
 }
-__global__ void ReluKernel(int n, float slope, const float* x, float* y) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-    y[i] = x[i] > 0.f ? x[i] : slope * x[i];
+__global__ void SetKernel(long long n, float v, float* y) {
+  HS_GPU_LOOP(i, n) y[i] = v;
+}
+__global__ void ReluKernel(long long n, float slope, const float* x, float* y) {
+  HS_GPU_LOOP(i, n) y[i] = x[i] > 0.f ? x[i] : slope * x[i];
 }
 }  // namespace
 
@@ -116,17 +111,24 @@ void gpu_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float*
 }
 
 void gpu_axpy(int n, float alpha, const float* x, float* y) {
-  if (n > 0) AxpyKernel<<<Blocks(n), kThreads, 0, Stream()>>>(n, alpha, x, y);
+  if (n > 0) HS_LAUNCH(AxpyKernel, n, alpha, x, y);
 }
 void gpu_scal(int n, float alpha, float* x) {
-  if (n > 0) ScalKernel<<<Blocks(n), kThreads, 0, Stream()>>>(n, alpha, x);
+  if (n > 0) HS_LAUNCH(ScalKernel, n, alpha, x);
+}
+void gpu_scale(int n, float alpha, const float* x, float* y) {
+  if (n > 0) HS_LAUNCH(ScaleKernel, n, alpha, x, y);
+}
+void gpu_copy(int n, const float* x, float* y) {
+  if (n > 0 && x != y)
+    HS_CUDA_CHECK(cudaMemcpyAsync(y, x, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, GpuStream()));
 }
 void gpu_set(int n, float value, float* y) {
-  if (n > 0) SetKernel<<<Blocks(n), kThreads, 0, Stream()>>>(n, value, y);
+  if (n > 0) HS_LAUNCH(SetKernel, n, value, y);
 }
 void gpu_relu(int n, float slope, const float* x, float* y) {
-  if (n > 0) ReluKernel<<<Blocks(n), kThreads, 0, Stream()>>>(n, slope, x, y);
+  if (n > 0) HS_LAUNCH(ReluKernel, n, slope, x, y);
 }
-void gpu_sync() { HS_CUDA_CHECK(cudaStreamSynchronize(Stream())); }
+void gpu_sync() { HS_CUDA_CHECK(cudaStreamSynchronize(GpuStream())); }
 
 }  // namespace hogstream

@@ -14,6 +14,8 @@ void gpu_gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float*
               const float* B, float beta, float* C);
 void gpu_axpy(int n, float alpha, const float* x, float* y);
 void gpu_scal(int n, float alpha, float* x);
+void gpu_scale(int n, float alpha, const float* x, float* y);  // y = alpha x
+void gpu_copy(int n, const float* x, float* y);                // on the stream; x == y: nothing
 void gpu_set(int n, float value, float* y);
 void gpu_relu(int n, float slope, const float* x, float* y);
 // Waits for the Context stream.

@@ -12,7 +12,6 @@
 
 #include "core/context.hpp"
 #include "core/io.hpp"
-#include "core/gpu_engine.hpp"
 #include "core/math.hpp"
 
 namespace hogstream {
@@ -163,18 +162,11 @@ void Solver::ApplyUpdate() {
   if (leader() && param_.display() && iter_ % param_.display() == 0)
     SLOG << "Iteration " << iter_ << ", lr = " << rate;
   const auto& params = net_->learnable_params();
-  if (Context::Get().mode() == Mode::GPU && options_.device_update && std::string(type()) == "SGD" &&
-      param_.clip_gradients() < 0) {
+  if (Context::Get().mode() == Mode::GPU && options_.device_update && param_.clip_gradients() < 0 &&
+      HasDeviceUpdate()) {
     // On the device, one pass per blob; frozen blobs (lr_mult 0) are left alone.
-    const GpuKernels& k = GpuKernelTable();
-    const bool l1 = param_.regularization_type() == "L1";
-    for (int id = 0; id < static_cast<int>(params.size()); ++id) {
-      if (net_->params_lr()[id] == 0.f) continue;
-      Blob* p = params[id];
-      k.sgd_update(p->count(), 1.f / param_.iter_size(), param_.weight_decay() * net_->params_weight_decay()[id], l1,
-                   param_.momentum(), rate * net_->params_lr()[id], p->mutable_gpu_data(), p->mutable_gpu_diff(),
-                   history_[id]->mutable_gpu_data());
-    }
+    for (int id = 0; id < static_cast<int>(params.size()); ++id)
+      if (net_->params_lr()[id] != 0.f) UpdateOnDevice(id, rate);
     return;
   }
   ClipGradients();

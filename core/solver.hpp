@@ -159,6 +159,11 @@ class Solver {
   // Turns the accumulated gradient of learnable param `id` into the step to subtract,
   // in place in its diff. `rate` is the policy's current learning rate.
   virtual void ComputeUpdateValue(int id, float rate) = 0;
+  // GPU mode: whether this rule has a device pass (without one the update is made on the host
+  // and uploaded with the next pass), and that pass: the whole update of param `id`
+  // (iter_size normalisation, weight decay, the rule, w -= step) on the device.
+  virtual bool HasDeviceUpdate() const { return false; }
+  virtual void UpdateOnDevice(int id, float rate) {}
   void ApplyUpdate();
 
   pb::SolverParameter param_;

@@ -20,15 +20,4 @@ NormalizationMode ResolveNormalization(const pb::LossParameter& p, Normalization
   return fallback;
 }
 
-float LossNormalizer(NormalizationMode mode, int outer, int inner, int valid) {
-  float n = 1.f;
-  switch (mode) {
-    case pb::LossParameter::FULL: n = static_cast<float>(outer) * inner; break;
-    case pb::LossParameter::VALID: n = static_cast<float>(valid); break;
-    case pb::LossParameter::BATCH_SIZE: n = static_cast<float>(outer); break;
-    case pb::LossParameter::NONE: n = 1.f; break;
-  }
-  return std::max(1.f, n);
-}
-
 }  // namespace hogstream

@@ -27,7 +27,19 @@ NormalizationMode ResolveNormalization(const pb::LossParameter& p, Normalization
 
 // What the summed loss is divided by: FULL outer*inner, VALID the `valid` (non-ignored)
 // count, BATCH_SIZE outer, NONE 1; never below 1, so a batch whose labels are all ignored
-// gives a zero loss rather than NaN.
-float LossNormalizer(NormalizationMode mode, int outer, int inner, int valid);
+// gives a zero loss rather than NaN. The GPU loss kernels call it too.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline float LossNormalizer(NormalizationMode mode, int outer, int inner, int valid) {
+  float n = 1.f;
+  switch (mode) {
+    case pb::LossParameter::FULL: n = static_cast<float>(outer) * inner; break;
+    case pb::LossParameter::VALID: n = static_cast<float>(valid); break;
+    case pb::LossParameter::BATCH_SIZE: n = static_cast<float>(outer); break;
+    case pb::LossParameter::NONE: n = 1.f; break;
+  }
+  return n > 1.f ? n : 1.f;
+}
 
 }  // namespace hogstream

@@ -2,8 +2,8 @@
 // and normalised on the device into the top, as the CPU layers compute it.
 #include "core/gpu_common.cuh"
 #include "core/layers/euclidean_loss_layer.hpp"
-#include "core/layers/loss_gpu.cuh"
 #include "core/layers/sigmoid_cross_entropy_loss_layer.hpp"
+#include "core/math_gpu.hpp"
 
 namespace hogstream {
 
@@ -19,9 +19,6 @@ __global__ void EuclideanForward(long long n, int items, const float* a, const f
   }
   const BlockTotals t = BlockReduce(sum, 0, 0);
   if (threadIdx.x == 0) *top = static_cast<float>(t.sum / items / 2.0);
-}
-__global__ void ScaleInto(long long n, float a, const float* x, float* y) {
-  HS_GPU_LOOP(i, n) y[i] = a * x[i];
 }
 
 __device__ __forceinline__ bool IgnoredTarget(bool has_ignore, int ignore, float t) {
@@ -41,7 +38,7 @@ __global__ void SigmoidCrossEntropyForward(long long n, int outer, int inner, co
   }
   const BlockTotals s = BlockReduce(loss, valid, 0);
   if (threadIdx.x == 0) {
-    const float norm = DeviceLossNormalizer(mode, outer, inner, s.count);
+    const float norm = LossNormalizer(static_cast<NormalizationMode>(mode), outer, inner, s.count);
     scratch[0] = norm;
     *top = static_cast<float>(s.sum / norm);
   }
@@ -70,10 +67,8 @@ class EuclideanLossGpuLayer : public EuclideanLossLayer {
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     for (int i = 0; i < 2; ++i) {
       if (!propagate_down[i]) continue;
-      const long long n = diff_.count();
       const float a = (i == 0 ? 1.f : -1.f) * top[0]->cpu_diff()[0] / bottom[i]->shape(0);
-      ScaleInto<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, a, diff_.gpu_data(), bottom[i]->mutable_gpu_diff());
-      HS_KERNEL_CHECK("EuclideanLoss backward");
+      gpu_scale(diff_.count(), a, diff_.gpu_data(), bottom[i]->mutable_gpu_diff());
     }
   }
 };
@@ -94,11 +89,8 @@ class SigmoidCrossEntropyLossGpuLayer : public SigmoidCrossEntropyLossLayer {
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     HS_REQUIRE(!propagate_down[1]) << "SigmoidCrossEntropyLoss cannot backpropagate to the targets";
     if (!propagate_down[0]) return;
-    const long long n = bottom[0]->count();
-    SigmoidCrossEntropyBackward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
-        n, bottom[0]->gpu_data(), bottom[1]->gpu_data(), has_ignore_label_, ignore_label_, top[0]->cpu_diff()[0],
+    HS_LAUNCH(SigmoidCrossEntropyBackward, static_cast<long long>(bottom[0]->count()), bottom[0]->gpu_data(), bottom[1]->gpu_data(), has_ignore_label_, ignore_label_, top[0]->cpu_diff()[0],
         scratch_.gpu_data(), bottom[0]->mutable_gpu_diff());
-    HS_KERNEL_CHECK("SigmoidCrossEntropyLoss backward");
   }
 
  private:

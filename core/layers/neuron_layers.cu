@@ -6,26 +6,22 @@
 #include "core/layers/relu_layer.hpp"
 #include "core/layers/sigmoid_layer.hpp"
 #include "core/layers/tanh_layer.hpp"
+#include "core/math_gpu.hpp"
 
 namespace hogstream {
 
 namespace {
 
-__global__ void ReluForward(long long n, float slope, const float* x, float* y) {
-  HS_GPU_LOOP(i, n) y[i] = x[i] > 0.f ? x[i] : slope * x[i];
-}
 // In place the bottom data is the top data; y > 0 iff x > 0 for slope >= 0 (as on the CPU).
 __global__ void ReluBackward(long long n, float slope, const float* y, const float* dy, float* dx) {
   HS_GPU_LOOP(i, n) dx[i] = y[i] > 0.f ? dy[i] : slope * dy[i];
 }
 // Activations whose gradient is a function of the output: y = F(x), dx = dy * G(y).
 struct SigmoidOp {
-  static constexpr const char* kName = "Sigmoid";
   __device__ static float F(float x) { return 0.5f * tanhf(0.5f * x) + 0.5f; }
   __device__ static float G(float y) { return y * (1.f - y); }
 };
 struct TanHOp {
-  static constexpr const char* kName = "TanH";
   __device__ static float F(float x) { return tanhf(x); }
   __device__ static float G(float y) { return 1.f - y * y; }
 };
@@ -68,18 +64,14 @@ class ReLUGpuLayer : public ReLULayer {
  protected:
   void Forward_gpu(const Blobs& bottom, const Blobs& top) override {
     if (fused_) return;  // done by the BatchNorm before it
-    const long long n = bottom[0]->count();
-    ReluForward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
-        n, param_.relu_param().negative_slope(), bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
-    HS_KERNEL_CHECK("ReLU forward");
+    gpu_relu(bottom[0]->count(), param_.relu_param().negative_slope(), bottom[0]->gpu_data(),
+             top[0]->mutable_gpu_data());
   }
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     if (!propagate_down[0] || fused_) return;
     const long long n = bottom[0]->count();
-    ReluBackward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
-        n, param_.relu_param().negative_slope(), top[0]->gpu_data(), top[0]->gpu_diff(),
-        bottom[0]->mutable_gpu_diff());
-    HS_KERNEL_CHECK("ReLU backward");
+    HS_LAUNCH(ReluBackward, n, param_.relu_param().negative_slope(), top[0]->gpu_data(), top[0]->gpu_diff(),
+              bottom[0]->mutable_gpu_diff());
   }
 };
 
@@ -91,16 +83,12 @@ class PointwiseGpuLayer : public Base {
  protected:
   void Forward_gpu(const Blobs& bottom, const Blobs& top) override {
     const long long n = bottom[0]->count();
-    PointwiseForward<Op><<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, bottom[0]->gpu_data(),
-                                                                       top[0]->mutable_gpu_data());
-    HS_KERNEL_CHECK(Op::kName);
+    HS_LAUNCH(PointwiseForward<Op>, n, bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
   }
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     if (!propagate_down[0]) return;
     const long long n = bottom[0]->count();
-    PointwiseBackward<Op><<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
-        n, top[0]->gpu_data(), top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
-    HS_KERNEL_CHECK(Op::kName);
+    HS_LAUNCH(PointwiseBackward<Op>, n, top[0]->gpu_data(), top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
   }
 };
 using SigmoidGpuLayer = PointwiseGpuLayer<SigmoidLayer, SigmoidOp>;
@@ -116,29 +104,22 @@ class DropoutGpuLayer : public DropoutLayer {
   void Forward_gpu(const Blobs& bottom, const Blobs& top) override {
     const long long n = bottom[0]->count();
     if (phase_ != pb::TRAIN) {
-      if (bottom[0] != top[0])
-        HS_CUDA_CHECK(cudaMemcpyAsync(top[0]->mutable_gpu_data(), bottom[0]->gpu_data(), n * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, GpuStream()));
+      if (bottom[0] != top[0]) gpu_copy(static_cast<int>(n), bottom[0]->gpu_data(), top[0]->mutable_gpu_data());
       return;
     }
     gpu_mask_.ReshapeLike(*bottom[0]);
     const unsigned seed = static_cast<unsigned>(Context::Get().rng()());
-    DropoutForward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(
-        n, seed, ratio_, scale_, bottom[0]->gpu_data(), gpu_mask_.mutable_gpu_data(), top[0]->mutable_gpu_data());
-    HS_KERNEL_CHECK("Dropout forward");
+    HS_LAUNCH(DropoutForward, n, seed, ratio_, scale_, bottom[0]->gpu_data(), gpu_mask_.mutable_gpu_data(),
+              top[0]->mutable_gpu_data());
   }
   void Backward_gpu(const Blobs& top, const std::vector<bool>& propagate_down, const Blobs& bottom) override {
     if (!propagate_down[0]) return;
     const long long n = bottom[0]->count();
     if (phase_ != pb::TRAIN) {
-      if (bottom[0] != top[0])
-        HS_CUDA_CHECK(cudaMemcpyAsync(bottom[0]->mutable_gpu_diff(), top[0]->gpu_diff(), n * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, GpuStream()));
+      if (bottom[0] != top[0]) gpu_copy(static_cast<int>(n), top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
       return;
     }
-    DropoutBackward<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, scale_, gpu_mask_.gpu_data(),
-                                                                  top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
-    HS_KERNEL_CHECK("Dropout backward");
+    HS_LAUNCH(DropoutBackward, n, scale_, gpu_mask_.gpu_data(), top[0]->gpu_diff(), bottom[0]->mutable_gpu_diff());
   }
 
  private:

@@ -11,14 +11,6 @@ namespace hogstream {
 
 namespace {
 
-void CopyOnDevice(long long n, const float* x, float* y) {
-  if (n > 0 && x != y)
-    HS_CUDA_CHECK(cudaMemcpyAsync(y, x, n * sizeof(float), cudaMemcpyDeviceToDevice, GpuStream()));
-}
-
-__global__ void ScaleCopy(long long n, float a, const float* x, float* y) {
-  HS_GPU_LOOP(i, n) y[i] = a * x[i];
-}
 __global__ void Multiply(long long n, const float* a, const float* b, float* y) {
   HS_GPU_LOOP(i, n) y[i] = a[i] * b[i];
 }
@@ -61,12 +53,6 @@ __global__ void ConcatCopy(long long n, long long len, long long top_len, long l
   }
 }
 
-#define HS_LAUNCH(kernel, n, ...)                                                   \
-  do {                                                                              \
-    kernel<<<GpuBlocks(n), kGpuThreads, 0, GpuStream()>>>(n, __VA_ARGS__);          \
-    HS_KERNEL_CHECK(#kernel);                                                       \
-  } while (0)
-
 }  // namespace
 
 class SplitGpuLayer : public SplitLayer {
@@ -79,7 +65,7 @@ class SplitGpuLayer : public SplitLayer {
     if (!propagate_down[0]) return;
     const int n = bottom[0]->count();
     float* dx = bottom[0]->mutable_gpu_diff();
-    CopyOnDevice(n, top[0]->gpu_diff(), dx);
+    gpu_copy(n, top[0]->gpu_diff(), dx);
     for (size_t i = 1; i < top.size(); ++i) gpu_axpy(n, 1.f, top[i]->gpu_diff(), dx);
   }
 };
@@ -128,7 +114,7 @@ class EltwiseGpuLayer : public EltwiseLayer {
         for (size_t i = 2; i < bottom.size(); ++i) HS_LAUNCH(Multiply, n, y, bottom[i]->gpu_data(), y);
         break;
       case pb::EltwiseParameter::SUM:
-        HS_LAUNCH(ScaleCopy, n, coeff_[0], bottom[0]->gpu_data(), y);
+        gpu_scale(static_cast<int>(n), coeff_[0], bottom[0]->gpu_data(), y);
         for (size_t i = 1; i < bottom.size(); ++i) gpu_axpy(static_cast<int>(n), coeff_[i], bottom[i]->gpu_data(), y);
         break;
       case pb::EltwiseParameter::MAX: {
@@ -150,7 +136,7 @@ class EltwiseGpuLayer : public EltwiseLayer {
         case pb::EltwiseParameter::PROD:
           if (param_.eltwise_param().stable_prod_grad()) {
             const size_t first = i == 0 ? 1 : 0;
-            CopyOnDevice(n, bottom[first]->gpu_data(), dx);
+            gpu_copy(static_cast<int>(n), bottom[first]->gpu_data(), dx);
             for (size_t j = first + 1; j < bottom.size(); ++j)
               if (j != i) HS_LAUNCH(Multiply, n, dx, bottom[j]->gpu_data(), dx);
           } else {
@@ -159,7 +145,7 @@ class EltwiseGpuLayer : public EltwiseLayer {
           HS_LAUNCH(Multiply, n, dx, dy, dx);
           break;
         case pb::EltwiseParameter::SUM:
-          HS_LAUNCH(ScaleCopy, n, coeff_[i], dy, dx);
+          gpu_scale(static_cast<int>(n), coeff_[i], dy, dx);
           break;
         case pb::EltwiseParameter::MAX:
           HS_LAUNCH(MaxBackward, n, static_cast<int>(i), reinterpret_cast<const int*>(gpu_mask_.gpu_data()), dy, dx);

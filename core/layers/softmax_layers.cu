@@ -5,7 +5,6 @@
 #include <climits>
 
 #include "core/gpu_common.cuh"
-#include "core/layers/loss_gpu.cuh"
 #include "core/layers/softmax_layer.hpp"
 #include "core/layers/softmax_with_loss_layer.hpp"
 
@@ -70,7 +69,7 @@ __global__ void SoftmaxLoss(int outer, int channels, int inner, const float* pro
   }
   const BlockTotals t = BlockReduce(loss, valid, first_bad);
   if (threadIdx.x == 0) {
-    const float n = DeviceLossNormalizer(mode, outer, inner, t.count);
+    const float n = LossNormalizer(static_cast<NormalizationMode>(mode), outer, inner, t.count);
     scratch[0] = n;
     *top = static_cast<float>(t.sum / n);
     *bad = t.min;

@@ -16,6 +16,8 @@ class SGDSolver : public Solver {
 
  protected:
   void ComputeUpdateValue(int id, float rate) override;
+  bool HasDeviceUpdate() const override { return true; }
+  void UpdateOnDevice(int id, float rate) override;
 };
 
 // h' = momentum * h + lr * g;  step = (1 + momentum) * h' - momentum * h
