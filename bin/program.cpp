@@ -130,6 +130,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.chunk_at_params = f.has("chunk_at_params");
   const Policy policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
   n.rule = policy.Rule(nullptr);
+  ParseAggregate(f.get("aggregate", "auto"), n.machines, &n.rule);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));

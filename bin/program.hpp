@@ -41,7 +41,7 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
 // The flags of a job across machines (`hogstream train --peers=...`, raw.bin).
 inline const std::vector<std::string> kNetJobFlags = {
     "peers", "multicast", "rank", "iface", "job", "job-key", "loss", "sweep_ms", "dead_ms", "start_timeout",
-    "chunk_at_params", "payload"};
+    "chunk_at_params", "payload", "aggregate"};
 // This machine's network daemon from those flags: `peers` is the --peers text (or raw.bin's
 // MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
 // in the log; `mine` receives this machine's entry (its own settings, from a topology file).

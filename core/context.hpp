@@ -36,7 +36,19 @@ class Context {
   // Where this solver starts reading its data, as a fraction of each source ([0, 1)): solver
   // k of K in one process starts at k/K, so parallel solvers read their own shards.
   double data_shard() const { return data_shard_; }
-  void set_data_shard(double fraction) { data_shard_ = fraction; }
+  void set_data_shard(double fraction) {
+    data_shard_ = fraction;
+    data_part_ = 0;
+  }
+  // A disjoint partition instead: the TRAIN data this solver reads is the records
+  // [begin, begin + length) (fractions of each source), over and over; the job's solvers
+  // cover [0, 1) once between them, so one epoch reads each record once across the job.
+  // 0: no partition (the shard's start, then the whole source).
+  double data_part() const { return data_part_; }
+  void set_data_partition(double begin, double length) {
+    data_shard_ = begin;
+    data_part_ = length;
+  }
 
   // The CUDA stream of this context, created on first use (void* keeps CUDA out of this
   // header).
@@ -54,6 +66,7 @@ class Context {
   uint64_t seed_;
   int threads_ = 1;
   double data_shard_ = 0;
+  double data_part_ = 0;
   std::mt19937 rng_;
   void* gpu_handles_ = nullptr;
   void (*destroy_gpu_handles_)(void*) = nullptr;

@@ -2,6 +2,7 @@
 
 #include <glog/logging.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -405,12 +406,21 @@ void Solver::StepTo(int64_t stop_iter) {
     float loss = 0;
     for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
     loss /= param_.iter_size();
-    HS_REQUIRE(std::isfinite(loss)) << "loss is " << loss << " at iteration " << iter_
-                                    << " (diverged: lower base_lr?)";
-    UpdateSmoothedLoss(loss);
-    if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
-    if (options_.after_backward) options_.after_backward();
-    ApplyUpdate();
+    if (std::isfinite(loss)) {
+      UpdateSmoothedLoss(loss);
+      if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
+      if (options_.after_backward) options_.after_backward();
+      ApplyUpdate();
+    } else {
+      // These weights are lost. Where the job can restore them (another machine's copy), the
+      // step is skipped and the momentum of the lost trajectory forgotten; else one line.
+      std::string why;
+      HS_REQUIRE(options_.on_diverged && options_.on_diverged(&why))
+          << "loss is " << loss << " at iteration " << iter_
+          << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
+      for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
+      ++skipped_nonfinite_;
+    }
     iter_ = static_cast<int>(it + 1);
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
     if (options_.after_iteration) options_.after_iteration();

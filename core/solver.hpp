@@ -94,6 +94,11 @@ struct SolverOptions {
   // Runs after each iteration's backward, before the update: the gradient is in the net's
   // diffs and may be added to (--svb folds in the other solvers' gradients, sync/svb.hpp).
   std::function<void()> after_backward;
+  // Called when an iteration's loss is non-finite (this solver's weights are lost): true = the
+  // weights were restored (a job across machines re-took them from the others), so the step is
+  // skipped, the update history cleared, and training goes on; false (with a reason) or unset:
+  // the one-line error that ends training.
+  std::function<bool(std::string* why)> on_diverged;
   // Where the leader sends its figures at each display interval and test pass (--metrics,
   // --stats_json); null: nowhere.
   std::shared_ptr<StatsSink> stats;
@@ -123,6 +128,10 @@ class Solver {
   }
   // The gradient hook (see SolverOptions): set after construction, like JoinGroup.
   void SetGradientHook(std::function<void()> after_backward) { options_.after_backward = std::move(after_backward); }
+  // The divergence hook (see SolverOptions): set after construction, like JoinGroup.
+  void SetDivergenceHook(std::function<bool(std::string*)> fn) { options_.on_diverged = std::move(fn); }
+  // Iterations skipped because their loss was non-finite and the weights were restored.
+  int64_t skipped_nonfinite() const { return skipped_nonfinite_; }
   // Private copies (see SolverOptions): set after construction, like JoinGroup.
   void UseMaster(const float* master, std::function<void()> on_train_end) {
     options_.master_weights = master;
@@ -211,6 +220,7 @@ class Solver {
   std::vector<int64_t> solver_done_;  // per-rank iterations at the last display
   float smoothed_loss_ = 0;
   bool stopped_early_ = false;
+  int64_t skipped_nonfinite_ = 0;
   std::chrono::steady_clock::time_point start_time_;
   int start_iter_ = 0;
 };

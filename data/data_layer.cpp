@@ -104,11 +104,19 @@ struct DataLayer::Source {
   // Reader thread body: skip to this solver's shard and past rand_skip, then fill slots until
   // stopped or failed.
   void Read(const DataTransformer& transformer, std::vector<int> datum_shape, uint32_t skip,
-            double shard) {
+            double shard, double part) {
     std::string key;  // of the record being read, for messages
     try {
-      for (size_t n = static_cast<size_t>(shard * cursor->size()); n > 0; --n) cursor->Next();
-      if (skip > 0) {
+      // A partition: records [first, first + count), then back to `first` (the cursor wraps at
+      // the end of the source, so the rest of it is skipped on the way round).
+      const size_t size = cursor->size();
+      // (1e-7: partitions meet exactly where fractions like 1/3 round either way)
+      const auto at = [size](double f) { return static_cast<size_t>(f * static_cast<double>(size) + 1e-7); };
+      const size_t first = at(shard) % std::max<size_t>(size, 1);
+      const size_t count = part > 0 ? std::clamp<size_t>(at(shard + part) - at(shard), 1, size) : 0;
+      size_t in_part = 0;
+      for (size_t n = first; n > 0; --n) cursor->Next();
+      if (skip > 0 && count == 0) {  // (a partition is read whole, from its start)
         for (uint32_t n = std::uniform_int_distribution<uint32_t>(0, skip - 1)(rng); n > 0; --n)
           cursor->Next();
       }
@@ -126,6 +134,10 @@ struct DataLayer::Source {
         s->label = static_cast<float>(datum.label());
         full.push(s);  // never full: it has room for every slot
         cursor->Next();
+        if (count && ++in_part == count) {
+          in_part = 0;
+          for (size_t n = size - count; n > 0; --n) cursor->Next();
+        }
       }
     } catch (const std::exception& e) {
       error = "source '" + cursor->path() + "'" + (key.empty() ? "" : ", key '" + key + "'") +
@@ -245,7 +257,8 @@ void DataLayer::StartReaders() {
                                                 SeededRng(seed, static_cast<uint32_t>(s + 1))));
     Source* src = sources_.back().get();
     src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape_,
-                              dp.rand_skip(), Context::Get().data_shard());
+                              dp.rand_skip(), Context::Get().data_shard(),
+                              phase_ == pb::TRAIN ? Context::Get().data_part() : 0.0);
   }
   cursors_.clear();
 }

@@ -40,6 +40,14 @@ SolverSpec ParseSolverSpec(const std::string& text) {
   return spec;
 }
 
+SolverPlace PlaceSolver(int machine, int machines, int local, int locals) {
+  HS_CHECK(machines >= 1 && machine >= 0 && machine < machines && locals >= 1 && local >= 0 && local < locals)
+      << machine << "/" << machines << ", " << local << "/" << locals;
+  const double length = 1.0 / (static_cast<double>(machines) * locals);
+  return {machine * SolverGroup::kMaxSolvers + local, (static_cast<double>(machine) + static_cast<double>(local) / locals) / machines,
+          length};
+}
+
 uint64_t SolverSeed(uint64_t base, int rank) {
   return base + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank);
 }
@@ -261,17 +269,18 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
       sync.arrive_and_wait();
       HS_REQUIRE(master != nullptr) << "the first solver failed to set up the shared weights";
       // C. Join the group on the shared weights, or on a private copy plus a segment. The
-      //    rank decides the random stream and where the data readers start: solvers of one
-      //    process read shards k/n; processes of a --shm job, which do not know how many will
-      //    join, spread by golden-ratio steps of the rank.
-      //    Across machines every solver of the job has a global rank (machine-major), which
-      //    picks its stream and its shard k / (machines x n).
+      //    place decides the random stream and the data: solvers of one process, and of a job
+      //    across machines, read disjoint partitions (PlaceSolver); processes of a --shm job,
+      //    which do not know how many will join, start at golden-ratio steps of the rank.
       me.rank = base_rank + i;
-      const int global_rank = opt.net ? opt.net->rank() * n + i : me.rank;
-      me.ctx->set_seed(SolverSeed(base_seed, global_rank));
-      me.ctx->set_data_shard(opt.net ? static_cast<double>(global_rank) / (n * opt.net->machines())
-                             : opt.shm.empty() ? static_cast<double>(i) / n
-                                               : std::fmod(0.6180339887498949 * me.rank, 1.0));
+      if (opt.shm.empty()) {
+        const SolverPlace place = PlaceSolver(opt.net ? opt.net->rank() : 0, opt.net ? opt.net->machines() : 1, i, n);
+        me.ctx->set_seed(SolverSeed(base_seed, place.seed_rank));
+        me.ctx->set_data_partition(place.begin, place.length);
+      } else {
+        me.ctx->set_seed(SolverSeed(base_seed, me.rank));
+        me.ctx->set_data_shard(std::fmod(0.6180339887498949 * me.rank, 1.0));
+      }
       std::function<std::string()> extra;
       if (me.rank == 0 && private_copies) extra = segment_stats;
       if (me.rank == 0 && opt.net)
@@ -364,6 +373,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         if (me.rank == 0) me.solver->JoinGroup(group, me.rank, extra);
       }
       if (svb) me.solver->SetGradientHook([&, i] { svb->OnGradient(i, locals[i].solver->net()); });
+      // Across machines a copy that went non-finite is re-taken from the others (on the host
+      // copy, which every local solver trains; a private copy follows it through its segment).
+      if (opt.net && !private_copies) me.solver->SetDivergenceHook([job = opt.net](std::string* why) { return job->Recover(why); });
       sync.arrive_and_wait();
       if (i == 0) {
         if (shm && creator) shm->MarkReady();
@@ -426,6 +438,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
     report.done.push_back(group && l.rank >= 0 ? group->done[l.rank].load() : 0);
     report.seeds.push_back(l.ctx->seed());
     report.shards.push_back(l.ctx->data_shard());
+    report.parts.push_back(l.ctx->data_part());
     if (l.segment) report.segments.push_back(l.segment->stats());
   }
   for (auto& gs : group_segments) report.segments.push_back(gs->stats());

@@ -33,6 +33,17 @@ struct SolverSpec {
 };
 SolverSpec ParseSolverSpec(const std::string& text);
 
+// Where solver `local` of `locals` on machine `machine` of `machines` stands in the job:
+// `seed_rank` picks its random stream (unique in the job whatever each machine's solver count:
+// machine-major, SolverGroup::kMaxSolvers apart), and [begin, begin + length) is the disjoint
+// partition of the training data it reads (machine r reads [r/M, (r+1)/M), cut evenly among its
+// own solvers), so one epoch reads each record once across the job.
+struct SolverPlace {
+  int seed_rank;
+  double begin, length;
+};
+SolverPlace PlaceSolver(int machine, int machines, int local, int locals);
+
 struct HogwildOptions {
   SolverSpec solvers;
   std::string shm;              // join/create /dev/shm job NAME; empty: this process only
@@ -62,6 +73,7 @@ struct HogwildReport {
   std::vector<int64_t> done;     // iterations each of them ran
   std::vector<uint64_t> seeds;   // the seed of each one's random stream
   std::vector<double> shards;    // where each one's data readers started (fraction)
+  std::vector<double> parts;     // the length of each one's data partition (0: none)
   std::vector<SegmentStats> segments;  // private copies: each one's segment (gsp: each group's)
   PolicyFigures policy;                // waits and rounds the policy made
   SvbFigures svb;                      // --svb: the factor sets made, sent, applied, dropped

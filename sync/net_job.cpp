@@ -34,6 +34,9 @@ void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
   sum.unanswered += s.unanswered;
   sum.staleness_sum += s.staleness_sum;
   sum.staleness_max = std::max(sum.staleness_max, s.staleness_max);
+  sum.weight_milli += s.weight_milli;
+  sum.refused_nonfinite += s.refused_nonfinite;
+  sum.refused_absurd += s.refused_absurd;
 }
 // ShareChunks over the chunks not skipped (--svb); a skipped chunk has no owner (kNoPeer).
 std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers) {
@@ -51,6 +54,36 @@ Losses LossesOf(const TransportCounters& tc) {
   return {tc.dropped + tc.rejected_total() - foreign, foreign};
 }
 }  // namespace
+
+void ParseAggregate(const std::string& text, int machines, SegmentRule* rule) {
+  // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
+  // 1 / its staleness in updates (the deltas of the others applied to its chunk since this
+  // sender's previous one, + 1; about machines - 1 at equal pace), so that the job as a whole
+  // moves about twice one machine's step whatever the count: more, with each machine's own
+  // momentum acting on progress that reaches the others late, diverged from 4 machines on.
+  rule->warmup_until = 0;
+  rule->warmup_from = 1;
+  rule->stale_budget = 0;
+  rule->absurd = 100;
+  if (text == "sum") return;
+  rule->staleness_weight = rule->staleness_weight || machines > 2;
+  if (text.empty() || text == "auto") return;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    HS_REQUIRE(eq != std::string::npos && !value.empty() && end && *end == 0 && v >= 0 && std::isfinite(v))
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, or warmup=, from=, budget=, absurd=)";
+    if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
+    else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
+    else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
+    else if (key == "absurd") rule->absurd = static_cast<float>(v);
+    else if (key == "weight") rule->staleness_weight = v != 0;
+    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (weight, warmup, from, budget, absurd)";
+  }
+}
 
 struct NetJob::Peer {
   bool heard = false;  // ever (any incarnation)
@@ -122,6 +155,8 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   if (svb_) skipped_ = SkippedChunks(*layout_, svb_skip_);
   slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
   slave_->set_codec(opt_.rule.codec);
+  slave_->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "position"); });
+  named_.assign(static_cast<size_t>(opt_.machines) * 2, 0);
   // Shared by every master endpoint; a synchronous group's machines share their staleness.
   opt_.rule.updates = std::make_shared<ChunkUpdates>(layout_->count, opt_.machine_group);
   g_->hold_final.store(1);
@@ -254,12 +289,31 @@ void NetJob::Run() {
       }
     } else {
       if (phase_ == Phase::kJoining) {
-        if (slave_->chunks_heard() == slave_->layout().count) {
+        bool others_sound = false;  // another machine has the weights (a recovery takes them from it)
+        for (int r = 0; r < opt_.machines; ++r)
+          others_sound = others_sound || (r != opt_.rank && peers_[r]->live && (peers_[r]->flags & kNetReady));
+        if (others_sound) owner_seen_ = now;
+        if (slave_->chunks_heard() == slave_->layout().count && slave_->retaking() == 0) {
           ready_ = true;
           phase_ = Phase::kTraining;
-          LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
-                                 << std::setprecision(3) << Seconds(now - started) << " s; taking a share";
-          start_ok_.store(true);
+          if (recovering_) {
+            recovering_ = false;
+            ++recoveries_;
+            LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
+                                   << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
+            recover_done_.store(recover_target_);
+          } else {
+            LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
+                                   << std::setprecision(3) << Seconds(now - started) << " s; taking a share";
+            start_ok_.store(true);
+          }
+        } else if (recovering_) {
+          if (now - owner_seen_ > std::chrono::milliseconds(opt_.dead_ms)) {
+            recover_error_ = "every machine's copy of the weights diverged (non-finite) and none is left to recover "
+                             "from: the job cannot go on (lower base_lr, or check the data)";
+            recover_failed_.store(true);
+            return;
+          }
         } else if (now - started > std::chrono::milliseconds(opt_.start_ms)) {
           std::ostringstream os;
           os << "joining a running job: only " << slave_->chunks_heard() << " of " << slave_->layout().count
@@ -269,6 +323,7 @@ void NetJob::Run() {
           return;
         }
       }
+      if (phase_ == Phase::kTraining && recover_asked_.load() > recover_done_.load() && !recovering_) BeginRecovery();
       Reshare();
       Bridge();
       Post();
@@ -445,6 +500,7 @@ void NetJob::Reshare() {
     m->set_owned(owned_);
     m->set_rule(opt_.rule);
     m->set_epoch(++epoch_);  // newer than any this machine used: slaves take it at once
+    m->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "delta"); });
     return m;
   };
   if (opt_.multicast) {
@@ -543,6 +599,40 @@ void NetJob::Bridge() {
   if (g_->job_done.load() && leader == opt_.rank) done_ = true;
 }
 
+void NetJob::BeginRecovery() {
+  recover_target_ = recover_asked_.load();
+  recovering_ = true;
+  recover_began_ = owner_seen_ = Clock::now();
+  ready_ = false;  // the others stop taking this machine's positions and share its chunks out
+  phase_ = Phase::kJoining;
+  LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << "'s copy of the weights went non-finite at iteration "
+                            << g_->iter.load() << "; it hands over its chunks and re-takes the job's weights";
+  Reshare();            // owns nothing now
+  slave_->RetakeAll();  // every chunk's next position taken whole
+}
+
+bool NetJob::Recover(std::string* why) {
+  const uint64_t ticket = recover_asked_.fetch_add(1) + 1;
+  while (recover_done_.load() < ticket) {
+    if (recover_failed_.load() || quit_.load() || !thread_.joinable()) {
+      if (why) *why = recover_failed_.load() ? recover_error_ : "the network daemon has stopped";
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+void NetJob::Refused(PeerId from, uint32_t chunk, Refusal why, const char* what) {
+  if (from >= opt_.machines) return;
+  uint8_t& named = named_[static_cast<size_t>(from) * 2 + (why == Refusal::kAbsurd)];
+  if (named || !opt_.log) return;
+  named = 1;
+  LOG(WARNING) << "Network: refused a" << (why == Refusal::kAbsurd ? "n absurd " : " non-finite ") << what << " from "
+               << Name(from) << " (chunk " << chunk << (why == Refusal::kAbsurd ? ", RMS over the bound" : "")
+               << "); further refusals are counted in the Network line";
+}
+
 void NetJob::Clocks() {
   // With synchronous groups, only the machines of this one's group count, by what they have
   // sent out (flushed), not merely run.
@@ -629,6 +719,9 @@ void NetJob::Figures() {
   s.staleness_max = all.staleness_max;
   s.staleness = all.deltas_applied ? static_cast<double>(all.staleness_sum) / all.deltas_applied : 0;
   s.positions_answered = slave_ ? slave_->stats().positions_applied : 0;
+  s.refused = all.refused_nonfinite + all.refused_absurd + (slave_ ? slave_->stats().positions_refused : 0);
+  s.weight = all.deltas_applied ? all.weight_milli / 1000.0 / static_cast<double>(all.deltas_applied) : 0;
+  s.recoveries = recoveries_;
   const TransportCounters tc = t_->counters();
   const Losses losses = LossesOf(tc);
   s.lost = losses.lost;
@@ -675,7 +768,9 @@ std::string NetJob::Line() const {
      << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost ("
      << std::setprecision(2) << (s.sent ? 100.0 * s.lost / s.sent : 0.0) << "% of sent), " << s.foreign
      << " foreign, " << s.unanswered << " positions unanswered in time, staleness " << std::setprecision(0) << s.staleness << " it (max "
-     << s.staleness_max << "), " << s.reshares << " re-shares";
+     << s.staleness_max << "), weight " << std::setprecision(2) << s.weight << ", " << s.refused
+     << " refused by value, " << s.reshares << " re-shares";
+  if (s.recoveries) os << ", " << s.recoveries << " recoveries";
   if (svb_) {
     const SvbFigures f = svb_->figures();
     os << std::setprecision(1) << "; SVB: " << f.bytes_sent / 1048576.0 << " MiB of factors out, " << f.sets_applied

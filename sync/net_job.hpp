@@ -51,6 +51,15 @@
 
 namespace hogstream {
 
+// --aggregate=TEXT: how a master takes the deltas of many machines (SegmentRule's ramp, age
+// damping and value bounds; sync/README.md says why). "auto" (or empty): the defaults for a
+// job of `machines`; "sum": every delta whole, as soon as it comes (values still checked);
+// or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), warmup (global iterations
+// of the ramp), from (the ramp's first weight), budget (age in global iterations before a
+// delta is damped), absurd (the RMS bound, 0 = none), each over the auto defaults. A mistake
+// is one line.
+void ParseAggregate(const std::string& text, int machines, SegmentRule* rule);
+
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
   int machines = 1;
@@ -104,6 +113,9 @@ struct NetJobStats {
   uint64_t foreign = 0;            // frames of another job on the same wire, refused
   uint64_t sent = 0;               // messages this machine sent
   uint64_t reshares = 0;           // ownership changes
+  uint64_t refused = 0;            // deltas and positions refused by value (non-finite, absurd)
+  double weight = 0;               // mean weight of the deltas applied (SegmentRule)
+  uint64_t recoveries = 0;         // times this machine re-took the weights after its copy went non-finite
   uint32_t owned = 0, chunks = 0;  // chunks this machine masters, of all
   double staleness = 0;            // mean iterations between a delta's base and its applying
   uint64_t staleness_max = 0;
@@ -153,6 +165,12 @@ class NetJob {
   int64_t slowest_other() const { return slowest_other_.load(std::memory_order_relaxed); }
   uint64_t fresh_rounds() const { return fresh_rounds_.load(std::memory_order_relaxed); }
   NetJobStats stats() const;
+  // A local solver's loss went non-finite: this machine's copy is lost. Asks the daemon to give
+  // up the chunks it masters and re-take every chunk whole from the others' positions (a
+  // machine joining again), and waits for that. Any solver thread; several may ask at once.
+  // Returns false with `why` set when the job cannot recover: no other machine has a sound copy
+  // (every copy diverged) within dead_ms, or the daemon has stopped.
+  bool Recover(std::string* why);
   // One line for the leader's display: who leads, per-machine rate, sweeps/s, Gbit/s, losses,
   // staleness.
   std::string Line() const;
@@ -171,6 +189,8 @@ class NetJob {
   void Figures();
   void Clocks();  // slowest_other_, fresh_rounds_
   void SendFactors();  // --svb
+  void BeginRecovery();  // daemon: give up the owned chunks, re-take them all
+  void Refused(PeerId from, uint32_t chunk, Refusal why, const char* what);  // names a sender once
   uint32_t Flags() const;
   std::string Name(int r) const;
 
@@ -221,6 +241,15 @@ class NetJob {
   std::chrono::steady_clock::time_point last_clocks_;
   std::string start_error_;  // set by the daemon before start_ok_ stays false and quit_
   std::atomic<bool> start_failed_{false};
+  // Recovery (Recover): asked by solver threads, begun and ended by the daemon.
+  std::atomic<uint64_t> recover_asked_{0}, recover_done_{0};
+  std::atomic<bool> recover_failed_{false};
+  uint64_t recover_target_ = 0;  // daemon: the asks the recovery under way answers
+  bool recovering_ = false;      // daemon
+  std::chrono::steady_clock::time_point recover_began_, owner_seen_;  // daemon
+  std::string recover_error_;    // set by the daemon before recover_failed_
+  uint64_t recoveries_ = 0;      // daemon
+  std::vector<uint8_t> named_;   // daemon: per rank x reason, whether a refusal was logged
   mutable std::mutex figures_mu_;
   NetJobStats figures_;  // under figures_mu_
   uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_sweeps_ = 0;  // under figures_mu_

@@ -95,6 +95,19 @@ void SlaveCatchUp(float* w, float* __restrict last, const float* __restrict pos,
   }
 }
 
+// Sum of squares, in 16 lanes (vectorised without reassociating flags); non-finite if any
+// element is (or if the sum overflows, which is as absurd).
+float SumSquares(const float* __restrict x, size_t n) {
+  float acc[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t k = 0; k < 16; ++k) acc[k] += x[i + k] * x[i + k];
+  float s = 0;
+  for (; i < n; ++i) s += x[i] * x[i];
+  for (float a : acc) s += a;
+  return s;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- ChunkLayout
@@ -167,6 +180,8 @@ MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transpo
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count())),
       seq_(layout_.count, 0),
+      rms_(layout_.count, 0.f),
+      rms_seen_(layout_.count, 0),
       pending_(flow.window ? layout_.count : 0, 0),
       awaiting_(flow.window ? layout_.count : 0, 0),
       posted_(flow.window ? 2 * size_t{flow.window} : 0) {
@@ -326,6 +341,34 @@ float MasterEndpoint::Weigh(PeerId source, Replay& r, uint32_t c) {
   return rule_.staleness_weight ? 1.f / static_cast<float>(staleness) : 1.f;
 }
 
+bool MasterEndpoint::Acceptable(PeerId source, uint32_t c, const float* d, uint32_t len) {
+  const float ss = SumSquares(d, len);
+  Refusal why = Refusal::kNonFinite;
+  if (std::isfinite(ss)) {
+    const float rms = std::sqrt(ss / static_cast<float>(std::max<uint32_t>(len, 1)));
+    if (!(rule_.absurd > 0 && rms_seen_[c] >= 8 && rms > rule_.absurd * rms_[c])) {
+      if (rms > 0) {  // a zero delta (a machine with no progress) says nothing of the scale
+        rms_[c] = rms_seen_[c] ? 0.9f * rms_[c] + 0.1f * rms : rms;
+        if (rms_seen_[c] < 8) ++rms_seen_[c];
+      }
+      return true;
+    }
+    why = Refusal::kAbsurd;
+  }
+  Add(why == Refusal::kNonFinite ? refused_nonfinite_ : refused_absurd_);
+  if (on_refused_) on_refused_(source, c, why);
+  return false;
+}
+
+float MasterEndpoint::Damping(uint64_t age) const {
+  float k = 1;
+  if (rule_.warmup_until && clock_ < rule_.warmup_until)
+    k = rule_.warmup_from + (1 - rule_.warmup_from) * static_cast<float>(clock_) / static_cast<float>(rule_.warmup_until);
+  if (rule_.stale_budget && age > rule_.stale_budget)
+    k *= static_cast<float>(rule_.stale_budget) / static_cast<float>(age);
+  return k;
+}
+
 bool MasterEndpoint::OnDelta(const Message& m) {
   const Header& h = m.h;
   const Encoding enc = rule_.codec.delta;
@@ -341,13 +384,16 @@ bool MasterEndpoint::OnDelta(const Message& m) {
     Add(malformed_);  // checksummed, but not a payload of this codec
   } else if (Fresh(h.source, h.chunk, h.seq)) {  // (a duplicate answers nothing twice)
     Answered(h.chunk, h.seq);
-    const float weight = Weigh(h.source, replay_.find(h.source)->second, h.chunk);
-    if (weight == 0) return false;
     const float* d = enc == Encoding::kFloat32 ? m.floats() : scratch_.data();
-    MasterApply(w_ + layout_.offset(h.chunk), d, layout_.length(h.chunk), access_, weight);
+    const uint32_t len = layout_.length(h.chunk);
+    if (!Acceptable(h.source, h.chunk, d, len)) return false;
+    float weight = Weigh(h.source, replay_.find(h.source)->second, h.chunk);
+    if (weight == 0) return false;
+    const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
+    weight *= Damping(stale);
+    MasterApply(w_ + layout_.offset(h.chunk), d, len, access_, weight);
     Add(weight_milli_, static_cast<uint64_t>(std::lround(weight * 1000)));
     Add(deltas_applied_);
-    const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
     Add(staleness_sum_, stale);
     if (stale > staleness_max_.load(kRelaxed)) staleness_max_.store(stale, kRelaxed);
     return true;
@@ -371,7 +417,8 @@ MasterEndpoint::Stats MasterEndpoint::stats() const {
           deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
           bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed),
           deltas_other_epoch_.load(kRelaxed), staleness_sum_.load(kRelaxed), staleness_max_.load(kRelaxed),
-          deltas_weeded_.load(kRelaxed), weight_milli_.load(kRelaxed)};
+          deltas_weeded_.load(kRelaxed), weight_milli_.load(kRelaxed), refused_nonfinite_.load(kRelaxed),
+          refused_absurd_.load(kRelaxed)};
 }
 
 // ---------------------------------------------------------------- SlaveEndpoint
@@ -385,7 +432,8 @@ SlaveEndpoint::SlaveEndpoint(float* slave, const ChunkLayout& layout, Transport*
       seq_(layout_.count, 0),
       epoch_(layout_.count, 0),
       clock_(layout_.count, 0),
-      answers_(layout_.count, 0) {
+      answers_(layout_.count, 0),
+      retake_(layout_.count, 0) {
   HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
@@ -427,6 +475,15 @@ void SlaveEndpoint::ForgetOwner(PeerId peer) {
   }
 }
 
+void SlaveEndpoint::RetakeAll() {
+  retaking_ = 0;
+  for (uint32_t c = 0; c < layout_.count; ++c) {
+    retake_[c] = owners_.empty() || owners_[c] != self_;
+    retaking_ += retake_[c];
+  }
+  chunks_heard_ = layout_.count - retaking_;
+}
+
 bool SlaveEndpoint::Answer(const Message& m) {
   const uint32_t c = m.h.chunk;
   if (m.h.kind != MsgKind::kPosition || m.h.encoding != codec_.position || c >= layout_.count ||
@@ -442,23 +499,45 @@ bool SlaveEndpoint::Answer(const Message& m) {
     Add(positions_stale_);  // a duplicate, overtaken by a newer position, or an old master's
     return true;
   }
+  const size_t off = layout_.offset(c);
+  const uint32_t len = layout_.length(c);
+  // The position's values, decoded where the codec compresses (into pos_).
+  const float* pos = m.floats();
+  if (codec_.position != Encoding::kFloat32) {
+    pos_.resize(layout_.chunk_floats);
+    if (!codec_.Decode(codec_.position, m.payload, m.h.length, len, pos_.data())) {
+      Add(malformed_);  // checksummed, but not a payload of this codec
+      return true;
+    }
+    pos = pos_.data();
+  }
+  if (!std::isfinite(SumSquares(pos, len))) {
+    Add(positions_refused_);
+    if (on_refused_) on_refused_(m.h.source, c, Refusal::kNonFinite);
+    return true;
+  }
   // Answer a position only when its delta has a slot to go into: back-pressure, never a drop.
   std::byte* slot = t_->AcquireSend();
   if (!slot) return false;
-  const size_t off = layout_.offset(c);
-  const uint32_t len = layout_.length(c);
   Header h;
   h.encoding = codec_.delta;
   h.length = static_cast<uint32_t>(codec_.Bytes(codec_.delta, len));
-  if (elastic_ > 0) {
-    pos_.resize(layout_.chunk_floats);
-    delta_.resize(layout_.chunk_floats);
-    if (!codec_.Decode(codec_.position, m.payload, m.h.length, len, pos_.data())) {
-      Add(malformed_);
-      return true;
+  const bool first = answers_[c] == 0 || retake_[c];
+  if (retake_[c]) {  // this copy was lost: the position whole, and no progress to send
+    for (uint32_t i = 0; i < len; ++i) {
+      if (access_ == Access::kPlain) w_[off + i] = pos[i];
+      else Store(w_[off + i], pos[i]);
+      last_[off + i] = pos[i];
     }
+    delta_.assign(layout_.chunk_floats, 0.f);
+    if (codec_.delta == Encoding::kFloat32) std::memset(slot, 0, len * sizeof(float));
+    else codec_.Encode(codec_.delta, delta_.data(), len, slot);
+    retake_[c] = 0;
+    --retaking_;
+  } else if (elastic_ > 0) {
+    delta_.resize(layout_.chunk_floats);
     float* w = w_ + off;
-    for (uint32_t i = 0; i < len; ++i) delta_[i] = elastic_ * ((access_ == Access::kPlain ? w[i] : Load(w[i])) - pos_[i]);
+    for (uint32_t i = 0; i < len; ++i) delta_[i] = elastic_ * ((access_ == Access::kPlain ? w[i] : Load(w[i])) - pos[i]);
     codec_.Encode(codec_.delta, delta_.data(), len, slot);  // what the centre will get
     for (uint32_t i = 0; i < len; ++i) {
       if (access_ == Access::kPlain) w[i] -= delta_[i];
@@ -472,17 +551,12 @@ bool SlaveEndpoint::Answer(const Message& m) {
       SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
     }
   } else {
-    pos_.resize(layout_.chunk_floats);
     delta_.resize(layout_.chunk_floats);
-    if (!codec_.Decode(codec_.position, m.payload, m.h.length, len, pos_.data())) {
-      Add(malformed_);  // checksummed, but not a payload of this codec; the slot is abandoned
-      return true;
-    }
     SlaveProgress(w_ + off, last_.get() + off, delta_.data(), len, access_);
     codec_.Encode(codec_.delta, delta_.data(), len, slot);  // delta_ = what the master will add
-    SlaveCatchUp(w_ + off, last_.get() + off, pos_.data(), delta_.data(), len, access_);
+    SlaveCatchUp(w_ + off, last_.get() + off, pos, delta_.data(), len, access_);
   }
-  if (answers_[c] == 0) ++chunks_heard_;
+  if (first) ++chunks_heard_;
   h.kind = MsgKind::kDelta;
   h.chunk = c;
   h.seq = m.h.seq;
@@ -525,7 +599,7 @@ size_t SlaveEndpoint::PollPositions() {
 
 SlaveEndpoint::Stats SlaveEndpoint::stats() const {
   return {positions_applied_.load(kRelaxed), positions_stale_.load(kRelaxed), malformed_.load(kRelaxed),
-          bytes_sent_.load(kRelaxed), positions_foreign_.load(kRelaxed)};
+          bytes_sent_.load(kRelaxed), positions_foreign_.load(kRelaxed), positions_refused_.load(kRelaxed)};
 }
 
 }  // namespace hogstream

@@ -55,6 +55,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <unordered_map>
 #include <utility>
@@ -109,7 +110,25 @@ struct SegmentRule {
   uint32_t weedout = 0;
   // Shared by the endpoints of one master buffer; null: this endpoint counts its own deltas.
   std::shared_ptr<ChunkUpdates> updates;
+  // Aggregation of many contributors (sync/README.md, "Many machines, one master"): the weight
+  // of a delta also ramps up over the first global iterations and falls with the delta's age,
+  //   k = ramp(clock) * min(1, stale_budget / age)     (times the weights above)
+  // where age = the master's clock - the clock of the position the sender's progress started
+  // from (global iterations), and ramp goes linearly from warmup_from at clock 0 to 1 at
+  // clock warmup_until.
+  uint64_t stale_budget = 0;   // 0: no damping by age
+  uint64_t warmup_until = 0;   // 0: no ramp
+  float warmup_from = 1;
+  // Values: the master refuses (drops, counts, reports) a delta with a non-finite element, and
+  // one whose RMS exceeds `absurd` times the RMS of that chunk's recent deltas (once 8 have
+  // been seen; 0: no such bound). A slave refuses a position with a non-finite element.
+  float absurd = 100;
 };
+
+// Why a master refused a delta or a slave a position (counted, and reported once per sender by
+// whoever set the endpoint's on_refused).
+enum class Refusal { kNonFinite, kAbsurd };
+using RefusedFn = std::function<void(PeerId from, uint32_t chunk, Refusal why)>;
 
 // How a buffer of n floats is cut into chunks: runs of chunk_floats floats; with `boundaries`
 // (offsets where a new piece begins, e.g. each of a net's parameter blobs), also cut at each,
@@ -192,6 +211,8 @@ class MasterEndpoint {
   // must be the same (their messages in another encoding are counted malformed).
   void set_rule(SegmentRule rule);
   const SegmentRule& rule() const { return rule_; }
+  // Called on the driving thread for each delta refused by value (see SegmentRule::absurd).
+  void set_on_refused(RefusedFn fn) { on_refused_ = std::move(fn); }
 
   const ChunkLayout& layout() const { return layout_; }
   uint32_t next_chunk() const { return owned_.empty() ? next_ : owned_[next_]; }
@@ -207,6 +228,7 @@ class MasterEndpoint {
     uint64_t staleness_sum, staleness_max;
     uint64_t deltas_weeded;   // dropped by the weed-out rule
     uint64_t weight_milli;    // sum of the weights applied, in thousandths (mean = / deltas_applied)
+    uint64_t refused_nonfinite, refused_absurd;  // deltas refused by value (SegmentRule::absurd)
   };
   Stats stats() const;
 
@@ -237,6 +259,12 @@ class MasterEndpoint {
   };
   // The weight of a fresh delta from `r` on chunk c (0: weeded out), and its update counted.
   float Weigh(PeerId source, Replay& r, uint32_t c);
+  // Whether delta d of chunk c may be applied (finite, not absurd); counts and reports if not.
+  bool Acceptable(PeerId source, uint32_t c, const float* d, uint32_t len);
+  float Damping(uint64_t age) const;  // the ramp and the age factor of SegmentRule
+  RefusedFn on_refused_;
+  std::vector<float> rms_;         // per chunk: the recent RMS of its accepted non-zero deltas
+  std::vector<uint8_t> rms_seen_;  // per chunk: how many went into it (up to 8)
   std::unordered_map<PeerId, Replay> replay_;
   // The window: pending_[c] = seq of chunk c's position awaiting its delta (0 = none);
   // posted_ = (chunk, seq, time posted) oldest first, entries no longer pending skipped lazily.
@@ -253,7 +281,8 @@ class MasterEndpoint {
   uint32_t in_flight_ = 0;
   std::atomic<uint64_t> positions_sent_{0}, deltas_applied_{0}, deltas_duplicate_{0},
       deltas_too_old_{0}, malformed_{0}, bytes_sent_{0}, sweeps_{0}, unanswered_{0}, deltas_other_epoch_{0},
-      staleness_sum_{0}, staleness_max_{0}, deltas_weeded_{0}, weight_milli_{0};
+      staleness_sum_{0}, staleness_max_{0}, deltas_weeded_{0}, weight_milli_{0}, refused_nonfinite_{0},
+      refused_absurd_{0};
 };
 
 // Slave side. One thread at a time drives it (PollPositions); stats() from any.
@@ -295,12 +324,21 @@ class SlaveEndpoint {
   // centre c), e = alpha (w - c); w -= e; the delta sent is e and the master adds it to c.
   // `last` is not used. 0: the delta rule.
   void set_elastic(float alpha) { elastic_ = alpha; }
+  // Called on the driving thread for each position refused by value (a non-finite element).
+  void set_on_refused(RefusedFn fn) { on_refused_ = std::move(fn); }
+  // This copy is lost (it went non-finite): each chunk's next position is taken whole
+  // (w = last = pos, nothing sent back as progress: a zero delta), and chunks_heard() counts
+  // from zero again. Chunks `self` owns are left alone. Driving thread only.
+  void RetakeAll();
+  // Chunks still to be re-taken since RetakeAll (0: none).
+  uint32_t retaking() const { return retaking_; }
 
   const ChunkLayout& layout() const { return layout_; }
 
   struct Stats {
     uint64_t positions_applied, positions_stale, malformed, bytes_sent;
     uint64_t positions_foreign;  // from a peer that does not own the chunk, or for our own chunk
+    uint64_t positions_refused;  // with a non-finite element
   };
   Stats stats() const;
 
@@ -323,13 +361,16 @@ class SlaveEndpoint {
   uint32_t chunks_heard_ = 0;
   std::vector<PeerId> owners_;   // per chunk; empty: any sender
   PeerId self_ = kNoPeer;
+  RefusedFn on_refused_;
+  std::vector<uint8_t> retake_;  // per chunk: take the next position whole (RetakeAll)
+  uint32_t retaking_ = 0;
   // The batch last polled: batch_[next_, polled_) not yet answered (held by the transport until
   // the whole batch is answered and released).
   static constexpr size_t kBatch = 32;
   Message batch_[kBatch];
   size_t polled_ = 0, next_ = 0;
   std::atomic<uint64_t> positions_applied_{0}, positions_stale_{0}, malformed_{0}, bytes_sent_{0},
-      positions_foreign_{0};
+      positions_foreign_{0}, positions_refused_{0};
 };
 
 }  // namespace hogstream

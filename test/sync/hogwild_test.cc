@@ -23,6 +23,7 @@
 
 #include "core/context.hpp"
 #include "core/io.hpp"
+#include "core/layer.hpp"
 #include "sync/shm_region.hpp"
 #include "test/data/data_test_util.hpp"
 
@@ -930,6 +931,61 @@ TEST_F(HogwildProgram, SighupBurstsNeverAbort) {
     kill(pid, SIGINT);
     EXPECT_EQ(WaitExit(pid, 60), 0) << ReadAll(log);
   }
+}
+
+}  // namespace
+}  // namespace hogstream
+
+namespace hogstream {
+namespace {
+
+// Ranks, seeds and data across machines that run different solver counts: every solver's seed
+// rank is unique, and the partitions cover the data once. Read through real Data layers over an
+// index-tagged LMDB (label = record index), one epoch of the job (each solver its partition's
+// length) reads every record exactly once; the old staggered shards read some twice.
+TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) {
+  testing::TempDir dir;
+  constexpr int kRecords = 60;
+  std::vector<pb::Datum> data;
+  for (int i = 0; i < kRecords; ++i) data.push_back(testing::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
+  testing::WriteLmdb(dir / "db", data);
+  const std::vector<int> locals = {3, 1, 2};  // machines 0, 1, 2
+  std::set<int> seed_ranks;
+  std::vector<int> reads(kRecords, 0);
+  for (int m = 0; m < 3; ++m) {
+    for (int i = 0; i < locals[m]; ++i) {
+      const SolverPlace place = PlaceSolver(m, 3, i, locals[m]);
+      EXPECT_TRUE(seed_ranks.insert(place.seed_rank).second) << "machine " << m << " solver " << i;
+      Context ctx(Mode::CPU, 0, 1);
+      ContextScope scope(&ctx);
+      ctx.set_seed(SolverSeed(7, place.seed_rank));
+      ctx.set_data_partition(place.begin, place.length);
+      const auto at = [](double f) { return static_cast<int>(f * kRecords + 1e-7); };
+      const int count = at(place.begin + place.length) - at(place.begin);
+      pb::LayerParameter p = testing::DataParam({dir / "db"}, count, pb::TRAIN);
+      Blob x, label;
+      auto layer = CreateLayer(p);
+      layer->SetUp({}, {&x, &label});
+      layer->Forward({}, {&x, &label});
+      for (int k = 0; k < count; ++k) ++reads[static_cast<int>(label.cpu_data()[k])];
+      // The next batch reads the same partition again, from its start.
+      layer->Forward({}, {&x, &label});
+      EXPECT_EQ(label.cpu_data()[0], at(place.begin)) << "machine " << m << " solver " << i;
+    }
+  }
+  for (int r = 0; r < kRecords; ++r) EXPECT_EQ(reads[r], 1) << "record " << r;
+  // A TEST net's data is never partitioned: the leader tests on the whole set.
+  Context ctx(Mode::CPU, 0, 1);
+  ContextScope scope(&ctx);
+  ctx.set_data_partition(0.5, 0.25);
+  pb::LayerParameter p = testing::DataParam({dir / "db"}, kRecords, pb::TEST);
+  Blob x, label;
+  auto layer = CreateLayer(p);
+  layer->SetUp({}, {&x, &label});
+  layer->Forward({}, {&x, &label});
+  std::set<int> seen;
+  for (int k = 0; k < kRecords; ++k) seen.insert(static_cast<int>(label.cpu_data()[k]));
+  EXPECT_EQ(seen.size(), static_cast<size_t>(kRecords));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <limits>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -870,6 +871,146 @@ TEST(SegmentSettingsTest, RejectsBadSettingsAndSweepWhileRunning) {
   seg.Stop();
   seg.Sweep();
   EXPECT_EQ(seg.stats().sweeps >= 1, true);
+}
+
+}  // namespace
+}  // namespace hogstream
+
+namespace hogstream {
+namespace {
+
+// Values are checked where they enter: a master refuses a delta with a non-finite element, and
+// one whose RMS is far beyond the chunk's recent deltas (SegmentRule::absurd, once 8 were
+// seen); each refusal is counted, reported with its sender, and leaves the weights untouched,
+// while ordinary deltas go on being applied. Fresh random deltas, not zeros.
+TEST(SegmentValuesTest, MasterRefusesNonFiniteAndAbsurdDeltas) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(4, gen);
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
+  me.set_epoch(1);
+  std::vector<std::pair<PeerId, Refusal>> refused;
+  me.set_on_refused([&](PeerId from, uint32_t c, Refusal why) {
+    EXPECT_EQ(c, 0u);
+    refused.push_back({from, why});
+  });
+  auto deliver = [&](PeerId from, const std::vector<float>& d) {
+    EXPECT_EQ(me.PostPositions(1), 1u);
+    t.Deliver(Delta(0, t.sent.back().h.seq, 1), from, d);
+    return me.PollDeltas();
+  };
+  std::vector<double> want(w.begin(), w.end());
+  for (int k = 0; k < 10; ++k) {  // the chunk's scale: RMS about 1
+    const std::vector<float> d = RandomVector(4, gen);
+    ASSERT_EQ(deliver(1, d), 1u);
+    for (size_t i = 0; i < 4; ++i) want[i] += d[i];
+  }
+  std::vector<float> bad = RandomVector(4, gen);
+  bad[2] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(deliver(2, bad), 0u);
+  bad[2] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(deliver(2, bad), 0u);
+  std::vector<float> huge = RandomVector(4, gen);
+  for (float& x : huge) x *= 1e4f;
+  EXPECT_EQ(deliver(3, huge), 0u) << "10^4 times the chunk's recent RMS";
+  std::vector<float> larger = RandomVector(4, gen);
+  for (float& x : larger) x *= 5.f;
+  EXPECT_EQ(deliver(3, larger), 1u) << "5 times is a delta, not an attack";
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(w[i], want[i] + larger[i], 1e-4) << i;
+  const auto st = me.stats();
+  EXPECT_EQ(st.refused_nonfinite, 2u);
+  EXPECT_EQ(st.refused_absurd, 1u);
+  EXPECT_EQ(st.deltas_applied, 11u);
+  ASSERT_EQ(refused.size(), 3u);
+  EXPECT_EQ(refused[0].first, 2u);
+  EXPECT_EQ(refused[0].second, Refusal::kNonFinite);
+  EXPECT_EQ(refused[2].first, 3u);
+  EXPECT_EQ(refused[2].second, Refusal::kAbsurd);
+}
+
+// A slave refuses a position with a non-finite element (its copy keeps its values and sends
+// nothing back), and after RetakeAll takes each chunk's next position whole: w = pos, its own
+// unsent progress dropped, and a zero delta sent.
+TEST(SegmentValuesTest, SlaveRefusesNonFinitePositionsAndRetakesAChunkWhole) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(8, gen);
+  ScriptedTransport t(4 * sizeof(float));
+  SlaveEndpoint se(w.data(), w.size(), 4, &t);
+  int refused = 0;
+  se.set_on_refused([&](PeerId from, uint32_t, Refusal why) {
+    EXPECT_EQ(from, 5u);
+    EXPECT_EQ(why, Refusal::kNonFinite);
+    ++refused;
+  });
+  Header p;
+  p.kind = MsgKind::kPosition;
+  p.epoch = 1;
+  std::vector<float> pos = RandomVector(4, gen);
+  pos[1] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> before = w;
+  p.chunk = 0;
+  p.seq = 1;
+  t.Deliver(p, 5, pos);
+  EXPECT_EQ(se.PollPositions(), 0u);
+  EXPECT_EQ(w, before);
+  EXPECT_TRUE(t.sent.empty());
+  EXPECT_EQ(se.stats().positions_refused, 1u);
+  EXPECT_EQ(refused, 1);
+  // The copy is lost: every chunk is re-taken whole.
+  for (float& x : w) x = std::numeric_limits<float>::quiet_NaN();
+  se.RetakeAll();
+  EXPECT_EQ(se.retaking(), 2u);
+  EXPECT_EQ(se.chunks_heard(), 0u);
+  for (uint32_t c = 0; c < 2; ++c) {
+    pos = RandomVector(4, gen);
+    p.chunk = c;
+    p.seq = 2;
+    t.Deliver(p, 5, pos);
+    ASSERT_EQ(se.PollPositions(), 1u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(w[c * 4 + i], pos[i]);
+    ASSERT_FALSE(t.sent.empty());
+    for (float d : t.sent.back().payload) EXPECT_EQ(d, 0.f) << "no progress of a lost copy goes out";
+  }
+  EXPECT_EQ(se.retaking(), 0u);
+  EXPECT_EQ(se.chunks_heard(), 2u);
+  // After that, the rule as ever: progress made since goes out.
+  w[0] += 0.25f;
+  p.chunk = 0;
+  p.seq = 3;
+  t.Deliver(p, 5, RandomVector(4, gen));
+  ASSERT_EQ(se.PollPositions(), 1u);
+  EXPECT_FLOAT_EQ(t.sent.back().payload[0], 0.25f);
+}
+
+// The ramp and the age damping of SegmentRule, hand-computed: at clock 0 a delta counts
+// warmup_from, half-way up the ramp halfway between, past it whole; a delta older than the
+// budget counts budget / age.
+TEST(SegmentRuleTest, RampAndAgeDampTheWeight) {
+  std::vector<float> w(4, 0.f);
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
+  SegmentRule rule;
+  rule.warmup_from = 0.25f;
+  rule.warmup_until = 100;
+  rule.stale_budget = 10;
+  me.set_rule(rule);
+  me.set_epoch(1);
+  float expect = 0;
+  auto deliver = [&](uint64_t clock, uint64_t base, float v, float k) {
+    me.set_clock(clock);
+    ASSERT_EQ(me.PostPositions(1), 1u);
+    Header h = Delta(0, t.sent.back().h.seq, 1);
+    h.clock = base;
+    t.Deliver(h, 1, std::vector<float>(4, v));
+    ASSERT_EQ(me.PollDeltas(), 1u);
+    expect += k * v;
+    EXPECT_FLOAT_EQ(w[0], expect) << "clock " << clock << ", base " << base;
+  };
+  deliver(0, 0, 1.f, 0.25f);
+  deliver(50, 45, 2.f, 0.625f);
+  deliver(200, 195, 4.f, 1.f);
+  deliver(200, 160, 8.f, 0.25f);  // 40 old, budget 10
+  deliver(300, 300, 16.f, 1.f);
 }
 
 }  // namespace

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""The PyTorch DistributedDataParallel twin of one hogstream machine, for bench/scaleout.sh.
+
+One process per machine (gloo over TCP; MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK from the
+environment, as torchrun sets them), one thread, Caffe's LeNet recipe on Fashion-MNIST:
+conv 20x5x5, max pool 2, conv 50x5x5, max pool 2, ip 500, ReLU, ip 10, softmax loss; pixels x
+1/256; Caffe's xavier weights (U(+-sqrt(3/fan_in))), zero biases, biases at twice the rate;
+SGD momentum 0.9, weight decay 5e-4, "inv" schedule (gamma 1e-4, power 0.75), batch 64 per
+machine. Each rank reads its own contiguous partition of the training set in file order.
+
+Scaling, as a DDP user does it: gradients are averaged over the machines and the base rate is
+multiplied by WORLD_SIZE (the linear scaling rule), ramped up from base_lr over --warmup global
+iterations. The global iteration counts images / 64, as hogstream's does (steps x WORLD_SIZE),
+so the schedule, the test interval (every 500) and --iterations mean the same in both.
+
+Rank 0 tests on the whole 10 000-image test set and prints Caffe-format lines with glog
+timestamps, which bench/log_times.sh reads ("Test net output #0: accuracy = ...").
+"""
+import argparse
+import datetime
+import gzip
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+
+def log(msg):
+    now = datetime.datetime.now()
+    print(f"I{now:%m%d %H:%M:%S.%f} {os.getpid()} ddp_twin.py] {msg}", flush=True)
+
+
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    magic, n = struct.unpack(">II", raw[:8])
+    if magic == 2051:
+        rows, cols = struct.unpack(">II", raw[8:16])
+        return np.frombuffer(raw, np.uint8, offset=16).reshape(n, 1, rows, cols)
+    return np.frombuffer(raw, np.uint8, offset=8).astype(np.int64)
+
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5)
+        self.conv2 = nn.Conv2d(20, 50, 5)
+        self.ip1 = nn.Linear(800, 500)
+        self.ip2 = nn.Linear(500, 10)
+        for m in (self.conv1, self.conv2, self.ip1, self.ip2):
+            fan_in = m.weight[0].numel()
+            bound = (3.0 / fan_in) ** 0.5
+            nn.init.uniform_(m.weight, -bound, bound)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.conv1(x), 2)
+        x = F.max_pool2d(self.conv2(x), 2)
+        x = F.relu(self.ip1(x.flatten(1)))
+        return self.ip2(x)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--net", default="lenet")
+    ap.add_argument("--iterations", type=int, default=10000, help="global iterations (images / 64)")
+    ap.add_argument("--warmup", type=int, default=500, help="global iterations of the rate ramp")
+    ap.add_argument("--test-interval", type=int, default=500)
+    a = ap.parse_args()
+    if a.net != "lenet":
+        sys.exit("ddp_twin.py: only lenet (Fashion-MNIST) is available on this host")
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(1701)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
+    train_x = idx(f"{DATA}/train-images-idx3-ubyte.gz")
+    train_y = idx(f"{DATA}/train-labels-idx1-ubyte.gz")
+    lo, hi = len(train_x) * rank // world, len(train_x) * (rank + 1) // world
+    part_x = torch.from_numpy(train_x[lo:hi].astype(np.float32) / 256.0)
+    part_y = torch.from_numpy(train_y[lo:hi])
+    if rank == 0:
+        test_x = torch.from_numpy(idx(f"{DATA}/t10k-images-idx3-ubyte.gz").astype(np.float32) / 256.0)
+        test_y = torch.from_numpy(idx(f"{DATA}/t10k-labels-idx1-ubyte.gz"))
+    model = nn.parallel.DistributedDataParallel(LeNet())
+    weights = [p for n, p in model.named_parameters() if n.endswith("weight")]
+    biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
+    base_lr = 0.01
+    opt = torch.optim.SGD([{"params": weights, "mult": 1.0}, {"params": biases, "mult": 2.0}],
+                          lr=base_lr, momentum=0.9, weight_decay=5e-4)
+    steps = (a.iterations + world - 1) // world
+    log(f"Solving LeNet: DDP, {world} machines, rank {rank}, {steps} steps of 64 per machine")
+    batch, at = 64, 0
+    for step in range(steps):
+        it = step * world  # global iteration
+        if rank == 0 and it % a.test_interval < world and (step > 0):
+            model.eval()
+            with torch.no_grad():
+                correct = sum((model.module(test_x[i:i + 500]).argmax(1) == test_y[i:i + 500]).sum().item()
+                              for i in range(0, len(test_x), 500))
+            model.train()
+            log(f"Iteration {it}, Testing net (#0)")
+            log(f"    Test net output #0: accuracy = {correct / len(test_x):.4f}")
+        ramp = min(1.0, it / a.warmup) if a.warmup else 1.0
+        lr = base_lr * (1 + (world - 1) * ramp) * (1 + 1e-4 * it) ** -0.75
+        for g in opt.param_groups:
+            g["lr"] = lr * g["mult"]
+        if at + batch > len(part_x):
+            at = 0
+        x, y = part_x[at:at + batch], part_y[at:at + batch]
+        at += batch
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        if rank == 0 and it % 100 < world:
+            log(f"Iteration {it}, loss = {loss.item():.4f}")
+        if not torch.isfinite(loss):
+            log(f"loss is {loss.item()} at iteration {it}: diverged")
+            sys.exit(1)
+    if rank == 0:
+        model.eval()
+        with torch.no_grad():
+            correct = sum((model.module(test_x[i:i + 500]).argmax(1) == test_y[i:i + 500]).sum().item()
+                          for i in range(0, len(test_x), 500))
+        log(f"Iteration {steps * world}, Testing net (#0)")
+        log(f"    Test net output #0: accuracy = {correct / len(test_x):.4f}")
+    log("Optimization Done.")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
