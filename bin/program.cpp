@@ -130,7 +130,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.chunk_at_params = f.has("chunk_at_params");
   const Policy policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
   n.rule = policy.Rule(nullptr);
-  ParseAggregate(f.get("aggregate", "auto"), n.machines, &n.rule);
+  // (bsp and gsp average their rounds' steps themselves: their deltas are never reweighted)
+  const bool rounds = policy.kind == Policy::Kind::kBsp || policy.kind == Policy::Kind::kGsp;
+  ParseAggregate(f.get("aggregate", "auto"), rounds ? 1 : n.machines, &n.rule);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));

@@ -53,7 +53,8 @@ namespace hogstream {
 
 // --aggregate=TEXT: how a master takes the deltas of many machines (SegmentRule's ramp, age
 // damping and value bounds; sync/README.md says why). "auto" (or empty): the defaults for a
-// job of `machines`; "sum": every delta whole, as soon as it comes (values still checked);
+// job of `machines` (1/staleness weights from 3 machines up; the caller passes 1 for a policy
+// whose rounds average the steps themselves); "sum": every delta whole, as soon as it comes (values still checked);
 // or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), warmup (global iterations
 // of the ramp), from (the ramp's first weight), budget (age in global iterations before a
 // delta is damped), absurd (the RMS bound, 0 = none), each over the auto defaults. A mistake
