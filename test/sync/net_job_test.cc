@@ -411,3 +411,40 @@ TEST_F(NetJobTest, AMachineThatNeverComesIsNamedInOneLine) {
 
 }  // namespace
 }  // namespace hogstream
+
+#include "test/error_of.hpp"
+
+namespace hogstream {
+namespace {
+
+// --aggregate: by default 1/staleness weights from three machines up (two machines take each
+// other's deltas whole; a round-averaging policy passes 1); "sum" and every key over the
+// defaults; a mistake is one line naming the flag.
+TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
+  SegmentRule r;
+  ParseAggregate("auto", 2, &r);
+  EXPECT_FALSE(r.staleness_weight);
+  EXPECT_EQ(r.absurd, 100.f);
+  ParseAggregate("", 4, &r);
+  EXPECT_TRUE(r.staleness_weight);
+  SegmentRule s;
+  ParseAggregate("sum", 8, &s);
+  EXPECT_FALSE(s.staleness_weight);
+  EXPECT_EQ(s.warmup_until, 0u);
+  SegmentRule k;
+  ParseAggregate("weight=0,warmup=500,from=0.25,budget=6,absurd=0", 4, &k);
+  EXPECT_FALSE(k.staleness_weight);
+  EXPECT_EQ(k.warmup_until, 500u);
+  EXPECT_FLOAT_EQ(k.warmup_from, 0.25f);
+  EXPECT_EQ(k.stale_budget, 6u);
+  EXPECT_EQ(k.absurd, 0.f);
+  for (const char* bad : {"often", "warmup=", "warmup=-1", "speed=2", "budget=x"}) {
+    SegmentRule b;
+    const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &b); });
+    EXPECT_NE(e.find("--aggregate"), std::string::npos) << bad << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace hogstream
