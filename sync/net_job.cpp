@@ -75,7 +75,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule) {
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     HS_REQUIRE(eq != std::string::npos && !value.empty() && end && *end == 0 && v >= 0 && std::isfinite(v))
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, or warmup=, from=, budget=, absurd=)";
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, or weight=, warmup=, from=, budget=, absurd=)";
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
     else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
