@@ -419,7 +419,6 @@ void Solver::StepTo(int64_t stop_iter) {
           << "loss is " << loss << " at iteration " << iter_
           << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
       for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
-      ++skipped_nonfinite_;
     }
     iter_ = static_cast<int>(it + 1);
     if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);

@@ -130,8 +130,6 @@ class Solver {
   void SetGradientHook(std::function<void()> after_backward) { options_.after_backward = std::move(after_backward); }
   // The divergence hook (see SolverOptions): set after construction, like JoinGroup.
   void SetDivergenceHook(std::function<bool(std::string*)> fn) { options_.on_diverged = std::move(fn); }
-  // Iterations skipped because their loss was non-finite and the weights were restored.
-  int64_t skipped_nonfinite() const { return skipped_nonfinite_; }
   // Private copies (see SolverOptions): set after construction, like JoinGroup.
   void UseMaster(const float* master, std::function<void()> on_train_end) {
     options_.master_weights = master;
@@ -220,7 +218,6 @@ class Solver {
   std::vector<int64_t> solver_done_;  // per-rank iterations at the last display
   float smoothed_loss_ = 0;
   bool stopped_early_ = false;
-  int64_t skipped_nonfinite_ = 0;
   std::chrono::steady_clock::time_point start_time_;
   int start_iter_ = 0;
 };

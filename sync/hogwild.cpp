@@ -438,7 +438,6 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
     report.done.push_back(group && l.rank >= 0 ? group->done[l.rank].load() : 0);
     report.seeds.push_back(l.ctx->seed());
     report.shards.push_back(l.ctx->data_shard());
-    report.parts.push_back(l.ctx->data_part());
     if (l.segment) report.segments.push_back(l.segment->stats());
   }
   for (auto& gs : group_segments) report.segments.push_back(gs->stats());

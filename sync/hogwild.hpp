@@ -73,7 +73,6 @@ struct HogwildReport {
   std::vector<int64_t> done;     // iterations each of them ran
   std::vector<uint64_t> seeds;   // the seed of each one's random stream
   std::vector<double> shards;    // where each one's data readers started (fraction)
-  std::vector<double> parts;     // the length of each one's data partition (0: none)
   std::vector<SegmentStats> segments;  // private copies: each one's segment (gsp: each group's)
   PolicyFigures policy;                // waits and rounds the policy made
   SvbFigures svb;                      // --svb: the factor sets made, sent, applied, dropped

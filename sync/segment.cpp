@@ -529,9 +529,12 @@ bool SlaveEndpoint::Answer(const Message& m) {
       else Store(w_[off + i], pos[i]);
       last_[off + i] = pos[i];
     }
-    delta_.assign(layout_.chunk_floats, 0.f);
-    if (codec_.delta == Encoding::kFloat32) std::memset(slot, 0, len * sizeof(float));
-    else codec_.Encode(codec_.delta, delta_.data(), len, slot);
+    if (codec_.delta == Encoding::kFloat32) {
+      std::memset(slot, 0, len * sizeof(float));
+    } else {
+      delta_.assign(layout_.chunk_floats, 0.f);
+      codec_.Encode(codec_.delta, delta_.data(), len, slot);
+    }
     retake_[c] = 0;
     --retaking_;
   } else if (elastic_ > 0) {
