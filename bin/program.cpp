@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <sstream>
 
 namespace hogstream {
 
@@ -137,6 +138,16 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;
+  // What every machine must share (checked in each control message): the list, in order, with
+  // the job's name; and the exchange's settings.
+  std::string list_text = job;
+  for (int r = 0; r < n.machines; ++r) list_text += "\n" + PeerName(list, r);
+  n.agree[kAgreePeers] = Digest64(list_text);
+  std::ostringstream settings;
+  settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"
+           << f.get("aggregate", "auto") << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
+           << ";" << f.has("svb");
+  n.agree[kAgreeSettings] = Digest64(settings.str());
   LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "
             << PeerName(list, n.rank) << " (" << self.how << ")";
   return std::make_unique<NetJob>(std::move(t), std::move(n));

@@ -262,6 +262,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         if (opt.net) {
           std::vector<size_t> params;
           for (Blob* p : net.learnable_params()) params.push_back(p->cpu_data() - net.param_data());
+          opt.net->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
+          opt.net->set_agreement(kAgreeSolver, Digest64(SolverSettings(param)));
           opt.net->Attach(group, n, master, floats, params,
                           [&] { return opt.action && opt.action() == SolverAction::STOP; });
         }
@@ -425,6 +427,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
     // The machines that did not lead end as Caffe's log tools expect a run to end.
     bool ok = true;
     for (auto& e : errors) ok = ok && !e;
+    const std::string failed = opt.net->error();  // the job went on without this machine
+    HS_REQUIRE(!ok || failed.empty()) << failed;
     if (ok && !opt.net->leads() && opt.log)
       LOG(INFO) << "Optimization Done. (machine " << opt.net->rank() << "; the final test and snapshot are the leader's)";
   }

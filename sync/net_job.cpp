@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -21,11 +22,20 @@ namespace hogstream {
 namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-// Frames refused as another job's, and frames lost otherwise (injected drops, corrupt or
-// refused for any other reason).
+// What the transport refused or lost, by kind: lost on the way (injected drops, a frame of
+// ours corrupted: bad checksum), not this job's (another job's id, or from an address that is
+// not a machine of the job), a failed MAC (another key, or a forgery), and datagrams that are
+// no frame of ours at all.
 struct Losses {
-  uint64_t lost, foreign;
+  uint64_t lost, foreign, mac, malformed;
 };
+
+uint64_t FreshNonce() {
+  std::random_device rd;
+  uint64_t v = 0;
+  while (v == 0) v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return v;
+}
 // Adds a master's figures to a sum over masters (a maximum for staleness_max).
 void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
   sum.sweeps += s.sweeps;
@@ -49,11 +59,62 @@ std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t cou
   for (size_t i = 0; i < streamed.size(); ++i) owners[streamed[i]] = share[i];
   return owners;
 }
+// "3 foreign, 2 bad MAC, 0 malformed, 5 control (4 unproven, 1 replayed), 0 by value": what a
+// machine refused, by reason, for its log lines.
+std::string RefusedText(const NetJobStats& s) {
+  std::ostringstream os;
+  uint64_t control = 0;
+  for (uint64_t c : s.control_refused) control += c;
+  os << s.foreign << " foreign, " << s.refused_mac << " bad MAC, " << s.malformed << " malformed, " << control << " control";
+  if (control) {
+    os << " (";
+    const char* sep = "";
+    for (size_t i = 0; i < std::size(s.control_refused); ++i) {
+      if (!s.control_refused[i]) continue;
+      os << sep << s.control_refused[i] << " " << ControlRefusalName(static_cast<ControlRefusal>(i));
+      sep = ", ";
+    }
+    os << ")";
+  }
+  os << ", " << s.refused << " by value";
+  if (s.clock_clamped) os << ", " << s.clock_clamped << " clocks clamped";
+  return os.str();
+}
+
 Losses LossesOf(const TransportCounters& tc) {
-  const uint64_t foreign = tc.rejected[static_cast<size_t>(Reject::kJob)];
-  return {tc.dropped + tc.rejected_total() - foreign, foreign};
+  auto r = [&](Reject why) { return tc.rejected[static_cast<size_t>(why)]; };
+  Losses l;
+  l.lost = tc.dropped + r(Reject::kChecksum);
+  l.foreign = r(Reject::kJob) + r(Reject::kSender);
+  l.mac = r(Reject::kMac);
+  l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac;
+  return l;
 }
 }  // namespace
+
+const char* AgreeName(Agree a) {
+  switch (a) {
+    case kAgreePeers: return "--peers list (or its order, or the job's name)";
+    case kAgreeNet: return "net (its parameter shapes)";
+    case kAgreeSolver: return "solver settings (update rule or schedule)";
+    case kAgreeSettings: return "exchange settings (--policy, --compress, --aggregate, chunking)";
+    case kAgreeKinds: break;
+  }
+  return "?";
+}
+
+const char* ControlRefusalName(ControlRefusal r) {
+  switch (r) {
+    case ControlRefusal::kMalformed: return "malformed";
+    case ControlRefusal::kUnproven: return "unproven";
+    case ControlRefusal::kReplay: return "replayed";
+    case ControlRefusal::kOldRun: return "old run";
+    case ControlRefusal::kNotLeader: return "done not from the leader";
+    case ControlRefusal::kDisagree: return "disagreeing";
+    case ControlRefusal::kCount: break;
+  }
+  return "?";
+}
 
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule) {
   // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
@@ -89,6 +150,15 @@ struct NetJob::Peer {
   bool heard = false;  // ever (any incarnation)
   bool live = false;   // heard within dead_ms
   Clock::time_point last;
+  // Freshness: the run (nonce) taken from it once it echoed ours, the last control counter
+  // taken, the latest runs heard but not proven (echoed back so that it can prove itself),
+  // and the runs a newer one replaced (never taken again).
+  uint64_t nonce = 0, counter = 0;
+  uint64_t hello[NetControl::kEchoes - 1] = {};
+  std::vector<uint64_t> retired;
+  bool disagrees = false;  // named once
+  int64_t snapshots = 0, snapshots_taken = -1;  // its snapshot requests; those passed on (-1: none yet)
+  Clock::time_point count_at;  // when `count` was last taken
   uint32_t incarnation = 0;
   uint32_t flags = 0;
   int64_t count = 0;    // iterations its solvers ran, this incarnation (its clock)
@@ -111,13 +181,13 @@ NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
   HS_REQUIRE(opt_.heartbeat_ms > 0 && opt_.dead_ms > 2 * opt_.heartbeat_ms)
       << "the dead-machine timeout (" << opt_.dead_ms << " ms) must exceed two heartbeats ("
       << opt_.heartbeat_ms << " ms)";
-  const uint64_t now_ns = Clock::now().time_since_epoch().count() ^
-                          std::chrono::system_clock::now().time_since_epoch().count();
-  incarnation_ = static_cast<uint32_t>(now_ns ^ (now_ns >> 32)) | 1;
+  nonce_ = FreshNonce();
+  incarnation_ = static_cast<uint32_t>(nonce_ ^ (nonce_ >> 32)) | 1;
   epoch_ = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
   for (int r = 0; r < opt_.machines; ++r) peers_.push_back(std::make_unique<Peer>());
+  if (!opt_.quorum_ms) opt_.quorum_ms = 30 * opt_.dead_ms;
 }
 
 NetJob::~NetJob() {
@@ -139,9 +209,24 @@ void NetJob::set_machine_group(std::vector<int> groups) {
   opt_.track_fresh = opt_.track_fresh || !opt_.machine_group.empty();
 }
 
+void NetJob::set_agreement(Agree which, uint64_t hash) {
+  HS_REQUIRE(!thread_.joinable()) << "NetJob::set_agreement after Attach";
+  opt_.agree[which] = hash;
+}
+
+std::string NetJob::error() const {
+  std::lock_guard<std::mutex> lock(figures_mu_);
+  return fatal_;
+}
+
 void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
                     const std::vector<size_t>& params, const std::function<bool()>& stop) {
   HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
+  if (!opt_.agree[kAgreeNet]) {  // the buffer's layout, at least
+    std::vector<uint64_t> shape{n};
+    shape.insert(shape.end(), params.begin(), params.end());
+    opt_.agree[kAgreeNet] = Digest64(shape.data(), shape.size() * sizeof(uint64_t));
+  }
   g_ = group;
   local_ = local_solvers;
   w_ = weights;
@@ -195,13 +280,14 @@ void NetJob::Finish() {
   const int64_t mine = LocalIterations();
   const double secs = std::max(1e-9, Seconds(Clock::now() - attached_at_));
   const TransportCounters tc = t_->counters();
-  const auto [lost, foreign] = LossesOf(tc);
+  Figures();
+  const NetJobStats s = stats();
   LOG(INFO) << std::fixed << std::setprecision(1) << "Network: " << Name(opt_.rank) << " ran " << mine
             << " iterations in " << secs << " s (" << mine / secs << " iter/s); sent "
             << std::setprecision(3) << tc.bytes_sent * 1e-9 << " GB, received " << tc.bytes_received * 1e-9
-            << " GB (" << (tc.bytes_sent + tc.bytes_received) * 8e-9 / secs << " Gbit/s); " << lost
-            << " frames lost (" << std::setprecision(2) << (tc.sent ? 100.0 * lost / tc.sent : 0.0)
-            << "% of sent), " << foreign << " foreign; " << reshares_ << " re-shares";
+            << " GB (" << (tc.bytes_sent + tc.bytes_received) * 8e-9 / secs << " Gbit/s); " << s.lost
+            << " frames lost (" << std::setprecision(2) << (tc.sent ? 100.0 * s.lost / tc.sent : 0.0)
+            << "% of sent); " << reshares_ << " re-shares; refused: " << RefusedText(s);
 }
 
 bool NetJob::leads() const { return lead_.load() == opt_.rank; }
@@ -234,6 +320,10 @@ void NetJob::Run() {
   while (!quit_.load(std::memory_order_relaxed)) {
     const Clock::time_point now = Clock::now();
     const size_t received = Receive();
+    if (disagreed_ && phase_ == Phase::kStart && now - disagreed_at_ > std::chrono::milliseconds(5 * opt_.heartbeat_ms)) {
+      start_failed_.store(true);  // a machine that disagrees (OnControl named it)
+      return;
+    }
     if (now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) SendControl();
     CheckLiveness();
     if (phase_ == Phase::kStart) {
@@ -282,7 +372,15 @@ void NetJob::Run() {
         os << "no word from";
         for (int r = 0; r < opt_.machines; ++r)
           if (r != opt_.rank && !peers_[r]->live) os << " " << Name(r);
-        os << " after " << opt_.start_ms / 1000.0 << " s (is it started, with the same --peers list and job?)";
+        os << " after " << opt_.start_ms / 1000.0 << " s";
+        const Losses l = LossesOf(t_->counters());
+        uint64_t unproven = control_refused_[static_cast<size_t>(ControlRefusal::kUnproven)];
+        if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
+        if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
+                          << "(or claiming another machine's rank): is every machine given the same --peers, in the same order, and --job?";
+        if (!l.mac && !l.foreign && unproven)
+          os << "; its messages arrive but never echo this run (do its frames come back to it?)";
+        if (!l.mac && !l.foreign && !unproven) os << " (is it started, with the same --peers list and job?)";
         start_error_ = os.str();
         start_failed_.store(true);
         return;
@@ -323,7 +421,7 @@ void NetJob::Run() {
           return;
         }
       }
-      if (phase_ == Phase::kTraining && recover_asked_.load() > recover_done_.load() && !recovering_) BeginRecovery();
+      if (phase_ == Phase::kTraining && recover_asked_.load() > recover_done_.load() && !recovering_) BeginRecovery("lost its copy of the weights (non-finite)");
       Reshare();
       Bridge();
       Post();
@@ -392,25 +490,100 @@ size_t NetJob::Receive() {
 }
 
 void NetJob::OnControl(const Message& m) {
-  Peer& p = *peers_[m.h.source];
+  const PeerId src = m.h.source;
+  Peer& p = *peers_[src];
   const Clock::time_point now = Clock::now();
-  if (p.heard && m.h.epoch != p.incarnation) {
-    // Restarted: its numbering starts again, and its iterations count from zero.
-    LOG_IF(INFO, opt_.log) << "Network: " << Name(m.h.source) << " restarted; it rejoins";
-    slave_->ForgetOwner(m.h.source);
-    p.count = p.counted = p.rate_count = p.flushed = 0;
+  auto refuse = [&](ControlRefusal why) { ++control_refused_[static_cast<size_t>(why)]; };
+  if (m.h.length != sizeof(NetControl)) return refuse(ControlRefusal::kMalformed);
+  NetControl b;
+  std::memcpy(&b, m.payload, sizeof b);
+  if (b.nonce == 0) return refuse(ControlRefusal::kMalformed);
+  // Freshness. A message is believed only once its sender has echoed this run's nonce (drawn
+  // at random at our start): a frame recorded in an earlier run cannot, whatever its MAC.
+  // Until then it is a hello: its nonce is echoed back in ours, so a live machine proves
+  // itself within two control intervals.
+  if (std::find(p.retired.begin(), p.retired.end(), b.nonce) != p.retired.end())
+    return refuse(ControlRefusal::kOldRun);
+  auto echo_back = [&] {  // our next messages to it echo its nonce
+    if (b.nonce != p.nonce && std::find(std::begin(p.hello), std::end(p.hello), b.nonce) == std::end(p.hello)) {
+      for (int i = NetControl::kEchoes - 2; i > 0; --i) p.hello[i] = p.hello[i - 1];
+      p.hello[0] = b.nonce;
+    }
+  };
+  if (std::find(std::begin(b.echo), std::end(b.echo), nonce_) == std::end(b.echo)) {
+    echo_back();
+    return refuse(ControlRefusal::kUnproven);
+  }
+  if (b.nonce == p.nonce && b.counter <= p.counter) return refuse(ControlRefusal::kReplay);
+  // Agreement: the same peers list, net, solver and exchange settings.
+  for (int a = 0; a < kAgreeKinds; ++a) {
+    if (!b.agree[a] || !opt_.agree[a] || b.agree[a] == opt_.agree[a]) continue;
+    if (!p.disagrees) {
+      p.disagrees = true;
+      std::ostringstream os;
+      os << Name(src) << " runs another " << AgreeName(static_cast<Agree>(a))
+         << " than " << Name(opt_.rank) << ": every machine of a job needs the same";
+      if (phase_ == Phase::kStart) {
+        // Ends the start after a few more control messages, so that the other machine
+        // hears this one (proven) and names the difference too.
+        if (!disagreed_) start_error_ = os.str();
+        disagreed_ = true;
+        disagreed_at_ = now;
+      } else {
+        LOG_IF(ERROR, opt_.log) << "Network: " << os.str() << "; its messages are refused";
+      }
+    }
+    echo_back();  // so that it can believe us, and name the difference too
+    return refuse(ControlRefusal::kDisagree);
+  }
+  if (b.nonce != p.nonce) {
+    // Another run of that machine, proven fresh: first contact, or a restart.
+    if (p.nonce != 0) {
+      if (p.retired.size() >= 16) p.retired.erase(p.retired.begin());
+      p.retired.push_back(p.nonce);
+    }
+    if (p.heard) {
+      // Restarted: its numbering starts again, and its iterations count from zero.
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " restarted; it rejoins";
+      slave_->ForgetOwner(src);
+      p.count = p.counted = p.rate_count = p.flushed = 0;
+      p.rate = 0;
+    }
+    p.snapshots_taken = -1;
+    p.nonce = b.nonce;
+    p.count_at = attached_at_;
+    for (uint64_t& h : p.hello) h = h == b.nonce ? 0 : h;
+  }
+  p.counter = b.counter;
+  uint32_t flags = m.h.chunk;
+  if ((flags & kNetDone) && src != leader_ && !done_) {
+    // Only the leader ends the job; the others say "done" back once they have heard it.
+    refuse(ControlRefusal::kNotLeader);
+    flags &= ~kNetDone;
   }
   if (!p.live && p.heard && phase_ == Phase::kTraining)
-    LOG_IF(INFO, opt_.log) << "Network: " << Name(m.h.source) << " is back";
+    LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " is back";
   if (!p.heard && joined_running_.load(std::memory_order_relaxed))
     p.counted = static_cast<int64_t>(m.h.clock);  // first heard after joining: its past is in the view taken
   p.heard = p.live = true;
   p.last = now;
   p.incarnation = m.h.epoch;
-  p.flags = m.h.chunk;
-  p.count = static_cast<int64_t>(m.h.clock);
-  p.view = static_cast<int64_t>(m.h.seq);
-  if (m.h.length == sizeof(int64_t)) std::memcpy(&p.flushed, m.payload, sizeof(int64_t));
+  p.flags = flags;
+  // Its clock only grows, and by no more than it could have run since: 1 024 iterations plus
+  // eight times the fastest rate it has shown (or this machine's), over the time since it was
+  // last taken. A jump beyond that is taken in part (the rest comes with its next messages).
+  const int64_t claimed = static_cast<int64_t>(std::min<uint64_t>(m.h.clock, std::numeric_limits<int64_t>::max()));
+  if (claimed > p.count) {
+    const double secs = Seconds(now - p.count_at);
+    const double rate = std::max({p.rate, peers_[opt_.rank]->rate, 1000.0});
+    const int64_t most = p.count + 1024 + static_cast<int64_t>(std::min(8 * rate * secs, 1e15));
+    if (claimed > most) ++clock_clamped_;
+    p.count = std::min(claimed, most);
+    p.count_at = now;
+  }
+  p.view = static_cast<int64_t>(std::min<uint64_t>(m.h.seq, std::numeric_limits<int64_t>::max()));
+  p.flushed = std::min(b.flushed, p.count);
+  p.snapshots = std::max(p.snapshots, b.snapshots);
 }
 
 void NetJob::SendControl() {
@@ -421,9 +594,14 @@ void NetJob::SendControl() {
   h.chunk = Flags();
   h.clock = static_cast<uint64_t>(LocalIterations());
   h.seq = g_ ? static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed)) : 0;
-  // The payload: how many of its iterations have gone out (what a synchronous round waits for).
-  const int64_t flushed = flushed_iter_.load(std::memory_order_relaxed);
-  h.length = opt_.track_fresh ? sizeof(int64_t) : 0;
+  h.length = sizeof(NetControl);
+  NetControl b;
+  b.nonce = nonce_;
+  b.counter = ++control_counter_;
+  // How many of its iterations have gone out (what a synchronous round waits for).
+  b.flushed = opt_.track_fresh ? flushed_iter_.load(std::memory_order_relaxed) : 0;
+  b.snapshots = g_ ? g_->snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
+  std::copy(std::begin(opt_.agree), std::end(opt_.agree), b.agree);
   for (int r = 0; r < opt_.machines; ++r) {
     if (r == opt_.rank) continue;
     std::byte* slot = t_->AcquireSend();
@@ -431,7 +609,10 @@ void NetJob::SendControl() {
       t_->Flush();
       if (!(slot = t_->AcquireSend())) return;  // try again next turn (last_control_ not moved)
     }
-    if (h.length) std::memcpy(slot, &flushed, sizeof(int64_t));
+    const Peer& p = *peers_[r];
+    b.echo[0] = p.nonce;
+    std::copy(std::begin(p.hello), std::end(p.hello), b.echo + 1);
+    std::memcpy(slot, &b, sizeof b);
     t_->CommitSend(Dest::Peer(static_cast<PeerId>(r)), h);
   }
   t_->Flush();
@@ -538,23 +719,69 @@ void NetJob::Bridge() {
     g_->iter.fetch_add(p.count - p.counted, std::memory_order_relaxed);
     p.counted = p.count;
   }
-  // Leader: the lowest live rank that has the weights.
+  // Quorum: a machine cut off from most of the job neither leads nor tests nor snapshots (two
+  // sides of a partition would each write the job's files); back with the others, it re-takes
+  // their weights as a joiner does, so that the two sides' chunks are never spliced.
+  std::vector<bool> live(opt_.machines, false);
+  for (int r = 0; r < opt_.machines; ++r) live[r] = r == opt_.rank || peers_[r]->live;
+  const bool quorum = Quorum(live);
+  if (quorum != quorum_) {
+    quorum_ = quorum;
+    if (!quorum) {
+      quorum_lost_at_ = now;
+      lost_quorum_ = true;
+      LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(live.begin(), live.end(), true)
+                                << " of " << opt_.machines << " machines, not a majority: it does not lead, test or "
+                                << "snapshot, and re-takes the job's weights once the others are back";
+    } else if (lost_quorum_ && phase_ == Phase::kTraining && !recovering_) {
+      lost_quorum_ = false;
+      BeginRecovery("is back with a majority of the job");
+    }
+  }
+  if (!quorum_ && phase_ != Phase::kStart && now - quorum_lost_at_ > std::chrono::milliseconds(opt_.quorum_ms)) {
+    std::ostringstream os;
+    os << Name(opt_.rank) << " has reached no majority of the job's " << opt_.machines << " machines for "
+       << opt_.quorum_ms / 1000.0 << " s: it gives up (the others go on without it)";
+    LOG_IF(ERROR, opt_.log) << "Network: " << os.str();
+    {
+      std::lock_guard<std::mutex> lock(figures_mu_);
+      fatal_ = os.str();
+    }
+    g_->stop.store(1);
+    g_->job_done.store(1);  // its solvers return; the caller reports error()
+    quit_.store(true);
+    return;
+  }
+  // Leader: the lowest live rank that has the weights, on the side with a quorum.
   int leader = -1;
-  for (int r = 0; r < opt_.machines && leader < 0; ++r)
+  for (int r = 0; quorum_ && r < opt_.machines && leader < 0; ++r)
     if (r == opt_.rank ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) leader = r;
   if (leader != leader_) {
-    if (leader_ >= 0 && opt_.log)
+    if (leader_ >= 0 && leader >= 0 && opt_.log)
       LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
     leader_ = leader;
     lead_.store(leader);
     g_->machine_leads.store(leader == opt_.rank ? 1 : 0);
   }
-  // Requests and the end of the job, to and from the others.
+  // Requests and the end of the job, to and from the others. A signal on any machine is a
+  // request (its stop flag) to the leader; the leader's own stop flag tells every machine to
+  // stop training now, so that the job ends at one global iteration and the leader's drain
+  // finds everyone's last deltas at once.
   if (g_->stop_requested.load()) stop_ = true;
   for (int r = 0; r < opt_.machines; ++r) {
-    const Peer& p = *peers_[r];
+    Peer& p = *peers_[r];
     if (r == opt_.rank || !p.live) continue;
-    if (p.flags & kNetStop) g_->stop_requested.store(1);
+    if (p.flags & kNetStop) {
+      g_->stop_requested.store(1);
+      if (r == leader_) g_->stop.store(1);
+    }
+    if (p.snapshots > p.snapshots_taken) {  // a snapshot request (SIGHUP) on that machine
+      if (p.snapshots_taken >= 0) {
+        g_->snapshot_requests.fetch_add(p.snapshots - p.snapshots_taken);
+        snapshots_passed_ += p.snapshots - p.snapshots_taken;  // not this machine's own: never echoed
+      }
+      p.snapshots_taken = p.snapshots;
+    }
     if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
       g_->stop.store(1);
       g_->job_done.store(1);
@@ -599,13 +826,18 @@ void NetJob::Bridge() {
   if (g_->job_done.load() && leader == opt_.rank) done_ = true;
 }
 
-void NetJob::BeginRecovery() {
+bool NetJob::Quorum(const std::vector<bool>& live) const {
+  const int n = static_cast<int>(std::count(live.begin(), live.end(), true));
+  return 2 * n > opt_.machines || (2 * n == opt_.machines && live[0]);
+}
+
+void NetJob::BeginRecovery(const char* why) {
   recover_target_ = recover_asked_.load();
   recovering_ = true;
   recover_began_ = owner_seen_ = Clock::now();
   ready_ = false;  // the others stop taking this machine's positions and share its chunks out
   phase_ = Phase::kJoining;
-  LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << "'s copy of the weights went non-finite at iteration "
+  LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " " << why << " at iteration "
                             << g_->iter.load() << "; it hands over its chunks and re-takes the job's weights";
   Reshare();            // owns nothing now
   slave_->RetakeAll();  // every chunk's next position taken whole
@@ -706,6 +938,7 @@ void NetJob::Figures() {
     if (rates) {
       f.iter_per_s = (f.iterations - p.rate_count) / lapse;
       p.rate_count = f.iterations;
+      p.rate = std::max(p.rate, f.iter_per_s);  // the fastest it has shown (bounds its clock's jumps)
     }
     s.peers.push_back(f);
   }
@@ -726,6 +959,11 @@ void NetJob::Figures() {
   const Losses losses = LossesOf(tc);
   s.lost = losses.lost;
   s.foreign = losses.foreign;
+  s.refused_mac = losses.mac;
+  s.malformed = losses.malformed;
+  std::copy(std::begin(control_refused_), std::end(control_refused_), s.control_refused);
+  s.clock_clamped = clock_clamped_;
+  s.quorum = quorum_;
   s.sent = tc.sent;
   s.reshares = reshares_;
   s.owned = static_cast<uint32_t>(owned_.size());
@@ -766,10 +1004,11 @@ std::string NetJob::Line() const {
   }
   os << std::setprecision(1) << "; " << s.sweeps_per_s << " sweeps/s, " << std::setprecision(3) << s.gbit_out
      << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost ("
-     << std::setprecision(2) << (s.sent ? 100.0 * s.lost / s.sent : 0.0) << "% of sent), " << s.foreign
-     << " foreign, " << s.unanswered << " positions unanswered in time, staleness " << std::setprecision(0) << s.staleness << " it (max "
-     << s.staleness_max << "), weight " << std::setprecision(2) << s.weight << ", " << s.refused
-     << " refused by value, " << s.reshares << " re-shares";
+     << std::setprecision(2) << (s.sent ? 100.0 * s.lost / s.sent : 0.0) << "% of sent), " << s.unanswered
+     << " positions unanswered in time, staleness " << std::setprecision(0) << s.staleness << " it (max "
+     << s.staleness_max << "), weight " << std::setprecision(2) << s.weight << ", " << s.reshares << " re-shares; refused: "
+     << RefusedText(s);
+  if (!s.quorum) os << "; NO QUORUM";
   if (s.recoveries) os << ", " << s.recoveries << " recoveries";
   if (svb_) {
     const SvbFigures f = svb_->figures();

@@ -61,6 +61,30 @@ namespace hogstream {
 // is one line.
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule);
 
+// What every machine of a job must share, checked in every control message: a mismatch is one
+// line on each machine naming the other and what differs (NetJob::Attach's Error at the start;
+// later, that machine's messages are refused and the line is logged once).
+enum Agree : int {
+  kAgreePeers = 0,  // the --peers list, in order, and the job's name
+  kAgreeNet,        // the net's parameter shapes
+  kAgreeSolver,     // the update rule and schedule (SolverSettings)
+  kAgreeSettings,   // the exchange: policy, codec, aggregation, chunking
+  kAgreeKinds
+};
+const char* AgreeName(Agree a);
+
+// Control messages refused, by reason (on top of the transport's own Reject counts).
+enum class ControlRefusal : uint8_t {
+  kMalformed = 0,  // not a control payload of this version
+  kUnproven,       // its sender has not echoed this run's nonce yet: nothing in it is believed
+  kReplay,         // a counter at or below one already taken: a replay within a run
+  kOldRun,         // from a run of that machine that a newer one replaced
+  kNotLeader,      // "done" from a machine that does not lead
+  kDisagree,       // from a machine whose peers, net, solver or settings differ
+  kCount
+};
+const char* ControlRefusalName(ControlRefusal r);
+
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
   int machines = 1;
@@ -82,6 +106,13 @@ struct NetJobOptions {
   // slowest_other() is over the machines of this one's group only, by their iterations whose
   // progress has gone out, and a delta's staleness counts from its group's last one.
   std::vector<int> machine_group;
+  // Agreement (Agree): hashes every machine must share; 0 = not checked (kAgreeNet defaults to
+  // the buffer's length and parameter offsets given to Attach).
+  uint64_t agree[kAgreeKinds] = {};
+  // Quorum: a machine that reaches fewer than half of the job (counting itself; exactly half
+  // only with rank 0 among them) does not lead, test or snapshot; cut off that long, it ends
+  // with one line (0: 30 x dead_ms).
+  uint32_t quorum_ms = 0;
   bool log = true;
 };
 
@@ -94,6 +125,24 @@ enum NetFlag : uint32_t {
   kNetDone = 16,      // the job is over (the leader's final snapshot is written; the others echo it)
   kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
 };
+
+// The control message's payload (MsgKind::kIteration; the header carries the incarnation in
+// `epoch`, the NetFlag bits in `chunk`, the machine's iterations in `clock` and its view of the
+// global iteration in `seq`). Fixed size, little-endian, covered by the frame's checksum or MAC.
+// Freshness: a receiver believes a control message only once it echoes the receiver's own
+// nonce, drawn at random when that machine started (so no frame of an earlier run is taken),
+// and only with a counter above the last one taken from that run (no replay within a run).
+struct NetControl {
+  static constexpr int kEchoes = 3;
+  uint64_t nonce = 0;           // the sender's run: 64 random bits drawn at its start
+  uint64_t echo[kEchoes] = {};  // the receiver's nonces the sender has seen: [0] the one it took,
+                                // then the latest ones not yet proven (0: none)
+  uint64_t counter = 0;         // the sender's control messages so far
+  int64_t flushed = 0;          // its iterations whose progress has gone out (track_fresh)
+  int64_t snapshots = 0;        // snapshot requests (SIGHUP) made on that machine
+  uint64_t agree[kAgreeKinds] = {};
+};
+static_assert(sizeof(NetControl) == 8 * (7 + kAgreeKinds), "no padding in a wire struct");
 
 struct NetPeerFigures {
   int rank = 0;
@@ -111,10 +160,15 @@ struct NetJobStats {
   double gbit_out = 0, gbit_in = 0;  // payload, over the last second
   uint64_t positions_sent = 0, deltas_applied = 0, unanswered = 0, positions_answered = 0;
   uint64_t lost = 0;               // frames dropped on the way (injected) or refused as corrupt
-  uint64_t foreign = 0;            // frames of another job on the same wire, refused
+  uint64_t foreign = 0;            // frames of another job, or from an address not in the job, refused
   uint64_t sent = 0;               // messages this machine sent
   uint64_t reshares = 0;           // ownership changes
   uint64_t refused = 0;            // deltas and positions refused by value (non-finite, absurd)
+  uint64_t refused_mac = 0;        // frames whose MAC failed (another --job-key, or a forgery)
+  uint64_t malformed = 0;          // datagrams that are no frame of ours (short, magic, version, length, header)
+  uint64_t control_refused[static_cast<size_t>(ControlRefusal::kCount)] = {};
+  uint64_t clock_clamped = 0;      // control messages whose clock jumped beyond what its sender could have run
+  bool quorum = true;              // this machine reaches a majority of the job
   double weight = 0;               // mean weight of the deltas applied (SegmentRule)
   uint64_t recoveries = 0;         // times this machine re-took the weights after its copy went non-finite
   uint32_t owned = 0, chunks = 0;  // chunks this machine masters, of all
@@ -143,6 +197,11 @@ class NetJob {
   // bsp / gsp across machines, before Attach: each rank's synchronous group (see
   // NetJobOptions::machine_group); fresh rounds are then kept too.
   void set_machine_group(std::vector<int> groups);
+  // Before Attach: one of the hashes every machine must share (NetJobOptions::agree).
+  void set_agreement(Agree which, uint64_t hash);
+  // A failure that ended the job after the start (the quorum lost for good, a machine that
+  // disagrees): one line, empty when none. The caller reports it after Finish.
+  std::string error() const;
   void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
               const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
   // --svb, before Attach: `skip` ([begin, end) float ranges, cut at parameter boundaries) is
@@ -182,6 +241,7 @@ class NetJob {
   size_t Receive();  // handles what came in; returns how many messages
   int64_t LocalIterations() const;  // this machine's solvers' iterations
   void OnControl(const Message& m);
+  bool Quorum(const std::vector<bool>& live) const;  // these machines may lead the job
   void SendControl();
   void CheckLiveness();
   void Reshare();
@@ -190,13 +250,23 @@ class NetJob {
   void Figures();
   void Clocks();  // slowest_other_, fresh_rounds_
   void SendFactors();  // --svb
-  void BeginRecovery();  // daemon: give up the owned chunks, re-take them all
+  void BeginRecovery(const char* why);  // daemon: give up the owned chunks, re-take them all
   void Refused(PeerId from, uint32_t chunk, Refusal why, const char* what);  // names a sender once
   uint32_t Flags() const;
   std::string Name(int r) const;
 
   std::unique_ptr<Transport> t_;
   NetJobOptions opt_;
+  uint64_t nonce_;        // this run: 64 random bits; another machine believes us once it echoes them
+  uint64_t control_counter_ = 0;  // daemon: control messages sent (each carries the count)
+  uint64_t control_refused_[static_cast<size_t>(ControlRefusal::kCount)] = {};  // daemon
+  uint64_t clock_clamped_ = 0;    // daemon
+  int64_t snapshots_passed_ = 0;  // daemon: snapshot requests added to the group from the others'
+  bool quorum_ = true, lost_quorum_ = false;  // daemon
+  std::chrono::steady_clock::time_point quorum_lost_at_;  // daemon
+  std::string fatal_;                 // under figures_mu_: error()
+  bool disagreed_ = false;            // daemon: a machine that disagrees was heard at the start
+  std::chrono::steady_clock::time_point disagreed_at_;
   uint32_t incarnation_;
   uint32_t epoch_;  // the last epoch given to a master
   SolverGroup* g_ = nullptr;

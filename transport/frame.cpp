@@ -45,6 +45,8 @@ void InitSodium() {
 }
 }  // namespace
 
+uint64_t Digest64(const void* data, size_t n) { return XXH3_64bits(data, n); }
+
 JobKey LoadJobKey(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   HS_REQUIRE(in) << "--job-key: cannot read " << path;

@@ -26,6 +26,7 @@ const char* RejectName(Reject r) {
     case Reject::kMac: return "mac";
     case Reject::kLength: return "length";
     case Reject::kHeader: return "header";
+    case Reject::kSender: return "sender";
     case Reject::kCount: break;
   }
   return "unknown";

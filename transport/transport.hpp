@@ -117,9 +117,15 @@ enum class Reject : uint8_t {
   kMac,          // keyed MAC mismatch: another key, a forgery, or corrupt
   kLength,       // header length disagrees with the bytes received, or over max_payload
   kHeader,       // a field out of range (unknown kind, encoding)
+  kSender,       // not from a peer of the job (by the wire's source address), or claiming another
   kCount
 };
 const char* RejectName(Reject r);
+
+// XXH3-64 of `n` bytes (what frames checksum with; transport/frame.cpp): a fingerprint that is
+// the same on every machine and build, for what machines compare (NetJobOptions::agree).
+uint64_t Digest64(const void* data, size_t n);
+inline uint64_t Digest64(const std::string& s) { return Digest64(s.data(), s.size()); }
 
 // Snapshot of an endpoint's counters. `injected_*` come from a fault decorator (zero otherwise).
 struct TransportCounters {

@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -15,6 +18,8 @@
 
 #include "sync/net_job.hpp"
 #include "test/test_seed.hpp"
+#include "test/transport/forge.hpp"
+#include "transport/frame.hpp"
 #include "transport/udp/device.hpp"
 #include "transport/udp/endpoint.hpp"
 #ifdef HOGSTREAM_VERBS
@@ -128,7 +133,7 @@ class NetJobTest : public ::testing::Test {
     m.solver = std::thread([&m, iters, seed] {
       std::mt19937 rng(seed);
       std::uniform_int_distribution<size_t> at(0, kFloats - 1);
-      for (int i = 0; i < iters; ++i) {
+      for (int i = 0; i < iters && !m.group->stop.load(); ++i) {
         while (m.pause.load()) std::this_thread::sleep_for(1ms);
         for (int k = 0; k < 16; ++k) {
           const size_t j = at(rng);
@@ -407,6 +412,300 @@ TEST_F(NetJobTest, AMachineThatNeverComesIsNamedInOneLine) {
     EXPECT_NE(std::string(e.what()).find("machine 1"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("machine 2"), std::string::npos) << e.what();
   }
+}
+
+
+// ---------------------------------------------------------------- a job nobody can steer
+// Forged, replayed and implausible frames, machines that disagree, a partition and requests
+// from any machine, against machines over UDP loopback (test/transport/forge.hpp crafts the
+// frames: the format is ours).
+
+// A transport that can be cut off (both ways) and healed, as a partitioned link would be.
+class Cuttable final : public Transport {
+ public:
+  Cuttable(std::unique_ptr<Transport> inner, std::atomic<bool>* cut) : inner_(std::move(inner)), cut_(cut) {}
+  PeerId self() const override { return inner_->self(); }
+  Caps caps() const override { return inner_->caps(); }
+  std::byte* AcquireSend() override { return inner_->AcquireSend(); }
+  void CommitSend(Dest to, const Header& h) override {
+    if (!cut_->load()) inner_->CommitSend(to, h);  // cut: the slot is abandoned at the next Flush
+  }
+  void Flush() override { inner_->Flush(); }
+  size_t Poll(Message* out, size_t max) override {
+    size_t n = inner_->Poll(out, max);
+    if (n && cut_->load()) {
+      inner_->Release(n);
+      n = 0;
+    }
+    return n;
+  }
+  void Release(size_t n) override { inner_->Release(n); }
+  int wait_fd() const override { return inner_->wait_fd(); }
+  TransportCounters counters() const override { return inner_->counters(); }
+
+ private:
+  std::unique_ptr<Transport> inner_;
+  std::atomic<bool>* cut_;
+};
+
+// A stranger on the wire (an address in nobody's --peers) throws NaN positions and deltas
+// claiming to be each machine, and control messages saying "done", "stop" and a clock of 1e9:
+// every one is refused by its source address, counted, and the job's ledger stays exact.
+TEST_F(NetJobTest, FramesFromAnAddressNotInTheJobAreRefusedWhateverTheyClaim) {
+  AttachAll();
+  test::Forger stranger;
+  ASSERT_TRUE(stranger.ok());
+  const FrameFormat fmt(0x7e57);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> sent{0};
+  std::thread attack([&] {
+    const std::vector<float> nan(kChunk, std::numeric_limits<float>::quiet_NaN());
+    NetControl body;
+    body.nonce = 0x5eed;
+    for (uint64_t k = 0; !stop.load() && k < 20000; ++k) {
+      for (int to = 0; to < kMachines; ++to) {
+        for (PeerId claim = 0; claim < kMachines; ++claim) {
+          if (claim == to) continue;
+          Header h;
+          h.source = claim;
+          h.kind = MsgKind::kPosition;
+          h.epoch = 0xffffffffu;
+          h.chunk = static_cast<uint32_t>(k % 79);
+          h.seq = k + 1;
+          h.length = kChunk * sizeof(float);
+          stranger.Send(ports_[to], fmt, h, nan.data());
+          h.kind = MsgKind::kDelta;
+          h.epoch = static_cast<uint32_t>(k);
+          stranger.Send(ports_[to], fmt, h, nan.data());
+          Header c;
+          c.source = claim;
+          c.kind = MsgKind::kIteration;
+          c.chunk = kNetReady | kNetTraining | kNetDone | kNetStop;
+          c.clock = c.seq = 1000000000;
+          c.length = sizeof body;
+          body.counter = k + 1;
+          stranger.Send(ports_[to], fmt, c, &body);
+          sent.fetch_add(3);
+        }
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  TrainAllAndCheckTheLedger();
+  stop.store(true);
+  attack.join();
+  ASSERT_GT(sent.load(), 100u);
+  for (int r = 0; r < kMachines; ++r) {
+    const NetJobStats s = m_[r].job->stats();
+    EXPECT_GT(s.foreign, 0u) << "machine " << r << ": the stranger's frames were not counted";
+    EXPECT_EQ(s.refused, 0u) << "machine " << r << ": a NaN value reached the segment";
+    for (float x : m_[r].w) ASSERT_TRUE(std::isfinite(x)) << "machine " << r;
+  }
+  FinishAll();
+}
+
+// Two machines with one key; the test plays machine 1 by hand (its address is the forger's).
+// Control messages of an earlier run (a valid MAC, another run's nonce) are never believed;
+// once proven, a repeated counter is a replay, "done" from a machine that does not lead is
+// refused, and a clock of 1e9 is taken only as far as the machine could have run.
+TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
+  JobKey key{};
+  key[0] = 42;
+  test::Forger one;
+  ASSERT_TRUE(one.ok());
+  UdpOptions uo;
+  uo.job = 0x7e58;
+  uo.key = key;
+  uo.peer_timeout_ms = 1u << 30;
+  uo.max_payload = kChunk * sizeof(float);
+  auto t = UdpDevice(uo).Open(0);
+  auto* udp = static_cast<UdpEndpoint*>(t.get());
+  udp->AddPeer(1, "127.0.0.1", one.port());
+  const uint16_t port0 = udp->port();
+  NetJobOptions o;
+  o.rank = 0;
+  o.machines = 2;
+  o.chunk_floats = kChunk;
+  o.heartbeat_ms = 10;
+  o.dead_ms = 2000;
+  o.start_ms = 10000;
+  o.log = false;
+  NetJob job(std::move(t), o);
+  SolverGroup g;
+  std::vector<float> w(kFloats, 1.f);
+  std::string attach_error;
+  std::atomic<bool> attached{false};
+  std::thread attach([&] {
+    try {
+      job.Attach(&g, 1, w.data(), kFloats);
+      attached.store(true);
+    } catch (const std::exception& e) {
+      attach_error = e.what();
+    }
+  });
+  const FrameFormat fmt(0x7e58, key);
+  uint64_t counter = 0;
+  auto control = [&](uint64_t nonce, uint64_t echo, uint32_t flags, uint64_t clock, uint64_t count) {
+    NetControl b;
+    b.nonce = nonce;
+    b.echo[0] = echo;
+    b.counter = count;
+    Header h;
+    h.source = 1;
+    h.kind = MsgKind::kIteration;
+    h.chunk = flags;
+    h.clock = clock;
+    h.seq = clock;
+    h.length = sizeof b;
+    return test::Forger::Seal(fmt, h, &b);
+  };
+  auto refused = [&](ControlRefusal r) { return job.stats().control_refused[static_cast<size_t>(r)]; };
+  // 1. An earlier run's messages: its nonce, echoing machine 0's nonce of that run.
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(one.SendBytes(port0, control(0x01d, 0xbad, kNetReady | kNetTraining | kNetDone | kNetStop, 1000000000, ++counter)));
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(WaitFor([&] { return refused(ControlRefusal::kUnproven) >= 50; }, 5s)) << refused(ControlRefusal::kUnproven);
+  EXPECT_FALSE(attached.load()) << "an earlier run's messages made machine 1 count as started";
+  EXPECT_EQ(g.job_done.load(), 0);
+  EXPECT_EQ(g.stop_requested.load(), 0);
+  EXPECT_EQ(g.iter.load(), 0);
+  // 2. Machine 1 proves itself: it echoes the nonce machine 0 sends it now.
+  uint64_t nonce0 = 0;
+  for (int tries = 0; tries < 50 && !nonce0; ++tries)
+    for (const auto& f : one.Receive(fmt, 100ms, 16))
+      if (f.h.kind == MsgKind::kIteration && f.payload.size() == sizeof(NetControl)) {
+        NetControl b;
+        std::memcpy(&b, f.payload.data(), sizeof b);
+        nonce0 = b.nonce;
+      }
+  ASSERT_NE(nonce0, 0u) << "machine 0 sent no control message";
+  const uint64_t mine = 0x1234567;
+  const std::vector<std::byte> hello = control(mine, nonce0, kNetReady, 0, ++counter);
+  ASSERT_TRUE(WaitFor([&] {
+    one.SendBytes(port0, hello);
+    one.SendBytes(port0, control(mine, nonce0, kNetReady, 0, ++counter));
+    return attached.load() || !attach_error.empty();
+  }, 5s));
+  attach.join();
+  ASSERT_EQ(attach_error, "");
+  // 3. A replay within the run: the first proven message again.
+  const uint64_t replays = refused(ControlRefusal::kReplay);
+  ASSERT_TRUE(one.SendBytes(port0, hello));
+  EXPECT_TRUE(WaitFor([&] { return refused(ControlRefusal::kReplay) > replays; }, 5s)) << "a replayed message was taken";
+  // 4. "done" and "stop" from machine 1, which does not lead: done is refused; stop is a request.
+  ASSERT_TRUE(one.SendBytes(port0, control(mine, nonce0, kNetReady | kNetTraining | kNetDone, 0, ++counter)));
+  EXPECT_TRUE(WaitFor([&] { return refused(ControlRefusal::kNotLeader) > 0; }, 5s));
+  EXPECT_EQ(g.job_done.load(), 0) << "a machine that does not lead ended the job";
+  // 5. A clock of 1e9: taken only as far as a machine could have run (1 024 + 8 x 1 000 it/s).
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(one.SendBytes(port0, control(mine, nonce0, kNetReady | kNetTraining, 1000000000, ++counter)));
+  EXPECT_TRUE(WaitFor([&] { return job.stats().clock_clamped > 0; }, 5s));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() + 10;
+  EXPECT_LT(g.iter.load(), 1024 + 8000 * secs) << "a forged clock moved the global iteration";
+  // 6. An earlier run's "stop", now: still not believed.
+  ASSERT_TRUE(one.SendBytes(port0, control(0x01d, 0xbad, kNetReady | kNetStop, 0, ++counter)));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(g.stop_requested.load(), 0);
+  g.finished[0].store(1);
+  job.Finish();
+}
+
+// Machines that disagree are named at the start, in one line on each: another net here; a
+// list given in another order (both think they are machine 0) shows as frames claiming another
+// machine's rank from a listed address.
+TEST_F(NetJobTest, MachinesThatDisagreeAreNamedInOneLineAtTheStart) {
+  for (const bool reversed : {false, true}) {
+    SCOPED_TRACE(reversed ? "reversed list" : "another net");
+    // In order, machine r's other is 1 - r; reversed, each is told it is machine 0 (its own
+    // endpoint stamps 0, as bin/peers opens it at its place in its list).
+    UdpOptions uo;
+    uo.job = 0x7e57;
+    uo.peer_timeout_ms = 1u << 30;
+    uo.max_payload = kChunk * sizeof(float);
+    for (int r = 0; r < 2; ++r) {
+      transports_[r] = UdpDevice(uo).Open(static_cast<PeerId>(reversed ? 0 : r));
+      ports_[r] = static_cast<UdpEndpoint*>(transports_[r].get())->port();
+    }
+    std::vector<std::unique_ptr<NetJob>> jobs;
+    std::vector<SolverGroup> groups(2);
+    std::vector<std::vector<float>> w(2, std::vector<float>(kFloats, 0));
+    for (int r = 0; r < 2; ++r) {
+      const int rank = reversed ? 0 : r;
+      static_cast<UdpEndpoint*>(transports_[r].get())->AddPeer(static_cast<PeerId>(1 - rank), "127.0.0.1", ports_[1 - r]);
+      NetJobOptions o = Options(rank);
+      o.machines = 2;
+      o.start_ms = 1500;
+      jobs.push_back(std::make_unique<NetJob>(std::move(transports_[r]), o));
+      if (!reversed) jobs.back()->set_agreement(kAgreeNet, 100 + r);
+    }
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, r] {
+        try {
+          jobs[r]->Attach(&groups[r], 1, w[r].data(), kFloats);
+        } catch (const Error& e) {
+          errors[r] = e.what();
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(errors[r].find('\n'), std::string::npos) << errors[r];
+      if (reversed) {
+        EXPECT_NE(errors[r].find("claiming another machine's rank"), std::string::npos) << "[" << errors[r] << "]";
+      } else {
+        EXPECT_NE(errors[r].find("runs another net"), std::string::npos) << "[" << errors[r] << "]";
+      }
+    }
+  }
+}
+
+// A partition: the leader cut off from the other two loses its quorum and stops leading at
+// once (one leader, on the majority's side); healed, it re-takes the majority's weights.
+TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed) {
+  std::atomic<bool> cut{false};
+  Connect(0);
+  transports_[0] = std::make_unique<Cuttable>(std::move(transports_[0]), &cut);
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 2000, TestSeed() + r);
+  ASSERT_TRUE(m_[0].job->leads());
+  cut.store(true);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->machine_leads.load() == 0; }, 3s)) << "the cut-off leader still leads";
+  EXPECT_TRUE(WaitFor([&] { return m_[1].group->machine_leads.load() == 1; }, 3s)) << "the majority has no leader";
+  EXPECT_FALSE(m_[0].job->stats().quorum);
+  EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
+  EXPECT_EQ(m_[0].group->machine_leads.load(), 0) << "two leaders";
+  cut.store(false);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->stats().recoveries == 1 && m_[0].job->stats().quorum; }, 5s))
+      << "healed, the machine did not re-take the job's weights";
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads() && m_[1].group->machine_leads.load() == 0; }, 5s));
+  for (int r = 0; r < kMachines; ++r) m_[r].group->stop.store(1);
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  m_[0].group->job_done.store(1);
+  FinishAll();
+}
+
+// A stop request (a signal) on a follower reaches the leader, whose stop then tells every
+// machine to stop training now; a snapshot request (SIGHUP) on a follower reaches the leader
+// once, and is not echoed back and forth.
+TEST_F(NetJobTest, RequestsOnAnyMachineReachTheLeaderAndItsStopEndsTraining) {
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 100000, TestSeed() + r);
+  std::this_thread::sleep_for(100ms);
+  m_[2].group->snapshot_requests.fetch_add(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->snapshot_requests.load() == 1; }, 3s)) << "the leader never heard the request";
+  std::this_thread::sleep_for(200ms);
+  for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].group->snapshot_requests.load(), 1) << "machine " << r;
+  m_[2].group->stop_requested.store(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->stop_requested.load() == 1; }, 3s)) << "the leader never heard the stop";
+  m_[0].group->stop.store(1);  // what the leader's solver does on its stop request
+  for (int r = 1; r < kMachines; ++r)
+    EXPECT_TRUE(WaitFor([&] { return m_[r].group->stop.load() == 1; }, 3s)) << "machine " << r << " trains on";
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 3s)) << "the drain waited for its deadline";
+  m_[0].group->job_done.store(1);
+  FinishAll();
 }
 
 }  // namespace

@@ -392,6 +392,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* b
   const auto peer = by_mac_.find(Pack(eth + 6));
   if (peer == by_mac_.end()) {
     Bump(unknown_sources_);
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
     return Seen::kSkip;
   }
   const std::byte* frame = eth + kEth;
@@ -416,9 +417,12 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* b
     Bump(counters_.rejected[static_cast<size_t>(*why)]);
     return Seen::kSkip;
   }
+  if (h.source != peer->second) {  // another peer's frame from this MAC: not what it claims
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    return Seen::kSkip;
+  }
   heard_[peer->second] = Clock::now();
   if (h.kind == MsgKind::kHeartbeat) return Seen::kSkip;  // liveness only
-  h.source = peer->second;
   if (reinterpret_cast<uintptr_t>(payload) % 16 != 0) {
     if (bounce_used_ == bounce_slots_) return Seen::kStall;  // read it again after a Release
     std::byte* copy = Bounce((bounce_first_ + bounce_used_++) % bounce_slots_);

@@ -408,15 +408,23 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
     }
     if (seg < total) gro_runs_.store(gro_runs_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  // The source is who the datagram came from, where we know it; else what the frame says.
-  // Only known peers are watched for silence.
+  // The source is who the datagram came from (its address and port), never what the frame
+  // says: a datagram from an address that is not a peer's is refused unread, and so is a frame
+  // whose claimed sender is another peer than the one whose address sent it.
   PeerId from = kNoPeer;
   for (const auto& [peer, addr] : peers_) {
     if (Same(addr, recv_from_[j])) {
       from = peer;
-      heard_[peer] = now;
       break;
     }
+  }
+  if (total == 0) {  // an empty datagram: nothing of ours
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kShort)]);
+    return 0;
+  }
+  if (from == kNoPeer) {
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    return 0;
   }
   size_t kept = 0;
   for (size_t off = 0; off < total; off += seg) {
@@ -449,7 +457,11 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
       Bump(counters_.rejected[static_cast<size_t>(Reject::kLength)]);
       continue;
     }
-    if (from != kNoPeer) h.source = from;
+    if (h.source != from) {
+      Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+      continue;
+    }
+    heard_[from] = now;  // only a good frame from a peer's address says it is alive
     if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
     ready_.push_back(Message{h, payload});
     ++kept;

@@ -474,6 +474,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
   auto src = by_source_.find({wc.slid, wc.src_qp});
   if (src == by_source_.end()) {
     unknown_.store(unknown_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
     repost_.push_back(slot);
     return;
   }
@@ -485,6 +486,11 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
                          : fmt_.Parse(frame, wc.byte_len - kGrh, max_payload_, &h, &payload);
   if (why) {
     Bump(counters_.rejected[static_cast<size_t>(*why)]);
+    repost_.push_back(slot);
+    return;
+  }
+  if (h.source != src->second) {  // another peer's frame from this queue pair: not what it claims
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
     repost_.push_back(slot);
     return;
   }

@@ -248,26 +248,29 @@ TEST(RawTransportTest, BadFramesAreCountedPerReasonAndDropped) {
   inject.Send(to, from, magic);
   inject.Send(to, from, SealedFrame(ours, 64), 0x88B6);  // another ethertype: never reaches the socket
   inject.Send(ParseMac("02:00:00:00:00:42"), from, SealedFrame(ours, 64));  // to another host's MAC
-  inject.Send(to, from, SealedFrame(ours, 64, /*claimed=*/42));  // the one good frame, claiming to be 42
+  inject.Send(to, from, SealedFrame(ours, 64, /*claimed=*/42));  // a good frame from a's MAC claiming to be 42
+  inject.Send(to, from, SealedFrame(ours, 64, /*claimed=*/0));   // the one good frame
   std::vector<Header> got;
   EXPECT_EQ(PollFor(p.b.get(), 1, &got), 1u);
   EXPECT_EQ(PollFor(p.b.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u) << "a bad frame was delivered";
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].source, 0) << "the source comes from the MAC, not from the frame";
+  EXPECT_EQ(got[0].source, 0);
   EXPECT_EQ(Rejected(*p.b, Reject::kJob), 1u);
   EXPECT_EQ(Rejected(*p.b, Reject::kChecksum), 1u);
   EXPECT_EQ(Rejected(*p.b, Reject::kShort), 1u);
   EXPECT_EQ(Rejected(*p.b, Reject::kLength), 2u);
   EXPECT_EQ(Rejected(*p.b, Reject::kVersion), 1u);
   EXPECT_EQ(Rejected(*p.b, Reject::kMagic), 1u);
-  EXPECT_EQ(p.b->counters().rejected_total(), 7u);
+  EXPECT_EQ(Rejected(*p.b, Reject::kSender), 1u);
+  EXPECT_EQ(p.b->counters().rejected_total(), 8u);
   EXPECT_EQ(p.b->counters().received, 1u);
   EXPECT_EQ(p.b->unknown_sources(), 0u);
   EXPECT_TRUE(p.b->status().ok());
 }
 
 // The source of a message is the peer that owns the sending MAC: frames from MACs that are no
-// peer are counted and dropped, and a frame's own source field counts for nothing.
+// peer are counted and dropped, and so is a frame from a peer's MAC that claims to be another
+// peer (a forgery, or machines whose lists disagree).
 TEST(RawTransportTest, SourceComesFromTheMacAndUnknownMacsAreDropped) {
   SKIP_WITHOUT_NETNS();
   VethPair net(1500);
@@ -275,12 +278,13 @@ TEST(RawTransportTest, SourceComesFromTheMacAndUnknownMacsAreDropped) {
   p.a = std::make_unique<RawEndpoint>(0, On(net, 0));  // stamps 0 in its frames
   p.b = std::make_unique<RawEndpoint>(1, On(net, 1));
   p.a->AddPeer(1, p.b->mac());
-  p.b->AddPeer(5, p.a->mac());  // ... but to b, a's MAC is peer 5
+  p.b->AddPeer(0, p.a->mac());
   Injector inject(net, 0);
   ASSERT_TRUE(inject.ok());
   const Mac stranger = ParseMac("02:00:00:00:00:99");
   inject.Send(p.b->mac(), stranger, SealedFrame(FrameFormat(77), 64));
   inject.Send(p.b->mac(), stranger, SealedFrame(FrameFormat(77), 16));
+  inject.Send(p.b->mac(), p.a->mac(), SealedFrame(FrameFormat(77), 16, /*claimed=*/5));
   const float x = 1;
   Header h;
   h.kind = MsgKind::kDelta;
@@ -291,9 +295,10 @@ TEST(RawTransportTest, SourceComesFromTheMacAndUnknownMacsAreDropped) {
   EXPECT_EQ(PollFor(p.b.get(), 1, &got), 1u);
   EXPECT_EQ(PollFor(p.b.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].source, 5);
+  EXPECT_EQ(got[0].source, 0);
   EXPECT_EQ(p.b->unknown_sources(), 2u);
-  EXPECT_EQ(p.b->counters().rejected_total(), 0u);
+  EXPECT_EQ(Rejected(*p.b, Reject::kSender), 3u);
+  EXPECT_EQ(p.b->counters().rejected_total(), 3u);
 }
 
 TEST(RawTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
@@ -539,6 +544,7 @@ TEST(RawTransportTest, MisalignedPayloadsAreCopiedToAlignedSlots) {
     h.kind = MsgKind::kDelta;
     h.seq = i + 1;
     h.length = len;
+    h.source = 0;  // a's, whose MAC sends it
     fmt.Seal(f.data(), h);
     inject.Send(p.b->mac(), p.a->mac(), f);
   }

@@ -10,6 +10,7 @@
 #include "transport/frame.hpp"
 
 #include "test/test_seed.hpp"
+#include "test/transport/forge.hpp"
 #include "test/transport/transport_test_util.hpp"
 #include "test/transport/veth.hpp"
 #include <gtest/gtest.h>
@@ -47,44 +48,45 @@ std::unique_ptr<UdpEndpoint> Open(PeerId self, const UdpOptions& o = Opts()) {
   return std::make_unique<UdpEndpoint>(self, o);
 }
 
-// Sends raw bytes to 127.0.0.1:port from a plain socket.
-void SendRaw(uint16_t port, const std::vector<std::byte>& bytes) {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  EXPECT_EQ(sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
-            static_cast<ssize_t>(bytes.size()));
-  close(fd);
-}
+// A plain socket on 127.0.0.1 that sends hand-made datagrams (test/transport/forge.hpp).
+struct RawSocket : test::Forger {
+  void Send(uint16_t port, const std::vector<std::byte>& bytes) const { EXPECT_TRUE(SendBytes(port, bytes)); }
+};
 
 TEST(UdpTransportTest, BadFramesAreCountedPerReasonAndDropped) {
   auto a = Open(0);
+  RawSocket peer, stranger;
+  ASSERT_TRUE(peer.ok() && stranger.ok());
+  a->AddPeer(1, "127.0.0.1", peer.port());
   const FrameFormat ours(77), theirs(78);
-  SendRaw(a->port(), SealedFrame(theirs, 64));  // another job
-  auto corrupt = SealedFrame(ours, 64);
+  peer.Send(a->port(), SealedFrame(theirs, 64, 1));  // another job
+  auto corrupt = SealedFrame(ours, 64, 1);
   corrupt[60] ^= std::byte{4};
-  SendRaw(a->port(), corrupt);
-  SendRaw(a->port(), std::vector<std::byte>(10, std::byte{0}));  // short
-  SendRaw(a->port(), SealedFrame(ours, 2048));                          // over max_payload (1024)
-  SendRaw(a->port(), SealedFrame(ours, 8000));  // larger than a frame slot (truncated), or than max_payload
-  auto version = SealedFrame(ours, 64);
+  peer.Send(a->port(), corrupt);
+  peer.Send(a->port(), std::vector<std::byte>(10, std::byte{0}));  // short
+  peer.Send(a->port(), {});                                         // empty
+  peer.Send(a->port(), SealedFrame(ours, 2048, 1));  // over max_payload (1024)
+  peer.Send(a->port(), SealedFrame(ours, 8000, 1));  // larger than a frame slot (truncated), or than max_payload
+  auto version = SealedFrame(ours, 64, 1);
   version[4] = std::byte{9};
-  SendRaw(a->port(), version);
-  SendRaw(a->port(), SealedFrame(ours, 64));  // the one good frame
+  peer.Send(a->port(), version);
+  peer.Send(a->port(), SealedFrame(ours, 64, 2));      // a good frame claiming another peer
+  stranger.Send(a->port(), SealedFrame(ours, 64, 1));  // a good frame from an address not in the job
+  peer.Send(a->port(), SealedFrame(ours, 64, 1));      // the one good frame
   std::vector<Header> got;
   EXPECT_EQ(PollFor(a.get(), 1, &got), 1u);
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u) << "a bad frame was delivered";
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].source, 1);
   const TransportCounters c = a->counters();
   auto rejected = [&](Reject r) { return c.rejected[static_cast<size_t>(r)]; };
   EXPECT_EQ(rejected(Reject::kJob), 1u);
   EXPECT_EQ(rejected(Reject::kChecksum), 1u);
-  EXPECT_EQ(rejected(Reject::kShort), 1u);
+  EXPECT_EQ(rejected(Reject::kShort), 2u);
   EXPECT_EQ(rejected(Reject::kLength), 2u);
   EXPECT_EQ(rejected(Reject::kVersion), 1u);
-  EXPECT_EQ(c.rejected_total(), 6u);
+  EXPECT_EQ(rejected(Reject::kSender), 2u);
+  EXPECT_EQ(c.rejected_total(), 9u);
   EXPECT_EQ(c.received, 1u);
   EXPECT_TRUE(a->status().ok());
 }
@@ -100,6 +102,7 @@ TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
   auto c = Open(2, other);
   for (auto* from : {b.get(), c.get()}) {
     from->AddPeer(0, "127.0.0.1", a->port());
+    a->AddPeer(from->self(), "127.0.0.1", from->port());
     const float p = 1;
     Header h;
     h.kind = MsgKind::kDelta;
@@ -107,7 +110,10 @@ TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
     ASSERT_TRUE(from->PostSend(Dest::Peer(0), h, &p));
     from->Flush();
   }
-  SendRaw(a->port(), SealedFrame(FrameFormat(77), 64));  // unkeyed
+  RawSocket unkeyed;
+  ASSERT_TRUE(unkeyed.ok());
+  a->AddPeer(3, "127.0.0.1", unkeyed.port());
+  unkeyed.Send(a->port(), SealedFrame(FrameFormat(77), 64, 3));
   EXPECT_EQ(PollFor(a.get(), 1), 1u);
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
   EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kMac)], 1u);
@@ -122,6 +128,8 @@ TEST(UdpTransportTest, MulticastReachesEveryMember) {
   if (!b->AddGroup(7, group, port, true) || !c->AddGroup(7, group, port, true))
     GTEST_SKIP() << "the kernel refused to join " << group << " on lo (no multicast here)";
   ASSERT_TRUE(a->AddGroup(7, group, port, false));
+  b->AddPeer(0, "127.0.0.1", a->port());  // a receiver takes frames only from the job's peers
+  c->AddPeer(0, "127.0.0.1", a->port());
   for (uint64_t s = 1; s <= 20; ++s) {
     Header h;
     h.kind = MsgKind::kPosition;
@@ -147,6 +155,7 @@ TEST(UdpTransportTest, PacingBoundsTheRate) {
   o.pace_bytes_per_s = 2'000'000;
   auto a = Open(0, o), b = Open(1, o);
   a->AddPeer(1, "127.0.0.1", b->port());
+  b->AddPeer(0, "127.0.0.1", a->port());
   const size_t kCount = 100;  // ~415 KB of frames: at least ~0.19 s at 2 MB/s after the first batch
   std::vector<std::byte> p(4096, std::byte{3});
   Header h;
@@ -183,6 +192,7 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
       o.send_slots = o.recv_slots = 64;
       auto a = Open(0, o), b = Open(1, o);
       a->AddPeer(1, "127.0.0.1", b->port());
+      b->AddPeer(0, "127.0.0.1", a->port());
       if (gso && !a->gso()) GTEST_SKIP() << "this kernel has no UDP GSO (UDP_SEGMENT)";
       if (gro && !b->gro()) GTEST_SKIP() << "this kernel has no UDP GRO (UDP_GRO)";
       const size_t kCount = 41;
@@ -243,6 +253,7 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
 TEST(UdpTransportTest, WaitFdWakesPoll) {
   auto a = Open(0), b = Open(1);
   a->AddPeer(1, "127.0.0.1", b->port());
+  b->AddPeer(0, "127.0.0.1", a->port());
   pollfd pfd{b->wait_fd(), POLLIN, 0};
   EXPECT_EQ(poll(&pfd, 1, 0), 0);  // nothing yet: an idle daemon would sleep here
   const float p = 1;

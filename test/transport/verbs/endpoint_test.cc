@@ -239,13 +239,16 @@ TEST_F(VerbsFake, BadFramesAreCountedPerReasonAndDropped) {
   Header odd = h;
   odd.kind = static_cast<MsgKind>(42);  // checksummed, but no kind of ours
   inject(Frame(ours, odd));
+  Header lie = Hdr(MsgKind::kDelta, 6, 64);
+  lie.source = 3;  // a lie: the fabric says it came from peer 9
+  inject(Frame(ours, lie));
   Header good = Hdr(MsgKind::kDelta, 7, 64);
-  good.source = 3;  // a lie: the fabric says it came from peer 9
+  good.source = 9;
   inject(Frame(ours, good));
   EXPECT_EQ(PollFor(a.get(), 1, &got, std::chrono::milliseconds(50)), 0u) << "a bad frame was delivered";
   ASSERT_EQ(got.size(), 1u) << "the good frame did not arrive (or a bad one did)";
   EXPECT_EQ(got[0].seq, 7u);
-  EXPECT_EQ(got[0].source, 9) << "the frame's claimed source was trusted";
+  EXPECT_EQ(got[0].source, 9);
   const TransportCounters c = a->counters();
   auto rejected = [&](Reject r) { return c.rejected[static_cast<size_t>(r)]; };
   EXPECT_EQ(rejected(Reject::kJob), 1u);
@@ -255,7 +258,8 @@ TEST_F(VerbsFake, BadFramesAreCountedPerReasonAndDropped) {
   EXPECT_EQ(rejected(Reject::kLength), 1u);
   EXPECT_EQ(rejected(Reject::kVersion), 1u);
   EXPECT_EQ(rejected(Reject::kHeader), 1u);
-  EXPECT_EQ(c.rejected_total(), 8u);
+  EXPECT_EQ(rejected(Reject::kSender), 1u) << "a frame claiming another peer than its queue pair's was taken";
+  EXPECT_EQ(c.rejected_total(), 9u);
   EXPECT_EQ(c.received, 1u);
   EXPECT_EQ(fake_.stats().dropped_rnr, 0u) << "a refused frame's buffer was not posted again";
   EXPECT_TRUE(a->status().ok());
@@ -296,7 +300,8 @@ TEST_F(VerbsFake, UnknownSourceIsCountedAndDropped) {
   ASSERT_TRUE(stranger.Send(a->Address(), Frame(FrameFormat(kJob), h), Opts(nullptr).qkey));
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(100)), 0u) << "a stranger's frame was delivered";
   EXPECT_EQ(a->unknown_sources(), 1u);
-  EXPECT_EQ(a->counters().rejected_total(), 0u);
+  EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kSender)], 1u);
+  EXPECT_EQ(a->counters().rejected_total(), 1u);
   // The buffer went back: the next message from the real b still arrives.
   const float p = 2;
   ASSERT_TRUE(b->PostSend(Dest::Peer(0), Hdr(MsgKind::kDelta, 6, 4), &p));

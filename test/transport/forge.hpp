@@ -1,0 +1,106 @@
+// A frame-crafting helper for tests that play an attacker (or a peer by hand) on UDP loopback:
+// a plain socket on 127.0.0.1 that seals frames of our format with any header and payload,
+// sends them, and reads and parses what a real endpoint sends to it. Registered as a peer of
+// an endpoint (AddPeer with its port) its frames come from that peer's address; unregistered,
+// it is a stranger. Every wait has a deadline.
+#pragma once
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "transport/frame.hpp"
+#include "transport/transport.hpp"
+
+namespace hogstream::test {
+
+class Forger {
+ public:
+  Forger() {
+    fd_ = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in me{};
+    me.sin_family = AF_INET;
+    inet_pton(AF_INET, "127.0.0.1", &me.sin_addr);
+    ok_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&me), sizeof me) == 0;
+    socklen_t len = sizeof me;
+    ok_ = ok_ && getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &len) == 0;
+    port_ = ntohs(me.sin_port);
+  }
+  ~Forger() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Forger(const Forger&) = delete;
+  Forger& operator=(const Forger&) = delete;
+
+  bool ok() const { return ok_; }
+  uint16_t port() const { return port_; }
+
+  // Raw bytes to 127.0.0.1:port. False if the kernel did not take them whole.
+  bool SendBytes(uint16_t port, const void* bytes, size_t n) const {
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    return sendto(fd_, bytes, n, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) == static_cast<ssize_t>(n);
+  }
+  bool SendBytes(uint16_t port, const std::vector<std::byte>& bytes) const {
+    return SendBytes(port, bytes.data(), bytes.size());
+  }
+
+  // A frame of `fmt` with header `h` (h.source is what it claims; h.length payload bytes).
+  static std::vector<std::byte> Seal(const FrameFormat& fmt, const Header& h, const void* payload) {
+    std::vector<std::byte> f(h.length + fmt.overhead());
+    if (h.length) std::memcpy(f.data() + FrameFormat::kHeaderBytes, payload, h.length);
+    fmt.Seal(f.data(), h);
+    return f;
+  }
+  bool Send(uint16_t port, const FrameFormat& fmt, const Header& h, const void* payload) const {
+    return SendBytes(port, Seal(fmt, h, payload));
+  }
+
+  // What arrived within `limit` (at most `max` datagrams), parsed with `fmt`; datagrams that
+  // are not good frames of it are skipped.
+  struct Got {
+    Header h;
+    std::vector<std::byte> payload;
+  };
+  std::vector<Got> Receive(const FrameFormat& fmt, std::chrono::milliseconds limit, size_t max = 256) const {
+    std::vector<Got> got;
+    std::vector<std::byte> buf(1 << 16);
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (got.size() < max) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      const ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
+      if (n <= 0) continue;
+      size_t bytes = static_cast<size_t>(n);
+      if (bytes >= FrameFormat::kHeaderBytes) {  // senders pad after the trailer
+        uint32_t length;
+        std::memcpy(&length, buf.data() + 28, sizeof length);
+        const size_t f = FrameFormat::kHeaderBytes + length + fmt.trailer_bytes();
+        if (f <= bytes) bytes = f;
+      }
+      Header h;
+      const std::byte* payload = nullptr;
+      if (fmt.Parse(buf.data(), bytes, 1 << 16, &h, &payload)) continue;
+      got.push_back({h, std::vector<std::byte>(payload, payload + h.length)});
+    }
+    return got;
+  }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+  bool ok_ = false;
+};
+
+}  // namespace hogstream::test
