@@ -101,8 +101,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   PeerOpenOptions o;
   // Jobs on one wire tell each other apart by a number from --job (default: the list itself).
   const std::string job = f.get("job", peers);
-  uint64_t id = 1469598103934665603ULL;  // FNV-1a
-  for (unsigned char ch : job) id = (id ^ ch) * 1099511628211ULL;
+  const uint64_t id = JobIdOf(job);
   o.job = id;
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
   o.iface = f.get("iface", list.peers[self.rank].iface);
@@ -141,7 +140,10 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   // What every machine must share (checked in each control message): the list, in order, with
   // the job's name; and the exchange's settings.
   std::string list_text = job;
-  for (int r = 0; r < n.machines; ++r) list_text += "\n" + PeerName(list, r);
+  for (int r = 0; r < n.machines; ++r) {
+    list_text += '\n';
+    list_text += PeerName(list, r);
+  }
   n.agree[kAgreePeers] = Digest64(list_text);
   std::ostringstream settings;
   settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"

@@ -346,7 +346,12 @@ bool MasterEndpoint::Acceptable(PeerId source, uint32_t c, const float* d, uint3
   Refusal why = Refusal::kNonFinite;
   if (std::isfinite(ss)) {
     const float rms = std::sqrt(ss / static_cast<float>(std::max<uint32_t>(len, 1)));
-    if (!(rule_.absurd > 0 && rms_seen_[c] >= 8 && rms > rule_.absurd * rms_[c])) {
+    bool absurd = rule_.absurd > 0 && rms_seen_[c] >= 8 && rms > rule_.absurd * rms_[c];
+    if (absurd) {  // beyond the recent deltas: absurd only if beyond the chunk's scale too
+      const float values = std::sqrt(SumSquares(w_ + layout_.offset(c), len) / static_cast<float>(std::max<uint32_t>(len, 1)));
+      absurd = !(rms <= rule_.absurd * values);
+    }
+    if (!absurd) {
       if (rms > 0) {  // a zero delta (a machine with no progress) says nothing of the scale
         rms_[c] = rms_seen_[c] ? 0.9f * rms_[c] + 0.1f * rms : rms;
         if (rms_seen_[c] < 8) ++rms_seen_[c];

@@ -120,8 +120,11 @@ struct SegmentRule {
   uint64_t warmup_until = 0;   // 0: no ramp
   float warmup_from = 1;
   // Values: the master refuses (drops, counts, reports) a delta with a non-finite element, and
-  // one whose RMS exceeds `absurd` times the RMS of that chunk's recent deltas (once 8 have
-  // been seen; 0: no such bound). A slave refuses a position with a non-finite element.
+  // one whose RMS exceeds `absurd` times both the RMS of that chunk's recent deltas (once 8
+  // have been seen) and the RMS of the chunk's own values (0: no such bound). A delta many
+  // steps long, after a machine or its link stalled, is far beyond the recent ones but not
+  // beyond the weights' scale; a diverging machine's is beyond both. A slave refuses a
+  // position with a non-finite element.
   float absurd = 100;
 };
 

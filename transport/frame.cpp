@@ -47,6 +47,12 @@ void InitSodium() {
 
 uint64_t Digest64(const void* data, size_t n) { return XXH3_64bits(data, n); }
 
+uint64_t JobIdOf(const std::string& name) {
+  uint64_t id = 1469598103934665603ULL;
+  for (unsigned char ch : name) id = (id ^ ch) * 1099511628211ULL;
+  return id;
+}
+
 JobKey LoadJobKey(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   HS_REQUIRE(in) << "--job-key: cannot read " << path;

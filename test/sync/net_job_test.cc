@@ -702,6 +702,7 @@ TEST_F(NetJobTest, RequestsOnAnyMachineReachTheLeaderAndItsStopEndsTraining) {
   m_[0].group->stop.store(1);  // what the leader's solver does on its stop request
   for (int r = 1; r < kMachines; ++r)
     EXPECT_TRUE(WaitFor([&] { return m_[r].group->stop.load() == 1; }, 3s)) << "machine " << r << " trains on";
+  for (int r = 0; r < kMachines; ++r) m_[r].group->stop.store(1);  // (where the test failed: bounded)
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 3s)) << "the drain waited for its deadline";
   m_[0].group->job_done.store(1);

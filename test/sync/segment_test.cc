@@ -928,6 +928,34 @@ TEST(SegmentValuesTest, MasterRefusesNonFiniteAndAbsurdDeltas) {
   EXPECT_EQ(refused[2].second, Refusal::kAbsurd);
 }
 
+// A delta far beyond the chunk's recent ones but within its weights' scale (a machine whose
+// link stalled sends many steps at once) is applied; one beyond both is refused.
+TEST(SegmentValuesTest, ALongDeltaWithinTheWeightsScaleIsNotAbsurd) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(4, gen);
+  for (float& x : w) x *= 100.f;  // weights of RMS about 100
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
+  me.set_epoch(1);
+  auto deliver = [&](const std::vector<float>& d) {
+    EXPECT_EQ(me.PostPositions(1), 1u);
+    t.Deliver(Delta(0, t.sent.back().h.seq, 1), 1, d);
+    return me.PollDeltas();
+  };
+  for (int k = 0; k < 10; ++k) {  // recent deltas of RMS about 0.01
+    std::vector<float> d = RandomVector(4, gen);
+    for (float& x : d) x *= 0.01f;
+    ASSERT_EQ(deliver(d), 1u);
+  }
+  std::vector<float> stalled = RandomVector(4, gen);
+  for (float& x : stalled) x *= 5.f;  // 500 times the recent deltas, 1/20 of the weights
+  EXPECT_EQ(deliver(stalled), 1u) << "a long delta within the weights' scale was refused";
+  std::vector<float> diverged = RandomVector(4, gen);
+  for (float& x : diverged) x *= 1e5f;  // 1 000 times the weights
+  EXPECT_EQ(deliver(diverged), 0u);
+  EXPECT_EQ(me.stats().refused_absurd, 1u);
+}
+
 // A slave refuses a position with a non-finite element (its copy keeps its values and sends
 // nothing back), and after RetakeAll takes each chunk's next position whole: w = pos, its own
 // unsent progress dropped, and a zero delta sent.

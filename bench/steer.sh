@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# A 2-machine job (two `hogstream train --peers=...` processes on UDP loopback, LeNet on
+# Fashion-MNIST) with an attacker on its wire: its accuracy and every refused frame by reason,
+# against the same job undisturbed; and its throughput with and without --job-key (the MAC's
+# cost), in one sitting.
+#
+#   bench/steer.sh
+#   1. keyed, undisturbed; meanwhile build/frame_flood records the frames sent to machine 1
+#      (an earlier run, to replay);
+#   2. unkeyed, undisturbed (the MAC's cost: 1 against 2);
+#   3. keyed, while frame_flood sends FLOOD datagrams to both machines: garbage, frames forged
+#      without the key (from a stranger's address and from machine 0's), and run 1's frames
+#      replayed from their original addresses.
+#   env: ITER=2000 FLOOD=1000000 SOLVER=configs/lenet/solver.prototxt BUILD_DIR=build OUT=out/steer
+# Needs root (frame_flood reads lo with AF_PACKET and forges source addresses).
+set -euo pipefail
+HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$HS_ROOT"
+ITER=${ITER:-2000}
+FLOOD=${FLOOD:-1000000}
+SOLVER=${SOLVER:-configs/lenet/solver.prototxt}
+BUILD_DIR=${BUILD_DIR:-build}
+OUT=${OUT:-out/steer}
+BIN=$BUILD_DIR/hogstream
+FLOODER=$BUILD_DIR/frame_flood
+[[ $(id -u) == 0 ]] || { echo "steer.sh: needs root (AF_PACKET capture, forged source addresses)"; exit 77; }
+[[ -x $BIN && -x $FLOODER ]] || { echo "steer.sh: build $BIN and $FLOODER first"; exit 1; }
+[[ -d data/fashion-mnist/train_lmdb ]] || { echo "steer.sh: run scripts/demo.sh once (it converts Fashion-MNIST)"; exit 1; }
+mkdir -p "$OUT"
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/steer\"|" -e "s|^test_interval:.*|test_interval: $ITER|" \
+    -e "s|^snapshot:.*|snapshot: 0|" "$SOLVER" > "$OUT/solver.prototxt"
+head -c 64 /dev/urandom > "$OUT/key"
+P0=$((20000 + RANDOM % 20000)); P1=$((P0 + 1))
+PEERS=udp://127.0.0.1:$P0,udp://127.0.0.1:$P1
+
+# run NAME [flags...]: both machines, waits for both; logs in $OUT/NAME.m{0,1}.log
+run() {
+  local name=$1; shift
+  local pids=()
+  for r in 0 1; do
+    "$BIN" train --solver="$OUT/solver.prototxt" --iterations="$ITER" --peers="$PEERS" --rank=$r --job=steer "$@" \
+      > "$OUT/$name.m$r.log" 2>&1 &
+    pids+=($!); PIDS+=($!)
+  done
+  local rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  return $rc
+}
+accuracy() { grep "Test net output #0: accuracy" "$1" | tail -1 | sed 's/.*accuracy = //'; }
+rate() { sed -n 's/.*ran [0-9]* iterations in [0-9.]* s (\([0-9.]*\) iter\/s).*/\1/p' "$1" | tail -1; }
+refused() { grep -o "refused: .*" "$1" | tail -1; }
+
+echo "== 1. keyed, undisturbed (recording machine 1's frames): $BIN train --peers=$PEERS --job=steer --job-key=KEY"
+"$FLOODER" capture "$P1" 200000 "$OUT/capture.bin" > "$OUT/capture.log" 2>&1 &
+CAP=$!; PIDS+=($CAP)
+sleep 0.5
+run keyed --job-key="$OUT/key"
+kill "$CAP" 2>/dev/null || true; wait "$CAP" 2>/dev/null || true
+echo "== 2. unkeyed, undisturbed"
+run plain
+echo "== 3. keyed, $FLOOD datagrams thrown at both machines"
+(sleep 3; "$FLOODER" flood "$P0,$P1" "$P0" "$FLOOD" steer "$OUT/key" "$OUT/capture.bin") > "$OUT/flood.log" 2>&1 &
+FL=$!; PIDS+=($FL)
+run attacked --job-key="$OUT/key" || true
+wait "$FL" 2>/dev/null || true
+
+echo
+cat "$OUT/flood.log"
+printf "%-22s %9s %12s %12s\n" run accuracy "m0 iter/s" "m1 iter/s"
+for n in keyed plain attacked; do
+  printf "%-22s %9s %12s %12s\n" "$n" "$(accuracy "$OUT/$n.m0.log")" "$(rate "$OUT/$n.m0.log")" "$(rate "$OUT/$n.m1.log")"
+done
+echo "refused while attacked:"
+for r in 0 1; do echo "  machine $r: $(refused "$OUT/attacked.m$r.log")"; done
+echo "  (the transport's counts: foreign = another job or an address not in --peers or a frame claiming"
+echo "   another machine; bad MAC; malformed = no frame of ours; control = refused control messages)"
