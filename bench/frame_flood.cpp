@@ -2,19 +2,20 @@
 // Root only (it reads the loopback with AF_PACKET and forges source addresses with a raw IP
 // socket). Two commands:
 //
-//   frame_flood capture PORT COUNT FILE
-//       records the UDP datagrams (payload, source and destination) sent to 127.0.0.1:PORT,
-//       up to COUNT of them or until killed, into FILE: the frames of one run of a job, to be
-//       replayed into a later run.
-//   frame_flood flood PORT[,PORT...] SPOOF_PORT COUNT JOB [KEYFILE] [CAPTURE]
-//       sends COUNT datagrams to the ports, in turn: a third garbage (random bytes and
+//   frame_flood capture PORT[,PORT...] COUNT FILE [TRAILER]
+//       records the frames (payload, source and destination) sent to 127.0.0.1:PORT, up to
+//       COUNT of them or until killed, into FILE: the frames of one run of a job, to be
+//       replayed into a later run (TRAILER: the frames' trailer bytes, 16 keyed, 8 not).
+//   frame_flood flood PORT[,PORT...] COUNT RATE JOB [KEYFILE] [CAPTURE]
+//       loads CAPTURE, says "ready", and 3 s later sends COUNT datagrams to the ports, RATE a
+//       second, in turn: a third garbage (random bytes and
 //       lengths, some with our magic), a third forged frames of the job (NaN positions and
 //       deltas, control messages saying done, stop and a clock of 1e9; sealed with the job's
 //       id and, where KEYFILE is given, with a key derived from another file's bytes: an
 //       attacker without the key), half of them from a stranger's address and half with the
-//       source forged to 127.0.0.1:SPOOF_PORT (a machine of the job), and a third the
-//       CAPTURE's frames of an earlier run replayed with their original source address.
-//       Prints what it sent, by kind.
+//       source forged to the next port of the list (another machine of the job), and a third
+//       the CAPTURE's frames of an earlier run, each to its original port from its original
+//       source address. Prints what it sent, by kind.
 //
 // Not a test: the job's logs say what it refused (bench/steer.sh reads them).
 #include <arpa/inet.h>
@@ -25,6 +26,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -50,7 +53,14 @@ struct Datagram {
   std::vector<std::byte> bytes;
 };
 
-int Capture(uint16_t port, size_t count, const std::string& file) {
+std::vector<uint16_t> Ports(const std::string& text) {
+  std::vector<uint16_t> ports;
+  std::stringstream ss(text);
+  for (std::string p; std::getline(ss, p, ',');) ports.push_back(static_cast<uint16_t>(std::stoi(p)));
+  return ports;
+}
+
+int Capture(const std::vector<uint16_t>& ports, size_t count, const std::string& file, size_t trailer) {
   const int fd = socket(AF_PACKET, SOCK_DGRAM, htons(ETH_P_IP));
   if (fd < 0) {
     std::perror("frame_flood: AF_PACKET socket (root?)");
@@ -69,17 +79,26 @@ int Capture(uint16_t port, size_t count, const std::string& file) {
     if (ip->protocol != IPPROTO_UDP) continue;
     const size_t ihl = ip->ihl * 4u;
     const auto* udp = reinterpret_cast<const udphdr*>(buf.data() + ihl);
-    if (ntohs(udp->dest) != port) continue;
+    if (std::find(ports.begin(), ports.end(), ntohs(udp->dest)) == ports.end()) continue;
     const size_t payload = std::min<size_t>(ntohs(udp->len) - sizeof(udphdr), n - ihl - sizeof(udphdr));
     const uint16_t src = ntohs(udp->source), dst = ntohs(udp->dest);
-    const uint32_t bytes = static_cast<uint32_t>(payload);
-    out.write(reinterpret_cast<const char*>(&src), 2).write(reinterpret_cast<const char*>(&dst), 2);
-    out.write(reinterpret_cast<const char*>(&bytes), 4);
-    out.write(reinterpret_cast<const char*>(buf.data() + ihl + sizeof(udphdr)), bytes);
-    ++kept;
+    // A GSO send shows here as one datagram holding a run of frames, each padded to 16
+    // bytes: each frame is kept as the datagram a receiver would have read.
+    const unsigned char* at = buf.data() + ihl + sizeof(udphdr);
+    for (size_t off = 0; off + FrameFormat::kHeaderBytes <= payload && kept < count;) {
+      uint32_t length;
+      std::memcpy(&length, at + off + 28, sizeof length);
+      const size_t frame = FrameFormat::kHeaderBytes + size_t{length} + trailer;
+      const uint32_t bytes = static_cast<uint32_t>(std::min(payload - off, (frame + 15) / 16 * 16));
+      out.write(reinterpret_cast<const char*>(&src), 2).write(reinterpret_cast<const char*>(&dst), 2);
+      out.write(reinterpret_cast<const char*>(&bytes), 4);
+      out.write(reinterpret_cast<const char*>(at + off), bytes);
+      ++kept;
+      off += bytes;
+    }
     if (kept % 1000 == 0) out.flush();
   }
-  std::cout << "captured " << kept << " datagrams to port " << port << "\n";
+  std::cout << "captured " << kept << " datagrams\n";
   return 0;
 }
 
@@ -133,14 +152,7 @@ class Spoofer {
   int fd_ = -1;
 };
 
-std::vector<uint16_t> Ports(const std::string& text) {
-  std::vector<uint16_t> ports;
-  std::stringstream ss(text);
-  for (std::string p; std::getline(ss, p, ',');) ports.push_back(static_cast<uint16_t>(std::stoi(p)));
-  return ports;
-}
-
-int Flood(const std::vector<uint16_t>& ports, uint16_t spoof, size_t count, const std::string& job,
+int Flood(const std::vector<uint16_t>& ports, size_t count, double rate, const std::string& job,
           const std::string& keyfile, const std::string& capture) {
   Spoofer raw;
   if (!raw.ok()) {
@@ -158,11 +170,14 @@ int Flood(const std::vector<uint16_t>& ports, uint16_t spoof, size_t count, cons
   std::mt19937_64 rng(12345);
   const std::vector<float> nan(1024, std::numeric_limits<float>::quiet_NaN());
   size_t garbage = 0, forged = 0, replayed = 0, failed = 0;
+  std::cout << "ready: " << replay.size() << " frames to replay; starting in 3 s" << std::endl;
+  sleep(3);  // the job's machines start meanwhile
+  const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < count; ++i) {
-    const uint16_t to = ports[i % ports.size()];
+    uint16_t to = ports[i % ports.size()];
     std::vector<std::byte> bytes;
     bool spoofed = false;
-    uint16_t from = spoof;
+    uint16_t from = ports[(i + 1) % ports.size()];  // another machine of the job
     const int kind = replay.empty() ? static_cast<int>(i % 2) : static_cast<int>(i % 3);
     if (kind == 0) {  // garbage
       bytes.resize(rng() % 1500);
@@ -189,6 +204,7 @@ int Flood(const std::vector<uint16_t>& ports, uint16_t spoof, size_t count, cons
       const Datagram& d = replay[rng() % replay.size()];
       bytes = d.bytes;
       from = d.from;
+      to = d.to;
       spoofed = true;
       ++replayed;
     }
@@ -204,10 +220,15 @@ int Flood(const std::vector<uint16_t>& ports, uint16_t spoof, size_t count, cons
            static_cast<ssize_t>(bytes.size());
     }
     failed += !ok;
-    if (i % 64 == 63) usleep(100);  // the receivers' sockets must not only overflow
+    if (i % 64 == 63) {  // RATE datagrams a second, spread over the job
+      const double due = static_cast<double>(i + 1) / rate;
+      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (due > now) usleep(static_cast<useconds_t>((due - now) * 1e6));
+    }
   }
   close(plain);
-  std::cout << "sent " << count - failed << " datagrams: " << garbage << " garbage, " << forged
+  std::cout << "sent " << count - failed << " datagrams in "
+            << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s: " << garbage << " garbage, " << forged
             << " forged (half from a stranger, half from a machine's address), " << replayed
             << " replayed from an earlier run; " << failed << " not taken by the kernel\n";
   return 0;
@@ -218,15 +239,16 @@ int Flood(const std::vector<uint16_t>& ports, uint16_t spoof, size_t count, cons
 int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
-    if (cmd == "capture" && argc == 5) return Capture(static_cast<uint16_t>(std::stoi(argv[2])), std::stoull(argv[3]), argv[4]);
+    if (cmd == "capture" && (argc == 5 || argc == 6))
+      return Capture(Ports(argv[2]), std::stoull(argv[3]), argv[4], argc == 6 ? std::stoull(argv[5]) : 16);
     if (cmd == "flood" && argc >= 6)
-      return Flood(Ports(argv[2]), static_cast<uint16_t>(std::stoi(argv[3])), std::stoull(argv[4]), argv[5],
-                   argc > 6 ? argv[6] : "", argc > 7 ? argv[7] : "");
+      return Flood(Ports(argv[2]), std::stoull(argv[3]), std::stod(argv[4]), argv[5], argc > 6 ? argv[6] : "",
+                   argc > 7 ? argv[7] : "");
   } catch (const std::exception& e) {
     std::cerr << "frame_flood: " << e.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: frame_flood capture PORT COUNT FILE\n"
-               "       frame_flood flood PORT[,PORT...] SPOOF_PORT COUNT JOB [KEYFILE] [CAPTURE]\n";
+  std::cerr << "usage: frame_flood capture PORT[,PORT...] COUNT FILE [TRAILER]\n"
+               "       frame_flood flood PORT[,PORT...] COUNT RATE JOB [KEYFILE] [CAPTURE]\n";
   return 2;
 }

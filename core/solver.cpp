@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -383,7 +384,7 @@ void Solver::StepTo(int64_t stop_iter) {
   auto snapshot_multiples = [&] {
     const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
     while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
-      Snapshot(next_snapshot_);
+      TrySnapshot(next_snapshot_);
       next_snapshot_ += param_.snapshot();
     }
   };
@@ -426,7 +427,7 @@ void Solver::StepTo(int64_t stop_iter) {
     const SolverAction action = PollAction();
     if (lead) {
       snapshot_multiples();
-      if (action == SolverAction::SNAPSHOT && last_snapshot_iter_ != iter_) Snapshot();
+      if (action == SolverAction::SNAPSHOT && last_snapshot_iter_ != iter_) TrySnapshot(-1);
     }
     if (action == SolverAction::STOP) {
       stopped_early_ = true;  // Solve snapshots once everyone has stopped
@@ -459,6 +460,7 @@ void Solver::TakeOverIfLeaderGone() {
 
 void Solver::Solve(const std::string& resume_file) {
   SLOG << "Solving " << net_->name();
+  solve_started_ = std::filesystem::file_time_type::clock::now();
   SLOG << "Learning Rate Policy: " << param_.lr_policy();
   CheckSnapshotSettings();
   stopped_early_ = false;
@@ -583,6 +585,28 @@ std::vector<std::vector<float>> Solver::TestAll() {
     all.push_back(means);
   }
   return all;
+}
+
+void Solver::TrySnapshot(int64_t at) {
+  const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
+  const std::string model = prefix + "_iter_" + std::to_string(at >= 0 ? at : iter_) + ".caffemodel";
+  // A periodic snapshot another leader of this job already wrote during this run (a leader
+  // that took over catches up on the multiples the count passed): its file stays as that
+  // leader wrote it. (A file of an earlier run is overwritten, as Caffe does.)
+  std::error_code ec;
+  if (at >= 0 && !written_.count(model) && std::filesystem::exists(model, ec) &&
+      std::filesystem::last_write_time(model, ec) >= solve_started_) {
+    SLOG << "Snapshot " << model << " was written by another leader of this job: left as it is";
+    return;
+  }
+  try {
+    written_.insert(Snapshot(at));
+    snapshot_failures_ = 0;
+  } catch (const Error& e) {
+    // Training goes on; the next snapshot tries again. Only the final one must succeed.
+    if (snapshot_failures_++ == 0)
+      LOG(WARNING) << "Snapshot failed: " << e.what() << "; training goes on and the next snapshot tries again";
+  }
 }
 
 std::string Solver::Snapshot(int64_t at) {

@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -147,6 +149,10 @@ class Solver {
   // Writes <prefix>_iter_<N>.caffemodel and .solverstate (N = iter(), or `at` when >= 0);
   // returns the model path. With master weights (private copies) it saves those.
   std::string Snapshot(int64_t at = -1);
+  // A snapshot during training: a failure (an unwritable directory, a full disk) is logged
+  // once and training goes on (the next snapshot tries again); a periodic file another
+  // leader of the job already wrote is not overwritten.
+  void TrySnapshot(int64_t at);
   // Errors that would otherwise surface only at the first snapshot, after the training: an
   // unwritable snapshot directory, snapshot_format HDF5. Solve calls it first.
   void CheckSnapshotSettings() const;
@@ -215,6 +221,9 @@ class Solver {
   int64_t losses_seen_ = 0;  // losses since the last Step began (the smoothing window's clock)
   int64_t snapshot_requests_seen_ = 0;
   int64_t last_snapshot_iter_ = -1;
+  std::set<std::string> written_;  // model files this solver wrote
+  std::filesystem::file_time_type solve_started_;
+  int snapshot_failures_ = 0;      // in a row
   std::vector<int64_t> solver_done_;  // per-rank iterations at the last display
   float smoothed_loss_ = 0;
   bool stopped_early_ = false;

@@ -27,7 +27,7 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // not a machine of the job), a failed MAC (another key, or a forgery), and datagrams that are
 // no frame of ours at all.
 struct Losses {
-  uint64_t lost, foreign, mac, malformed;
+  uint64_t lost, foreign, mac, malformed, kernel;
 };
 
 uint64_t FreshNonce() {
@@ -47,6 +47,10 @@ void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
   sum.weight_milli += s.weight_milli;
   sum.refused_nonfinite += s.refused_nonfinite;
   sum.refused_absurd += s.refused_absurd;
+  sum.deltas_duplicate += s.deltas_duplicate;
+  sum.deltas_too_old += s.deltas_too_old;
+  sum.deltas_other_epoch += s.deltas_other_epoch;
+  sum.malformed += s.malformed;
 }
 // ShareChunks over the chunks not skipped (--svb); a skipped chunk has no owner (kNoPeer).
 std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers) {
@@ -76,8 +80,9 @@ std::string RefusedText(const NetJobStats& s) {
     }
     os << ")";
   }
-  os << ", " << s.refused << " by value";
+  os << ", " << s.refused << " by value, " << s.stale << " stale data";
   if (s.clock_clamped) os << ", " << s.clock_clamped << " clocks clamped";
+  if (s.kernel_dropped) os << "; " << s.kernel_dropped << " datagrams dropped by the kernel (receive buffer full)";
   return os.str();
 }
 
@@ -88,6 +93,7 @@ Losses LossesOf(const TransportCounters& tc) {
   l.foreign = r(Reject::kJob) + r(Reject::kSender);
   l.mac = r(Reject::kMac);
   l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac;
+  l.kernel = tc.kernel_dropped;
   return l;
 }
 }  // namespace
@@ -549,6 +555,7 @@ void NetJob::OnControl(const Message& m) {
       p.count = p.counted = p.rate_count = p.flushed = 0;
       p.rate = 0;
     }
+    p.snapshots = 0;
     p.snapshots_taken = -1;
     p.nonce = b.nonce;
     p.count_at = attached_at_;
@@ -563,8 +570,13 @@ void NetJob::OnControl(const Message& m) {
   }
   if (!p.live && p.heard && phase_ == Phase::kTraining)
     LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " is back";
-  if (!p.heard && joined_running_.load(std::memory_order_relaxed))
-    p.counted = static_cast<int64_t>(m.h.clock);  // first heard after joining: its past is in the view taken
+  const int64_t claimed = static_cast<int64_t>(std::min<uint64_t>(m.h.clock, std::numeric_limits<int64_t>::max()));
+  if (!p.heard && joined_running_.load(std::memory_order_relaxed)) {
+    // First heard after this machine joined a running job: its past is in the view taken, so
+    // its clock is taken as it is and counts only from here.
+    p.count = p.counted = claimed;
+    p.count_at = now;
+  }
   p.heard = p.live = true;
   p.last = now;
   p.incarnation = m.h.epoch;
@@ -572,7 +584,6 @@ void NetJob::OnControl(const Message& m) {
   // Its clock only grows, and by no more than it could have run since: 1 024 iterations plus
   // eight times the fastest rate it has shown (or this machine's), over the time since it was
   // last taken. A jump beyond that is taken in part (the rest comes with its next messages).
-  const int64_t claimed = static_cast<int64_t>(std::min<uint64_t>(m.h.clock, std::numeric_limits<int64_t>::max()));
   if (claimed > p.count) {
     const double secs = Seconds(now - p.count_at);
     const double rate = std::max({p.rate, peers_[opt_.rank]->rate, 1000.0});
@@ -953,6 +964,9 @@ void NetJob::Figures() {
   s.staleness = all.deltas_applied ? static_cast<double>(all.staleness_sum) / all.deltas_applied : 0;
   s.positions_answered = slave_ ? slave_->stats().positions_applied : 0;
   s.refused = all.refused_nonfinite + all.refused_absurd + (slave_ ? slave_->stats().positions_refused : 0);
+  const SlaveEndpoint::Stats slave = slave_ ? slave_->stats() : SlaveEndpoint::Stats{};
+  s.stale = all.deltas_duplicate + all.deltas_too_old + all.deltas_other_epoch + all.malformed + slave.positions_stale +
+            slave.positions_foreign + slave.malformed;
   s.weight = all.deltas_applied ? all.weight_milli / 1000.0 / static_cast<double>(all.deltas_applied) : 0;
   s.recoveries = recoveries_;
   const TransportCounters tc = t_->counters();
@@ -961,6 +975,7 @@ void NetJob::Figures() {
   s.foreign = losses.foreign;
   s.refused_mac = losses.mac;
   s.malformed = losses.malformed;
+  s.kernel_dropped = losses.kernel;
   std::copy(std::begin(control_refused_), std::end(control_refused_), s.control_refused);
   s.clock_clamped = clock_clamped_;
   s.quorum = quorum_;

@@ -166,8 +166,13 @@ struct NetJobStats {
   uint64_t refused = 0;            // deltas and positions refused by value (non-finite, absurd)
   uint64_t refused_mac = 0;        // frames whose MAC failed (another --job-key, or a forgery)
   uint64_t malformed = 0;          // datagrams that are no frame of ours (short, magic, version, length, header)
+  uint64_t kernel_dropped = 0;     // datagrams the kernel dropped before this machine read them
   uint64_t control_refused[static_cast<size_t>(ControlRefusal::kCount)] = {};
   uint64_t clock_clamped = 0;      // control messages whose clock jumped beyond what its sender could have run
+  // Positions and deltas dropped as not current: duplicates, answers too late or to an earlier
+  // master, positions overtaken or of an earlier master, from a machine that does not own the
+  // chunk, or not of the codec (ordinary in small numbers; replays of another run show here)
+  uint64_t stale = 0;
   bool quorum = true;              // this machine reaches a majority of the job
   double weight = 0;               // mean weight of the deltas applied (SegmentRule)
   uint64_t recoveries = 0;         // times this machine re-took the weights after its copy went non-finite

@@ -66,18 +66,21 @@ JobKey LoadJobKey(const std::string& path) {
 }
 
 FrameFormat::FrameFormat(uint64_t job, std::optional<JobKey> key) : job_(job), key_(key) {
-  if (key_) InitSodium();
-}
-
-void FrameFormat::Trailer(const std::byte* data, size_t n, uint8_t* out) const {
-  const auto* d = reinterpret_cast<const unsigned char*>(data);
   if (key_) {
-    crypto_generichash(out, 16, d, n, key_->data(), key_->size());
-  } else {
-    const uint64_t sum = XXH3_64bits(d, n);
-    std::memcpy(out, &sum, sizeof sum);
+    InitSodium();
+    randombytes_buf(&prefix_, sizeof prefix_);
   }
 }
+
+FrameFormat::FrameFormat(const FrameFormat& other) : FrameFormat(other.job_, other.key_) {}
+
+namespace {
+// The AEAD's 24-byte nonce from the trailer's 16 (zero-extended).
+void Nonce24(const std::byte* nonce16, unsigned char* out) {
+  std::memset(out, 0, crypto_aead_xchacha20poly1305_ietf_NPUBBYTES);
+  std::memcpy(out, nonce16, 16);
+}
+}  // namespace
 
 size_t FrameFormat::Seal(std::byte* f, const Header& h) const {
   Put<uint32_t>(f + 0, kMagic);
@@ -94,22 +97,45 @@ size_t FrameFormat::Seal(std::byte* f, const Header& h) const {
   Put<uint64_t>(f + 32, h.seq);
   Put<uint64_t>(f + 40, h.clock);
   const size_t body = kHeaderBytes + h.length;
-  Trailer(f, body, reinterpret_cast<uint8_t*>(f + body));
+  std::byte* trailer = f + body;
+  if (key_) {
+    const uint64_t n = counter_.fetch_add(1, std::memory_order_relaxed);
+    std::memcpy(trailer, &prefix_, 8);
+    std::memcpy(trailer + 8, &n, 8);
+    unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+    Nonce24(trailer, nonce);
+    unsigned long long tag_bytes = 0;
+    crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
+        nullptr, reinterpret_cast<unsigned char*>(trailer + 16), &tag_bytes, nullptr, 0,
+        reinterpret_cast<const unsigned char*>(f), body, nullptr, nonce, key_->data());
+  } else {
+    const uint64_t sum = XXH3_64bits(f, body);
+    std::memcpy(trailer, &sum, sizeof sum);
+  }
   return body + trailer_bytes();
 }
 
 std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint32_t max_payload,
                                          Header* out, const std::byte** payload) const {
-  if (bytes < overhead()) return Reject::kShort;
+  if (bytes < kHeaderBytes) return Reject::kShort;
   if (Get<uint32_t>(f) != kMagic) return Reject::kMagic;
   if (Get<uint8_t>(f + 4) != kVersion) return Reject::kVersion;
   if (Get<uint8_t>(f + 7) != (keyed() ? kKeyed : 0) || Get<uint64_t>(f + 8) != job_) return Reject::kJob;
+  if (bytes < overhead()) return Reject::kShort;
   const uint32_t length = Get<uint32_t>(f + 28);
   if (length > max_payload || kHeaderBytes + size_t{length} + trailer_bytes() != bytes) return Reject::kLength;
   const size_t body = kHeaderBytes + length;
-  uint8_t want[16];
-  Trailer(f, body, want);
-  if (std::memcmp(want, f + body, trailer_bytes()) != 0) return keyed() ? Reject::kMac : Reject::kChecksum;
+  if (key_) {
+    unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
+    Nonce24(f + body, nonce);
+    if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
+            nullptr, nullptr, nullptr, 0, reinterpret_cast<const unsigned char*>(f + body + 16),
+            reinterpret_cast<const unsigned char*>(f), body, nonce, key_->data()) != 0)
+      return Reject::kMac;
+  } else {
+    const uint64_t sum = XXH3_64bits(f, body);
+    if (std::memcmp(&sum, f + body, sizeof sum) != 0) return Reject::kChecksum;
+  }
   // The sender checksummed these fields; out-of-range values are still not ours to apply.
   const uint8_t kind = Get<uint8_t>(f + 5), encoding = Get<uint8_t>(f + 6);
   if (!KnownKind(kind) || encoding == 0 || encoding > kMaxEncoding ||

@@ -1,21 +1,28 @@
-// What one message looks like on a wire (udp/, raw/; verbs later): a fixed 48-byte header,
-// the payload in place, and a trailer: an XXH3-64 checksum, or with a job key a 16-byte keyed
-// BLAKE2b MAC (libsodium crypto_generichash) that also authenticates the sender as one of the
-// job. Not for: the in-process transport (no bytes leave the process).
+// What one message looks like on a wire (udp/, raw/, verbs/): a fixed 48-byte header, the
+// payload in place, and a trailer: an XXH3-64 checksum, or with a job key a MAC that also
+// authenticates the sender as one of the job: a 16-byte nonce, unique per frame (8 random
+// bytes per FrameFormat, then a counter), and the 16-byte Poly1305 tag of XChaCha20-Poly1305
+// (libsodium's IETF AEAD) with the frame's bytes as associated data and no message: one
+// ChaCha20 block for the one-time key, then Poly1305 over the frame, several times faster than
+// a keyed BLAKE2b (whose cost was 12-20% of a 2-machine LeNet job's speed on two cores).
+// Not for: the in-process transport (no bytes leave the process).
 //
 // Layout (little-endian; the payload starts at byte 48, so a slot aligned to 16 stays aligned):
 //    0 magic u32 'HSF1'   4 version u8   5 kind u8   6 encoding u8   7 flags u8 (bit 0: keyed)
 //    8 job u64           16 source u16  18 zero u16  20 epoch u32
 //   24 chunk u32         28 length u32 (payload bytes)
 //   32 seq u64           40 clock u64
-//   48 payload[length]   then the trailer: 8 bytes (XXH3) or 16 (MAC), over bytes [0, 48+length)
+//   48 payload[length]   then the trailer over bytes [0, 48+length): 8 bytes (XXH3), or keyed
+//                        32: nonce[16] (the AEAD's 24-byte nonce, zero-extended), tag[16]
 //
 // Parse never trusts the bytes: anything not exactly a frame of this job and version is
 // answered with a Reject reason (the caller counts it per reason and drops it), never applied,
-// never a crash. Thread-safe: a FrameFormat is immutable after construction.
+// never a crash. Thread-safe: Seal and Parse may be called from any threads (the nonce counter
+// is atomic; a copy draws its own random prefix, so no two formats share nonces).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -36,15 +43,17 @@ JobKey LoadJobKey(const std::string& path);
 class FrameFormat {
  public:
   static constexpr uint32_t kMagic = 0x31465348;  // "HSF1" read as little-endian bytes
-  static constexpr uint8_t kVersion = 1;
+  static constexpr uint8_t kVersion = 2;  // 2: keyed trailers are nonce + Poly1305 tag; control payloads (sync/net_job.hpp)
   static constexpr size_t kHeaderBytes = 48;
 
   // `job` tells jobs apart on a shared wire; `key` (optional) makes every frame carry a MAC.
   explicit FrameFormat(uint64_t job, std::optional<JobKey> key = std::nullopt);
+  FrameFormat(const FrameFormat& other);
+  FrameFormat& operator=(const FrameFormat&) = delete;
 
   uint64_t job() const { return job_; }
   bool keyed() const { return key_.has_value(); }
-  size_t trailer_bytes() const { return keyed() ? 16 : 8; }
+  size_t trailer_bytes() const { return keyed() ? 32 : 8; }
   // Bytes a frame adds to its payload.
   size_t overhead() const { return kHeaderBytes + trailer_bytes(); }
 
@@ -58,10 +67,10 @@ class FrameFormat {
                               const std::byte** payload) const;
 
  private:
-  void Trailer(const std::byte* data, size_t n, uint8_t* out) const;  // trailer_bytes() bytes
-
   uint64_t job_;
   std::optional<JobKey> key_;
+  uint64_t prefix_ = 0;                          // keyed: this format's random half of each nonce
+  mutable std::atomic<uint64_t> counter_{0};     // keyed: the other half, one per frame sealed
 };
 
 }  // namespace hogstream

@@ -45,6 +45,7 @@ TransportCounters Transport::Counters::Snapshot() const {
   c.reordered = reordered.load(r);
   c.delayed = delayed.load(r);
   for (size_t i = 0; i < rejected.size(); ++i) c.rejected[i] = rejected[i].load(r);
+  c.kernel_dropped = kernel_dropped.load(r);
   return c;
 }
 

@@ -133,6 +133,7 @@ struct TransportCounters {
   uint64_t received = 0;        // messages handed out by Poll
   uint64_t bytes_sent = 0, bytes_received = 0;  // payload bytes
   uint64_t send_full = 0;       // AcquireSend answered "no slot"
+  uint64_t kernel_dropped = 0;  // datagrams the kernel dropped before we could read them (buffer full)
   uint64_t dropped = 0, duplicated = 0, reordered = 0, delayed = 0;  // injected faults
   std::array<uint64_t, static_cast<size_t>(Reject::kCount)> rejected{};  // per reason
   uint64_t rejected_total() const {
@@ -209,6 +210,7 @@ class Transport {
     std::atomic<uint64_t> received{0}, bytes_received{0};            // receiver thread
     std::atomic<uint64_t> dropped{0}, duplicated{0}, reordered{0}, delayed{0};  // sender thread
     std::array<std::atomic<uint64_t>, static_cast<size_t>(Reject::kCount)> rejected{};  // receiver
+    std::atomic<uint64_t> kernel_dropped{0};                                             // receiver
     TransportCounters Snapshot() const;
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t v = 1) {

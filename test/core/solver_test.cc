@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "core/context.hpp"
@@ -388,6 +389,44 @@ TEST_F(SolverSnapshot, SnapshotSettingsAreCheckedBeforeTraining) {
   SetInputs(*hdf5, 1);
   EXPECT_THROW(hdf5->Solve(), Error);
   EXPECT_EQ(hdf5->iter(), 0);
+}
+
+// A snapshot directory that goes away during training: the snapshots due meanwhile fail (one
+// warning), training goes on, and the next snapshot once it is back is written; only the final
+// one must succeed. A periodic file written during this run by another leader of the job (a
+// leader that took over catches up) is left as it is; a file of an earlier run is overwritten.
+TEST_F(SolverSnapshot, AnUnwritableDirectoryIsRetriedAtTheNextSnapshot) {
+  const fs::path sub = dir_ / "snaps";
+  fs::create_directories(sub);
+  {  // an earlier run's iteration 2, and this run's other leader's iteration 8 (written below)
+    std::ofstream(sub / "u_iter_2.caffemodel") << "old";
+  }
+  fs::last_write_time(sub / "u_iter_2.caffemodel", fs::file_time_type::clock::now() - std::chrono::hours(1));
+  SolverOptions o = Quiet();
+  int iteration = 0;
+  bool overwrote_old = false;
+  o.after_iteration = [&] {
+    ++iteration;
+    if (iteration == 3) {
+      overwrote_old = fs::file_size(sub / "u_iter_2.caffemodel") != 3;
+      fs::remove_all(sub);
+    }
+    if (iteration == 7) {
+      fs::create_directories(sub);
+      std::ofstream(sub / "u_iter_8.caffemodel") << "another leader's";
+    }
+  };
+  auto s = CreateSolver(LinearSolver("max_iter: 10 snapshot: 2 snapshot_prefix: '" + (sub / "u").string() + "'"), o);
+  SetInputs(*s, 1);
+  ASSERT_NO_THROW(s->Solve());
+  EXPECT_EQ(s->iter(), 10);
+  EXPECT_TRUE(overwrote_old) << "an earlier run's file was kept";
+  EXPECT_FALSE(fs::exists(sub / "u_iter_4.caffemodel"));
+  EXPECT_FALSE(fs::exists(sub / "u_iter_6.caffemodel"));
+  EXPECT_TRUE(fs::exists(sub / "u_iter_10.caffemodel")) << "the final snapshot";
+  std::ifstream eight(sub / "u_iter_8.caffemodel");
+  std::string text((std::istreambuf_iterator<char>(eight)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "another leader's") << "another leader's file of this run was overwritten";
 }
 
 // A .solverstate with an impossible iteration is refused, not trained from.

@@ -96,6 +96,7 @@ class NetJobTest : public ::testing::Test {
     o.start_ms = 10000;
     o.sweep_ms = 5;
     o.drain_ms = 5000;
+    o.quorum_ms = quorum_ms_;
     o.log = false;
     return o;
   }
@@ -177,6 +178,7 @@ class NetJobTest : public ::testing::Test {
 
   std::vector<float> initial_;
   std::vector<int> machine_group_;  // bsp / gsp: each machine's synchronous group
+  uint32_t quorum_ms_ = 0;          // 0: the default
   uint16_t ports_[kMachines] = {};
   std::unique_ptr<Transport> transports_[kMachines];
   Machine m_[kMachines];
@@ -684,6 +686,70 @@ TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed)
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   m_[0].group->job_done.store(1);
   FinishAll();
+}
+
+// Cut off for good: after quorum_ms without a majority the machine gives up with one line
+// (error()) and its solvers are let go; the others go on.
+TEST_F(NetJobTest, AMachineWithoutAMajorityForTooLongGivesUpInOneLine) {
+  std::atomic<bool> cut{false};
+  Connect(2);
+  transports_[2] = std::make_unique<Cuttable>(std::move(transports_[2]), &cut);
+  quorum_ms_ = 400;
+  AttachAll();
+  cut.store(true);
+  ASSERT_TRUE(WaitFor([&] { return !m_[2].job->error().empty(); }, 5s)) << "it never gave up";
+  const std::string why = m_[2].job->error();
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  EXPECT_NE(why.find("no majority"), std::string::npos) << why;
+  EXPECT_EQ(m_[2].group->job_done.load(), 1) << "its solvers were not let go";
+  EXPECT_TRUE(m_[0].job->error().empty());
+  EXPECT_TRUE(m_[0].job->leads());
+  m_[0].group->job_done.store(1);
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  FinishAll();
+}
+
+// Machines with different --job-key files: the start fails naming the key, not a silence.
+TEST(NetJobSteerTest, ADifferentKeyIsNamedAsSuch) {
+  UdpOptions uo;
+  uo.job = 0x7e59;
+  uo.peer_timeout_ms = 1u << 30;
+  uo.max_payload = kChunk * sizeof(float);
+  std::unique_ptr<Transport> t[2];
+  uint16_t port[2];
+  for (int r = 0; r < 2; ++r) {
+    JobKey key{};
+    key[0] = static_cast<uint8_t>(r + 1);
+    uo.key = key;
+    t[r] = UdpDevice(uo).Open(static_cast<PeerId>(r));
+    port[r] = static_cast<UdpEndpoint*>(t[r].get())->port();
+  }
+  for (int r = 0; r < 2; ++r) static_cast<UdpEndpoint*>(t[r].get())->AddPeer(static_cast<PeerId>(1 - r), "127.0.0.1", port[1 - r]);
+  NetJobOptions o;
+  o.machines = 2;
+  o.chunk_floats = kChunk;
+  o.heartbeat_ms = 10;
+  o.start_ms = 500;
+  o.log = false;
+  std::vector<std::unique_ptr<NetJob>> jobs;
+  for (int r = 0; r < 2; ++r) {
+    o.rank = r;
+    jobs.push_back(std::make_unique<NetJob>(std::move(t[r]), o));
+  }
+  std::vector<std::string> errors(2);
+  std::vector<SolverGroup> groups(2);
+  std::vector<std::vector<float>> w(2, std::vector<float>(kFloats, 0));
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        jobs[r]->Attach(&groups[r], 1, w[r].data(), kFloats);
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& th : ts) th.join();
+  for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("failed the MAC"), std::string::npos) << "[" << errors[r] << "]";
 }
 
 // A stop request (a signal) on a follower reaches the leader, whose stop then tells every

@@ -87,7 +87,7 @@ TEST(FrameTest, RefusesEachBadFrameWithItsReason) {
   EXPECT_EQ(Parse(fmt, f), Reject::kLength);  // trailing bytes
   EXPECT_EQ(Parse(fmt, Make(fmt, Hdr(kMax / 4 + 1))), Reject::kLength);  // oversized
   f = good;
-  f[4] = std::byte{2};
+  f[4] = std::byte{FrameFormat::kVersion + 1};
   EXPECT_EQ(Parse(fmt, f), Reject::kVersion);
   f = good;
   f[0] = std::byte{'X'};
@@ -122,6 +122,22 @@ TEST(FrameTest, KeyedFramesNeedTheSameKey) {
   g = f;
   g[40] ^= std::byte{0x10};  // the clock: only the MAC notices
   EXPECT_EQ(Parse(ours, g), Reject::kMac);
+  g = f;
+  g[f.size() - 32 + 3] ^= std::byte{1};  // the nonce: the tag was made under another
+  EXPECT_EQ(Parse(ours, g), Reject::kMac);
+  g = f;
+  g[f.size() - 1] ^= std::byte{1};  // the tag
+  EXPECT_EQ(Parse(ours, g), Reject::kMac);
+  // Each frame has its own nonce: the same frame sealed twice, or by a copy of the format,
+  // differs in its trailer, and every one of them is good.
+  const FrameFormat copy(ours);
+  const auto again = Make(ours, Hdr(3)), copied = Make(copy, Hdr(3));
+  EXPECT_NE(again, f);
+  EXPECT_NE(copied, f);
+  EXPECT_NE(std::vector<std::byte>(copied.end() - 32, copied.end() - 24), std::vector<std::byte>(f.end() - 32, f.end() - 24))
+      << "a copy shares the nonces' random half";
+  EXPECT_EQ(Parse(ours, again), std::nullopt);
+  EXPECT_EQ(Parse(ours, copied), std::nullopt);
   std::remove(path.c_str());
   EXPECT_THROW(LoadJobKey(path), Error);
   std::ofstream(path).close();

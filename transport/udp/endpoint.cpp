@@ -121,6 +121,7 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   port_ = ntohs(me.sin_port);
   SizeRcvbuf(fd_, opt_.rcvbuf_bytes ? static_cast<int>(opt_.rcvbuf_bytes) : DerivedRcvbuf(opt_, frame_stride_));
   rcvbuf_ = Rcvbuf(fd_);
+  CountKernelDrops(fd_);
   // Multicast goes out of the bound address's interface (lo for 127.0.0.1) and loops back to
   // members on this host.
   in_addr mif = me.sin_addr;
@@ -170,6 +171,12 @@ void UdpEndpoint::AddPeer(PeerId peer, const std::string& ip, uint16_t port) {
   peers_[peer] = Addr(ip, port);
 }
 
+void UdpEndpoint::CountKernelDrops(int fd) {
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one);  // (where refused: no count, nothing else)
+  overflow_.push_back(0);
+}
+
 bool UdpEndpoint::AddGroup(uint16_t group, const std::string& ip, uint16_t port, bool join) {
   const sockaddr_in a = Addr(ip, port);
   HS_REQUIRE(IN_MULTICAST(ntohl(a.sin_addr.s_addr))) << "udp: " << ip << " is not a multicast address";
@@ -203,6 +210,7 @@ bool UdpEndpoint::AddGroup(uint16_t group, const std::string& ip, uint16_t port,
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     HS_CHECK(epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev) == 0) << ErrnoText(errno);
+    CountKernelDrops(fd);
     group_fds_.push_back(fd);
   }
   groups_[group] = a;
@@ -377,10 +385,8 @@ size_t UdpEndpoint::Receive(int fd, size_t room) {
     recv_msgs_[j].msg_hdr.msg_namelen = sizeof(sockaddr_in);
     recv_msgs_[j].msg_hdr.msg_iov = &recv_iov_[j];
     recv_msgs_[j].msg_hdr.msg_iovlen = 1;
-    if (gro_) {
-      recv_msgs_[j].msg_hdr.msg_control = recv_cmsg_[j].data();
-      recv_msgs_[j].msg_hdr.msg_controllen = recv_cmsg_[j].size();
-    }
+    recv_msgs_[j].msg_hdr.msg_control = recv_cmsg_[j].data();
+    recv_msgs_[j].msg_hdr.msg_controllen = recv_cmsg_[j].size();
   }
   const int got = recvmmsg(fd, recv_msgs_.data(), static_cast<unsigned>(k), MSG_DONTWAIT, nullptr);
   if (got <= 0) {
@@ -388,6 +394,21 @@ size_t UdpEndpoint::Receive(int fd, size_t room) {
     if (got < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR && err != ECONNREFUSED)
       Latch(Status::kIoError, kNoPeer, "udp: recvmmsg: " + ErrnoText(err));
     return 0;
+  }
+  // SO_RXQ_OVFL: each datagram carries the socket's count of datagrams dropped so far (its
+  // receive buffer was full); the newest count of each socket, summed, is kernel_dropped.
+  for (int j = 0; j < got; ++j) {
+    msghdr& h = recv_msgs_[j].msg_hdr;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SO_RXQ_OVFL) continue;
+      uint32_t dropped = 0;
+      std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
+      uint32_t& seen = overflow_[next_fd_];
+      if (dropped > seen) {
+        Bump(counters_.kernel_dropped, dropped - seen);
+        seen = dropped;
+      }
+    }
   }
   return static_cast<size_t>(got);
 }

@@ -127,7 +127,10 @@ class UdpEndpoint final : public Transport {
   std::vector<::mmsghdr> recv_msgs_;
   std::vector<::iovec> recv_iov_;
   std::vector<sockaddr_in> recv_from_;
-  std::vector<std::array<char, CMSG_SPACE(sizeof(int))>> recv_cmsg_;  // UDP_GRO segment size
+  // UDP_GRO's segment size and SO_RXQ_OVFL's drop count
+  std::vector<std::array<char, CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))>> recv_cmsg_;
+  std::vector<uint32_t> overflow_;  // per socket (unicast, then groups): the last SO_RXQ_OVFL count
+  void CountKernelDrops(int fd);    // set-up: SO_RXQ_OVFL on, a counter for the socket
   std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
   size_t next_fd_ = 0;  // round-robin over the unicast and group sockets
 };

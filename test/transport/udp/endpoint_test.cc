@@ -250,6 +250,34 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
   }
 }
 
+// Datagrams the kernel drops because the receive buffer is full are counted (SO_RXQ_OVFL):
+// every datagram sent is either received or counted as dropped.
+TEST(UdpTransportTest, KernelDropsAreCounted) {
+  UdpOptions o = Opts();
+  o.rcvbuf_bytes = 4096;  // a few datagrams at most
+  auto a = Open(0), b = Open(1, o);
+  a->AddPeer(1, "127.0.0.1", b->port());
+  b->AddPeer(0, "127.0.0.1", a->port());
+  const std::vector<std::byte> p(512, std::byte{1});
+  Header h;
+  h.kind = MsgKind::kDelta;
+  h.length = 512;
+  size_t sent = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (a->PostSend(Dest::Peer(1), h, p.data())) ++sent;
+    a->Flush();
+  }
+  size_t received = PollFor(b.get(), sent, nullptr, std::chrono::milliseconds(300));
+  // The count comes with the next datagram received: one more, once the buffer has room.
+  ASSERT_TRUE(a->PostSend(Dest::Peer(1), h, p.data()));
+  a->Flush();
+  ++sent;
+  received += PollFor(b.get(), 1);
+  const TransportCounters c = b->counters();
+  EXPECT_GT(c.kernel_dropped, 0u) << "the buffer never overflowed";
+  EXPECT_EQ(received + c.kernel_dropped, sent);
+}
+
 TEST(UdpTransportTest, WaitFdWakesPoll) {
   auto a = Open(0), b = Open(1);
   a->AddPeer(1, "127.0.0.1", b->port());
