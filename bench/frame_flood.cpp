@@ -5,7 +5,7 @@
 //   frame_flood capture PORT[,PORT...] COUNT FILE [TRAILER]
 //       records the frames (payload, source and destination) sent to 127.0.0.1:PORT, up to
 //       COUNT of them or until killed, into FILE: the frames of one run of a job, to be
-//       replayed into a later run (TRAILER: the frames' trailer bytes, 16 keyed, 8 not).
+//       replayed into a later run (TRAILER: the frames' trailer bytes, 32 keyed (default), 8 not).
 //   frame_flood flood PORT[,PORT...] COUNT RATE JOB [KEYFILE] [CAPTURE]
 //       loads CAPTURE, says "ready", and 3 s later sends COUNT datagrams to the ports, RATE a
 //       second, in turn: a third garbage (random bytes and
@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
   try {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd == "capture" && (argc == 5 || argc == 6))
-      return Capture(Ports(argv[2]), std::stoull(argv[3]), argv[4], argc == 6 ? std::stoull(argv[5]) : 16);
+      return Capture(Ports(argv[2]), std::stoull(argv[3]), argv[4], argc == 6 ? std::stoull(argv[5]) : 32);
     if (cmd == "flood" && argc >= 6)
       return Flood(Ports(argv[2]), std::stoull(argv[3]), std::stod(argv[4]), argv[5], argc > 6 ? argv[6] : "",
                    argc > 7 ? argv[7] : "");

@@ -69,7 +69,7 @@ for ((i = 0; i < REPEAT; ++i)); do
   echo "   pair $i: keyed ${keyed_rates[-1]} iter/s, unkeyed ${plain_rates[-1]} iter/s"
 done
 echo "== 2. keyed, undisturbed, every frame recorded"
-"$FLOODER" capture "$P0,$P1" 50000 "$OUT/capture.bin" > "$OUT/capture.log" 2>&1 &
+"$FLOODER" capture "$P0,$P1" 50000 "$OUT/capture.bin" 32 > "$OUT/capture.log" 2>&1 &
 CAP=$!; PIDS+=($CAP)
 sleep 0.5
 run keyed --job-key="$OUT/key"

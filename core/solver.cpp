@@ -391,6 +391,8 @@ void Solver::StepTo(int64_t stop_iter) {
   int64_t last_takeover_check = 0;
   while (!(g && g->stop.load(std::memory_order_relaxed))) {
     if (options_.before_iteration && !options_.before_iteration()) break;
+    while (g && g->paused.load(std::memory_order_relaxed) && !g->stop.load(std::memory_order_relaxed))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     const int64_t it = Claim(stop_iter);
     if (it >= stop_iter) break;
     iter_ = static_cast<int>(it);

@@ -56,6 +56,9 @@ struct SolverGroup {
   // the leader's final snapshot until the other machines' last deltas are in (1: wait).
   std::atomic<int32_t> machine_leads{1};
   std::atomic<int32_t> hold_final{0};
+  // 1: this machine is cut off from most of its job (no quorum): its solvers wait before their
+  // next iteration (their work would be dropped when it re-takes the job's weights).
+  std::atomic<int32_t> paused{0};
 };
 
 // Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).

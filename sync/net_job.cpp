@@ -403,6 +403,7 @@ void NetJob::Run() {
           if (recovering_) {
             recovering_ = false;
             ++recoveries_;
+            g_->paused.store(0);
             LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
                                    << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
             recover_done_.store(recover_target_);
@@ -731,22 +732,26 @@ void NetJob::Bridge() {
     p.counted = p.count;
   }
   // Quorum: a machine cut off from most of the job neither leads nor tests nor snapshots (two
-  // sides of a partition would each write the job's files); back with the others, it re-takes
-  // their weights as a joiner does, so that the two sides' chunks are never spliced.
+  // sides of a partition would each write the job's files) and its solvers wait; back with the
+  // others, it re-takes their weights as a joiner does, so that the two sides' chunks are
+  // never spliced.
   std::vector<bool> live(opt_.machines, false);
   for (int r = 0; r < opt_.machines; ++r) live[r] = r == opt_.rank || peers_[r]->live;
   const bool quorum = Quorum(live);
   if (quorum != quorum_) {
     quorum_ = quorum;
+    if (!quorum) g_->paused.store(1);  // cut off, its solvers wait: their work would be dropped
     if (!quorum) {
       quorum_lost_at_ = now;
       lost_quorum_ = true;
       LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(live.begin(), live.end(), true)
                                 << " of " << opt_.machines << " machines, not a majority: it does not lead, test or "
-                                << "snapshot, and re-takes the job's weights once the others are back";
+                                << "snapshot, its solvers wait, and it re-takes the job's weights once the others are back";
     } else if (lost_quorum_ && phase_ == Phase::kTraining && !recovering_) {
       lost_quorum_ = false;
-      BeginRecovery("is back with a majority of the job");
+      BeginRecovery("is back with a majority of the job");  // its solvers wait until it has the weights
+    } else {
+      g_->paused.store(0);
     }
   }
   if (!quorum_ && phase_ != Phase::kStart && now - quorum_lost_at_ > std::chrono::milliseconds(opt_.quorum_ms)) {

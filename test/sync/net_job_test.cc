@@ -676,12 +676,15 @@ TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed)
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->machine_leads.load() == 0; }, 3s)) << "the cut-off leader still leads";
   EXPECT_TRUE(WaitFor([&] { return m_[1].group->machine_leads.load() == 1; }, 3s)) << "the majority has no leader";
   EXPECT_FALSE(m_[0].job->stats().quorum);
+  EXPECT_EQ(m_[0].group->paused.load(), 1) << "its solvers train on, on work that will be dropped";
+  EXPECT_EQ(m_[1].group->paused.load(), 0);
   EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
   EXPECT_EQ(m_[0].group->machine_leads.load(), 0) << "two leaders";
   cut.store(false);
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->stats().recoveries == 1 && m_[0].job->stats().quorum; }, 5s))
       << "healed, the machine did not re-take the job's weights";
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads() && m_[1].group->machine_leads.load() == 0; }, 5s));
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->paused.load() == 0; }, 5s)) << "its solvers never resumed";
   for (int r = 0; r < kMachines; ++r) m_[r].group->stop.store(1);
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   m_[0].group->job_done.store(1);
