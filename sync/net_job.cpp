@@ -740,8 +740,8 @@ void NetJob::Bridge() {
   const bool quorum = Quorum(live);
   if (quorum != quorum_) {
     quorum_ = quorum;
-    if (!quorum) g_->paused.store(1);  // cut off, its solvers wait: their work would be dropped
     if (!quorum) {
+      g_->paused.store(1);  // cut off, its solvers wait: their work would be dropped
       quorum_lost_at_ = now;
       lost_quorum_ = true;
       LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(live.begin(), live.end(), true)

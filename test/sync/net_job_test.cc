@@ -418,6 +418,28 @@ TEST_F(NetJobTest, AMachineThatNeverComesIsNamedInOneLine) {
 
 
 // ---------------------------------------------------------------- a job nobody can steer
+
+// Attaches every job at once (each blocks until the job starts or fails) on weights of its
+// own; returns each one's error ("" where it started: that one is finished again at once).
+std::vector<std::string> AttachAtOnce(const std::vector<std::unique_ptr<NetJob>>& jobs) {
+  const size_t n = jobs.size();
+  std::vector<std::string> errors(n);
+  std::vector<SolverGroup> groups(n);
+  std::vector<std::vector<float>> w(n, std::vector<float>(kFloats, 0));
+  std::vector<std::thread> ts;
+  for (size_t r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        jobs[r]->Attach(&groups[r], 1, w[r].data(), kFloats);
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (size_t r = 0; r < n; ++r)
+    if (errors[r].empty()) jobs[r]->Finish();  // its daemon must not outlive groups and w
+  return errors;
+}
 // Forged, replayed and implausible frames, machines that disagree, a partition and requests
 // from any machine, against machines over UDP loopback (test/transport/forge.hpp crafts the
 // frames: the format is ours).
@@ -630,8 +652,6 @@ TEST_F(NetJobTest, MachinesThatDisagreeAreNamedInOneLineAtTheStart) {
       ports_[r] = static_cast<UdpEndpoint*>(transports_[r].get())->port();
     }
     std::vector<std::unique_ptr<NetJob>> jobs;
-    std::vector<SolverGroup> groups(2);
-    std::vector<std::vector<float>> w(2, std::vector<float>(kFloats, 0));
     for (int r = 0; r < 2; ++r) {
       const int rank = reversed ? 0 : r;
       static_cast<UdpEndpoint*>(transports_[r].get())->AddPeer(static_cast<PeerId>(1 - rank), "127.0.0.1", ports_[1 - r]);
@@ -641,17 +661,7 @@ TEST_F(NetJobTest, MachinesThatDisagreeAreNamedInOneLineAtTheStart) {
       jobs.push_back(std::make_unique<NetJob>(std::move(transports_[r]), o));
       if (!reversed) jobs.back()->set_agreement(kAgreeNet, 100 + r);
     }
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> ts;
-    for (int r = 0; r < 2; ++r)
-      ts.emplace_back([&, r] {
-        try {
-          jobs[r]->Attach(&groups[r], 1, w[r].data(), kFloats);
-        } catch (const Error& e) {
-          errors[r] = e.what();
-        }
-      });
-    for (auto& t : ts) t.join();
+    const std::vector<std::string> errors = AttachAtOnce(jobs);
     for (int r = 0; r < 2; ++r) {
       EXPECT_EQ(errors[r].find('\n'), std::string::npos) << errors[r];
       if (reversed) {
@@ -739,19 +749,7 @@ TEST(NetJobSteerTest, ADifferentKeyIsNamedAsSuch) {
     o.rank = r;
     jobs.push_back(std::make_unique<NetJob>(std::move(t[r]), o));
   }
-  std::vector<std::string> errors(2);
-  std::vector<SolverGroup> groups(2);
-  std::vector<std::vector<float>> w(2, std::vector<float>(kFloats, 0));
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        jobs[r]->Attach(&groups[r], 1, w[r].data(), kFloats);
-      } catch (const Error& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& th : ts) th.join();
+  const std::vector<std::string> errors = AttachAtOnce(jobs);
   for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("failed the MAC"), std::string::npos) << "[" << errors[r] << "]";
 }
 
