@@ -528,8 +528,8 @@ void NetJob::OnControl(const Message& m) {
     if (!p.disagrees) {
       p.disagrees = true;
       std::ostringstream os;
-      os << Name(src) << " runs another " << AgreeName(static_cast<Agree>(a))
-         << " than " << Name(opt_.rank) << ": every machine of a job needs the same";
+      os << Name(src) << " differs from " << Name(opt_.rank) << " in its " << AgreeName(static_cast<Agree>(a))
+         << ": every machine of a job needs the same";
       if (phase_ == Phase::kStart) {
         // Ends the start after a few more control messages, so that the other machine
         // hears this one (proven) and names the difference too.

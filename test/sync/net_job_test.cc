@@ -667,7 +667,7 @@ TEST_F(NetJobTest, MachinesThatDisagreeAreNamedInOneLineAtTheStart) {
       if (reversed) {
         EXPECT_NE(errors[r].find("claiming another machine's rank"), std::string::npos) << "[" << errors[r] << "]";
       } else {
-        EXPECT_NE(errors[r].find("runs another net"), std::string::npos) << "[" << errors[r] << "]";
+        EXPECT_NE(errors[r].find("in its net"), std::string::npos) << "[" << errors[r] << "]";
       }
     }
   }
