@@ -79,6 +79,7 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
   h.policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
   h.policy.svb = f.has("svb");
   h.policy.timeout = std::chrono::seconds(f.get_int("policy_timeout", 120, 1, 86400));
+  h.aggregate = f.get("aggregate", "auto");
   const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
   HS_REQUIRE(chunk > 0) << "--chunk must be > 0";
   h.chunk_floats = static_cast<size_t>(chunk);

@@ -17,6 +17,7 @@
 #include "core/context.hpp"
 #include "core/io.hpp"
 #include "sync/local_segment.hpp"
+#include "sync/net_job.hpp"
 #include "sync/shm_region.hpp"
 #include "sync/svb.hpp"
 
@@ -337,6 +338,13 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         sync.arrive_and_wait();  // the policy's state is made
         if (!rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
           seg.rule = local_policy.Rule(updates);
+          // Private copies in one process move the master only by their deltas: from 3 up,
+          // each is weighted min(1, 2/staleness) by default (whole, 4 copies under load went
+          // NaN; 1/staleness alone held but averaged the copies' steps). Not for easgd (its
+          // elastic rule) nor weed-out (its own), nor under a job across machines.
+          // (--aggregate=scale=1 gives MXNet-G's 1/staleness exactly.)
+          if (!opt.net && local_policy.kind != PK::kEasgd && local_policy.kind != PK::kWeedout)
+            ParseAggregate(opt.aggregate, n, &seg.rule, 2.f);
           if (local_policy.kind == PK::kEasgd) seg.elastic = local_policy.alpha;
           me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
         }

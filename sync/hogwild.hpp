@@ -51,6 +51,9 @@ struct HogwildOptions {
   // How the private copies share their progress (sync/policy.hpp); anything but plain async
   // implies private copies.
   Policy policy;
+  // --aggregate for private copies (ParseAggregate; not for a job across machines, whose
+  // NetJob has its own): from 3 copies up their deltas are weighted min(1, 2/staleness).
+  std::string aggregate = "auto";
   size_t chunk_floats = 16384;  // segment chunk size (64 KiB)
   std::string resume;           // .solverstate to resume from (leader)
   std::string weights;          // comma-separated .caffemodel files to start from

@@ -122,7 +122,7 @@ const char* ControlRefusalName(ControlRefusal r) {
   return "?";
 }
 
-void ParseAggregate(const std::string& text, int machines, SegmentRule* rule) {
+void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale) {
   // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
   // 1 / its staleness in updates (the deltas of the others applied to its chunk since this
   // sender's previous one, + 1; about machines - 1 at equal pace), so that the job as a whole
@@ -132,6 +132,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule) {
   rule->warmup_from = 1;
   rule->stale_budget = 0;
   rule->absurd = 100;
+  rule->weight_scale = default_scale;
   if (text == "sum") return;
   rule->staleness_weight = rule->staleness_weight || machines > 2;
   if (text.empty() || text == "auto") return;
@@ -142,13 +143,14 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule) {
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     HS_REQUIRE(eq != std::string::npos && !value.empty() && end && *end == 0 && v >= 0 && std::isfinite(v))
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, or weight=, warmup=, from=, budget=, absurd=)";
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, or weight=, scale=, warmup=, from=, budget=, absurd=)";
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
     else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
     else if (key == "absurd") rule->absurd = static_cast<float>(v);
     else if (key == "weight") rule->staleness_weight = v != 0;
-    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (weight, warmup, from, budget, absurd)";
+    else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
+    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (weight, scale, warmup, from, budget, absurd)";
   }
 }
 

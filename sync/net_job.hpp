@@ -55,11 +55,12 @@ namespace hogstream {
 // damping and value bounds; sync/README.md says why). "auto" (or empty): the defaults for a
 // job of `machines` (1/staleness weights from 3 machines up; the caller passes 1 for a policy
 // whose rounds average the steps themselves); "sum": every delta whole, as soon as it comes (values still checked);
-// or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), warmup (global iterations
-// of the ramp), from (the ramp's first weight), budget (age in global iterations before a
-// delta is damped), absurd (the RMS bound, 0 = none), each over the auto defaults. A mistake
-// is one line.
-void ParseAggregate(const std::string& text, int machines, SegmentRule* rule);
+// or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), scale (weights of
+// min(1, scale/staleness)), warmup (global iterations of the ramp), from (the ramp's first
+// weight), budget (age in global iterations before a delta is damped), absurd (the RMS bound,
+// 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
+// `default_scale` (1 for machines; 2 for private copies in one process, sync/hogwild.cpp).
+void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1);
 
 // What every machine of a job must share, checked in every control message: a mismatch is one
 // line on each machine naming the other and what differs (NetJob::Attach's Error at the start;

@@ -317,7 +317,12 @@ void PolicyRun::Round(int i) {
     if (arrived_[j].load() >= phase) in.push_back(j);
   const size_t k = std::find(in.begin(), in.end(), i) - in.begin(), p = in.size();
   const size_t lo = floats_ * k / p, hi = floats_ * (k + 1) / p;
-  const float inv = scale_ / static_cast<float>(p);
+  // bsp in one process moves the master by twice the copies' mean step (at most their sum),
+  // as private copies' asynchronous deltas do (min(1, 2/staleness) each): the mean alone is
+  // one copy's step with less noise, and fell short at equal global iterations (sync/README.md).
+  // gsp's groups average; across machines, the machine's share of the round (set_machine_rounds).
+  const bool twice = policy_.kind == Policy::Kind::kBsp && !machine_rounds_;
+  const float inv = (twice ? std::min(2.f, static_cast<float>(p)) : scale_) / static_cast<float>(p);
   for (size_t x = lo; x < hi; ++x) {
     float step = 0;
     for (int j : in) step += copies_[j][x] - base_[j][x];

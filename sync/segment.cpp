@@ -338,7 +338,7 @@ float MasterEndpoint::Weigh(PeerId source, Replay& r, uint32_t c) {
   }
   r.last_update[c] = rule_.updates->Bump(c);
   if (group) group->store(r.last_update[c], kRelaxed);
-  return rule_.staleness_weight ? 1.f / static_cast<float>(staleness) : 1.f;
+  return rule_.staleness_weight ? std::min(1.f, rule_.weight_scale / static_cast<float>(staleness)) : 1.f;
 }
 
 bool MasterEndpoint::Acceptable(PeerId source, uint32_t c, const float* d, uint32_t len) {

@@ -126,6 +126,10 @@ struct SegmentRule {
   // beyond the weights' scale; a diverging machine's is beyond both. A slave refuses a
   // position with a non-finite element.
   float absurd = 100;
+  // With staleness_weight: a delta's weight is min(1, weight_scale / staleness). 1 where the
+  // master's own solvers train it directly (a machine's host copy); 2 for private copies in one
+  // process, whose master moves only by their deltas (sync/README.md).
+  float weight_scale = 1;
 };
 
 // Why a master refused a delta or a slave a position (counted, and reported once per sender by

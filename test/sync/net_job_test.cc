@@ -805,6 +805,13 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   EXPECT_FLOAT_EQ(k.warmup_from, 0.25f);
   EXPECT_EQ(k.stale_budget, 6u);
   EXPECT_EQ(k.absurd, 0.f);
+  EXPECT_EQ(k.weight_scale, 1.f) << "machines: the master's own solvers train it; others' deltas at most 1/staleness";
+  SegmentRule p;
+  ParseAggregate("auto", 4, &p, 2.f);  // private copies in one process
+  EXPECT_TRUE(p.staleness_weight);
+  EXPECT_EQ(p.weight_scale, 2.f);
+  ParseAggregate("scale=3", 4, &p, 2.f);
+  EXPECT_EQ(p.weight_scale, 3.f);
   for (const char* bad : {"often", "warmup=", "warmup=-1", "speed=2", "budget=x"}) {
     SegmentRule b;
     const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &b); });

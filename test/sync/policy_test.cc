@@ -105,21 +105,22 @@ struct Bench {
   std::string error;
 };
 
-// bsp: every round the master moves by the average of the solvers' steps (1, 2, 4, 8 here:
-// +3.75 per round), and every copy starts the next iteration from it. Exact in binary.
-TEST(PolicyRunTest, BspMovesTheMasterByTheAverageStepEveryRound) {
+// bsp in one process: every round the master moves by twice the average of the solvers' steps
+// (1, 2, 4, 8 here: +7.5 per round), and every copy starts the next iteration from it. Exact
+// in binary.
+TEST(PolicyRunTest, BspMovesTheMasterByTwiceTheAverageStepEveryRound) {
   Bench b(Policy::Parse("bsp"), 4, 1, 1001, 0.5f);
   std::vector<std::thread> ts;
   for (int i = 0; i < 4; ++i) ts.push_back(b.Solver(i, 20, static_cast<float>(1 << i)));
   for (auto& t : ts) t.join();
   ASSERT_EQ(b.error, "");
-  for (size_t x = 0; x < b.floats; ++x) ASSERT_EQ(b.targets[0][x], 0.5f + 20 * 3.75f) << x;
+  for (size_t x = 0; x < b.floats; ++x) ASSERT_EQ(b.targets[0][x], 0.5f + 20 * 2 * 3.75f) << x;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(b.copies[i], b.targets[0]) << "solver " << i << " holds the master";
   EXPECT_EQ(b.run->figures().rounds, 20u);
 }
 
 // A solver that dies under bsp is dropped from the barrier: the others go on at once, and their
-// average is over those who arrived.
+// (doubled) average is over those who arrived.
 TEST(PolicyRunTest, ADeadSolverIsDroppedFromTheBarrier) {
   Policy p = Policy::Parse("bsp");
   p.timeout = 10s;  // far longer than the test may take
@@ -139,7 +140,7 @@ TEST(PolicyRunTest, ADeadSolverIsDroppedFromTheBarrier) {
   for (auto& t : ts) t.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "the survivors waited for the dead";
   ASSERT_EQ(b.error, "");
-  EXPECT_EQ(b.targets[0][7], 3 * 4.f + 7 * 1.5f);  // (1 + 2 + 9) / 3, then (1 + 2) / 2
+  EXPECT_EQ(b.targets[0][7], 3 * 8.f + 7 * 3.f);  // twice (1 + 2 + 9) / 3, then twice (1 + 2) / 2
 }
 
 // ssp:1: the fastest runs at most 1 iteration ahead of a solver that never moves, and after
