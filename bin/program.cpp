@@ -133,7 +133,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.rule = policy.Rule(nullptr);
   // (bsp and gsp average their rounds' steps themselves: their deltas are never reweighted)
   const bool rounds = policy.kind == Policy::Kind::kBsp || policy.kind == Policy::Kind::kGsp;
-  ParseAggregate(f.get("aggregate", "auto"), rounds ? 1 : n.machines, &n.rule);
+  const std::string aggregate = f.get("aggregate", "auto");
+  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
@@ -148,7 +149,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.agree[kAgreePeers] = Digest64(list_text);
   std::ostringstream settings;
   settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"
-           << f.get("aggregate", "auto") << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
+           << aggregate << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
            << ";" << f.has("svb");
   n.agree[kAgreeSettings] = Digest64(settings.str());
   LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "

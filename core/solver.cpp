@@ -589,9 +589,13 @@ std::vector<std::vector<float>> Solver::TestAll() {
   return all;
 }
 
-void Solver::TrySnapshot(int64_t at) {
+std::string Solver::SnapshotBase(int64_t iter) const {
   const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
-  const std::string model = prefix + "_iter_" + std::to_string(at >= 0 ? at : iter_) + ".caffemodel";
+  return prefix + "_iter_" + std::to_string(iter);
+}
+
+void Solver::TrySnapshot(int64_t at) {
+  const std::string model = SnapshotBase(at >= 0 ? at : iter_) + ".caffemodel";
   // A periodic snapshot another leader of this job already wrote during this run (a leader
   // that took over catches up on the multiples the count passed): its file stays as that
   // leader wrote it. (A file of an earlier run is overwritten, as Caffe does.)
@@ -615,8 +619,7 @@ std::string Solver::Snapshot(int64_t at) {
   HS_REQUIRE(param_.snapshot_format() == pb::SolverParameter::BINARYPROTO)
       << "snapshot_format HDF5 is not supported; use BINARYPROTO";
   const int64_t iter = at >= 0 ? at : iter_;
-  const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
-  const std::string base = prefix + "_iter_" + std::to_string(iter);
+  const std::string base = SnapshotBase(iter);
   const std::string model = base + ".caffemodel", state_file = base + ".solverstate";
   pb::NetParameter weights;
   OnMaster([&] { net_->ToProto(&weights, param_.snapshot_diff()); });

@@ -156,6 +156,7 @@ class Solver {
   // once and training goes on (the next snapshot tries again); a periodic file another
   // leader of the job already wrote is not overwritten.
   void TrySnapshot(int64_t at);
+  std::string SnapshotBase(int64_t iter) const;  // <prefix>_iter_<iter>
   // Errors that would otherwise surface only at the first snapshot, after the training: an
   // unwritable snapshot directory, snapshot_format HDF5. Solve calls it first.
   void CheckSnapshotSettings() const;

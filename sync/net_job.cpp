@@ -167,7 +167,6 @@ struct NetJob::Peer {
   bool disagrees = false;  // named once
   int64_t snapshots = 0, snapshots_taken = -1;  // its snapshot requests; those passed on (-1: none yet)
   Clock::time_point count_at;  // when `count` was last taken
-  uint32_t incarnation = 0;
   uint32_t flags = 0;
   int64_t count = 0;    // iterations its solvers ran, this incarnation (its clock)
   int64_t counted = 0;  // how much of `count` our group's counter holds
@@ -582,7 +581,6 @@ void NetJob::OnControl(const Message& m) {
   }
   p.heard = p.live = true;
   p.last = now;
-  p.incarnation = m.h.epoch;
   p.flags = flags;
   // Its clock only grows, and by no more than it could have run since: 1 024 iterations plus
   // eight times the fastest rate it has shown (or this machine's), over the time since it was

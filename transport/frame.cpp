@@ -105,8 +105,9 @@ size_t FrameFormat::Seal(std::byte* f, const Header& h) const {
     unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
     Nonce24(trailer, nonce);
     unsigned long long tag_bytes = 0;
+    unsigned char none = 0;  // the message: empty (libsodium wants pointers all the same)
     crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-        nullptr, reinterpret_cast<unsigned char*>(trailer + 16), &tag_bytes, nullptr, 0,
+        &none, reinterpret_cast<unsigned char*>(trailer + 16), &tag_bytes, &none, 0,
         reinterpret_cast<const unsigned char*>(f), body, nullptr, nonce, key_->data());
   } else {
     const uint64_t sum = XXH3_64bits(f, body);
@@ -128,8 +129,9 @@ std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint3
   if (key_) {
     unsigned char nonce[crypto_aead_xchacha20poly1305_ietf_NPUBBYTES];
     Nonce24(f + body, nonce);
+    unsigned char none = 0;  // the message: empty
     if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-            nullptr, nullptr, nullptr, 0, reinterpret_cast<const unsigned char*>(f + body + 16),
+            &none, nullptr, &none, 0, reinterpret_cast<const unsigned char*>(f + body + 16),
             reinterpret_cast<const unsigned char*>(f), body, nonce, key_->data()) != 0)
       return Reject::kMac;
   } else {

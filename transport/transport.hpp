@@ -216,6 +216,13 @@ class Transport {
   static void Bump(std::atomic<uint64_t>& c, uint64_t v = 1) {
     c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
   }
+  // Receiver thread: whether a good frame claims the peer whose address (MAC, queue pair) sent
+  // it; if not, it is counted as Reject::kSender and must be dropped.
+  bool ClaimMatches(const Header& h, PeerId wire) {
+    if (h.source == wire) return true;
+    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    return false;
+  }
   Counters counters_;
 
   // Receiver thread: counts the n messages a Poll hands out (messages and payload bytes).

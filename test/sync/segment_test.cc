@@ -792,36 +792,6 @@ TEST(SegmentRuleTest, StalenessWeightsEachDeltaByTheUpdatesSinceItsSendersLast) 
   EXPECT_EQ(rule.updates->get(0), 5u);
 }
 
-// With weight_scale 2 (private copies in one process), a delta weighs min(1, 2 / staleness):
-// whole up to staleness 2, then 2/3, 2/4... Three links, hand-computed in exact fractions.
-TEST(SegmentRuleTest, AScaledStalenessWeightIsTwoOverStalenessAtMostOne) {
-  SegmentRule rule;
-  rule.staleness_weight = true;
-  rule.weight_scale = 2;
-  rule.updates = std::make_shared<ChunkUpdates>(1);
-  std::vector<float> w(4, 0.f);
-  ScriptedTransport t[3] = {ScriptedTransport(16), ScriptedTransport(16), ScriptedTransport(16)};
-  std::vector<std::unique_ptr<MasterEndpoint>> m;
-  for (int i = 0; i < 3; ++i) {
-    m.push_back(std::make_unique<MasterEndpoint>(w.data(), 4, 4, &t[i], Dest::Peer(static_cast<PeerId>(i + 1))));
-    m.back()->set_rule(rule);
-    m.back()->set_epoch(1);
-  }
-  auto deliver = [&](int i, float v) {
-    ASSERT_EQ(m[i]->PostPositions(1), 1u);
-    t[i].Deliver(Delta(0, t[i].sent.back().h.seq, 1), static_cast<PeerId>(i + 1), std::vector<float>(4, v));
-    ASSERT_EQ(m[i]->PollDeltas(), 1u);
-  };
-  deliver(0, 3);   // first: 1 -> weight 1, +3                 -> 3
-  deliver(1, 3);   // first: 1 -> 1, +3                        -> 6
-  deliver(2, 3);   // first: 1 -> 1, +3                        -> 9
-  deliver(0, 3);   // two others since: 3 -> 2/3, +2           -> 11
-  deliver(1, 4);   // two others since (2's, 0's): 3 -> 2/3... +8/3
-  EXPECT_FLOAT_EQ(w[0], 11.f + 8.f / 3);
-  deliver(1, 5);   // nobody since: 1 -> 1, +5
-  EXPECT_FLOAT_EQ(w[0], 16.f + 8.f / 3);
-}
-
 // Three slaves' links into one 4-float master chunk, each on its own scripted transport, under
 // one rule: Deliver(i, v) posts positions to link i, answers with a delta of v's, and returns
 // how many deltas the master took.
@@ -842,6 +812,25 @@ struct ThreeMasterLinks {
     return m[i]->PollDeltas();
   }
 };
+
+// With weight_scale 2 (private copies in one process), a delta weighs min(1, 2 / staleness):
+// whole up to staleness 2, then 2/3, 2/4... Three links, hand-computed in exact fractions.
+TEST(SegmentRuleTest, AScaledStalenessWeightIsTwoOverStalenessAtMostOne) {
+  SegmentRule rule;
+  rule.staleness_weight = true;
+  rule.weight_scale = 2;
+  rule.updates = std::make_shared<ChunkUpdates>(1);
+  ThreeMasterLinks links(rule);
+  auto deliver = [&](int i, float v) { ASSERT_EQ(links.Deliver(i, v), 1u); };
+  deliver(0, 3);  // first: 1 -> weight 1, +3                  -> 3
+  deliver(1, 3);  // first: 1 -> 1, +3                         -> 6
+  deliver(2, 3);  // first: 1 -> 1, +3                         -> 9
+  deliver(0, 3);  // two others since: 3 -> 2/3, +2            -> 11
+  deliver(1, 4);  // two others since (2's, 0's): 3 -> 2/3, +8/3
+  EXPECT_FLOAT_EQ(links.w[0], 11.f + 8.f / 3);
+  deliver(1, 5);  // nobody since: 1 -> 1, +5
+  EXPECT_FLOAT_EQ(links.w[0], 16.f + 8.f / 3);
+}
 
 // gsp across machines: senders 1 and 2 are one group (class 0), sender 3 its own. A delta's
 // staleness counts the updates since its GROUP's last one, so a group mate's delta is not

@@ -417,10 +417,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* b
     Bump(counters_.rejected[static_cast<size_t>(*why)]);
     return Seen::kSkip;
   }
-  if (h.source != peer->second) {  // another peer's frame from this MAC: not what it claims
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
-    return Seen::kSkip;
-  }
+  if (!ClaimMatches(h, peer->second)) return Seen::kSkip;  // another peer's frame from this MAC
   heard_[peer->second] = Clock::now();
   if (h.kind == MsgKind::kHeartbeat) return Seen::kSkip;  // liveness only
   if (reinterpret_cast<uintptr_t>(payload) % 16 != 0) {

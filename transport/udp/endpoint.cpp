@@ -478,10 +478,7 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
       Bump(counters_.rejected[static_cast<size_t>(Reject::kLength)]);
       continue;
     }
-    if (h.source != from) {
-      Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
-      continue;
-    }
+    if (!ClaimMatches(h, from)) continue;
     heard_[from] = now;  // only a good frame from a peer's address says it is alive
     if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
     ready_.push_back(Message{h, payload});

@@ -489,8 +489,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
     repost_.push_back(slot);
     return;
   }
-  if (h.source != src->second) {  // another peer's frame from this queue pair: not what it claims
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+  if (!ClaimMatches(h, src->second)) {  // another peer's frame from this queue pair
     repost_.push_back(slot);
     return;
   }
@@ -499,7 +498,6 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
     repost_.push_back(slot);
     return;
   }
-  h.source = src->second;
   held_[(held_head_ + held_count_) % held_.size()] = slot;
   ++held_count_;
   out[(*n)++] = Message{h, payload};
