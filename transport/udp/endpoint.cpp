@@ -119,6 +119,7 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   socklen_t len = sizeof me;
   getsockname(fd_, reinterpret_cast<sockaddr*>(&me), &len);
   port_ = ntohs(me.sin_port);
+  me_ = me;
   SizeRcvbuf(fd_, opt_.rcvbuf_bytes ? static_cast<int>(opt_.rcvbuf_bytes) : DerivedRcvbuf(opt_, frame_stride_));
   rcvbuf_ = Rcvbuf(fd_);
   CountKernelDrops(fd_);
@@ -444,7 +445,12 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
     return 0;
   }
   if (from == kNoPeer) {
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    // Our own multicast sends come back (IP_MULTICAST_LOOP, for members on this host): not
+    // ours to read, nor a stranger's to count. (Peers were matched first.)
+    const sockaddr_in& src = recv_from_[j];
+    const bool own = src.sin_port == me_.sin_port &&
+                     (me_.sin_addr.s_addr == htonl(INADDR_ANY) || src.sin_addr.s_addr == me_.sin_addr.s_addr);
+    if (!own) Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
     return 0;
   }
   size_t kept = 0;

@@ -92,6 +92,7 @@ class UdpEndpoint final : public Transport {
   size_t recv_stride_ = 0;     // bytes per receive slot: a frame, or a 64 KiB GRO run
   int fd_ = -1, epoll_ = -1;
   uint16_t port_ = 0;
+  sockaddr_in me_{};  // the bound address (its port is port_)
   int rcvbuf_ = 0;
   std::map<PeerId, sockaddr_in> peers_;
   std::map<uint16_t, sockaddr_in> groups_;

@@ -145,6 +145,19 @@ TEST(UdpTransportTest, MulticastReachesEveryMember) {
   ASSERT_FALSE(at_b.empty());
   EXPECT_EQ(at_b.back().seq, 20u);
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u) << "the sender is no member";
+  // A member's own send to the group comes back to it (loop on): dropped, not counted as a
+  // stranger's.
+  c->AddPeer(1, "127.0.0.1", b->port());
+  Header h;
+  h.kind = MsgKind::kPosition;
+  h.seq = 99;
+  h.length = 16;
+  const float p[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(b->PostSend(Dest::Group(7), h, p));
+  b->Flush();
+  EXPECT_EQ(PollFor(c.get(), 1), 1u);
+  EXPECT_EQ(PollFor(b.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
+  EXPECT_EQ(b->counters().rejected_total(), 0u) << "its own looped-back send was counted as refused";
 }
 
 TEST(UdpTransportTest, PacingBoundsTheRate) {
