@@ -19,7 +19,8 @@
 #   4. training img/s on GPU 0 (`hogstream train`, solver_mode GPU, the net's Data layers
 #      replaced by constant DummyData: bench/dummy_data_net.py) against torch_peer.py
 #      --device cuda: LeNet 64, cifar10_quick 100, CaffeNet 256; and `hogstream time --gpu=0`
-#   5. two solvers on one GPU: gpus.bin LeNet 0:0:0, 10 000 global iterations, test accuracy
+#   5. GPU training, LeNet on Fashion-MNIST: one GPU solver alone (3 000 it), gpus.bin 0:0 and
+#      0:1 (3 000 it), two solvers on GPU 0 (gpus.bin 0:0:0, GPUS_ITERS=10 000): test accuracy
 #   6. the CPU side on the machine's cores against its PyTorch: LeNet 1 thread
 #      (train img/s vs --mode lenet --threads 1) and 16 Hogwild threads (vs --mode hogwild
 #      --procs 16), ROUNDS (3) interleaved rounds, medians
@@ -182,16 +183,36 @@ stage4() {
     hs hogstream time --gpu=0 --model="${model[$net]}" --input="data:${shape[$net]}" \
       --iterations=$(( ${iters[$net]} / 10 )) >"$OUTDIR/time_$net.txt" 2>&1
     local ms; ms=$(sed -n 's/^Median Forward-Backward: \([0-9.]*\) ms.*/\1/p' "$OUTDIR/time_$net.txt")
-    summary "$net batch ${batch[$net]}: hogstream train $ips img/s (fwd+bwd ${ms:--} ms); torch cuda $t img/s; ratio $(ratio "$ips" "$t") (goal >= 1.0)"
+    # The same with cuDNN's heuristic algorithm choice instead of timed ones.
+    HS_GPU_CONV_SEARCH=0 hs hogstream time --gpu=0 --model="${model[$net]}" --input="data:${shape[$net]}" \
+      --iterations=$(( ${iters[$net]} / 10 )) >"$OUTDIR/time_heur_$net.txt" 2>&1
+    local hms; hms=$(sed -n 's/^Median Forward-Backward: \([0-9.]*\) ms.*/\1/p' "$OUTDIR/time_heur_$net.txt")
+    summary "$net batch ${batch[$net]}: hogstream train $ips img/s (fwd+bwd ${ms:--} ms; ${hms:--} ms with heuristic algorithms); torch cuda $t img/s; ratio $(ratio "$ips" "$t") (goal >= 1.0)"
   done
 }
 
-stage5() {
-  lenet_solver 10000 10000 GPU >/tmp/hsdev/gpu_solver.prototxt
-  timeout 550 env LD_LIBRARY_PATH="$HSLIB" "$BIN/gpus.bin" /tmp/hsdev/gpu_solver.prototxt 0:0:0 2>"$OUTDIR/two_on_one_gpu.log"
+# gpus_run NAME SOLVERS|train ITERS [TEST_INTERVAL]: LeNet on Fashion-MNIST, the last test accuracy
+gpus_run() {
+  local name=$1 solvers=$2 iters=$3 interval=${4:-$(( $3 / 2 ))}
+  lenet_solver "$iters" "$interval" GPU >/tmp/hsdev/${name}_solver.prototxt
+  local log=$OUTDIR/run_$name.log
+  if [[ $solvers == train ]]; then
+    timeout 300 env LD_LIBRARY_PATH="$HSLIB" "$BIN/hogstream" train --solver=/tmp/hsdev/${name}_solver.prototxt 2>"$log"
+  else
+    timeout 300 env LD_LIBRARY_PATH="$HSLIB" "$BIN/gpus.bin" /tmp/hsdev/${name}_solver.prototxt "$solvers" 2>"$log"
+  fi
   local rc=$?
-  local acc; acc=$(sed -n 's/.*Test net output #0: accuracy = \([0-9.]*\).*/\1/p' "$OUTDIR/two_on_one_gpu.log" | tail -1)
-  summary "two solvers on GPU 0 (gpus.bin 0:0:0), LeNet 10 000 iterations: exit $rc, accuracy ${acc:--} (goal >= 0.895); last line: $(tail -1 "$OUTDIR/two_on_one_gpu.log")"
+  local acc; acc=$(sed -n 's/.*Test net output #0: accuracy = \([0-9.]*\).*/\1/p' "$log" | tail -1)
+  local loss; loss=$(sed -n 's/.*Iteration [0-9]*, loss = \([-0-9.naif]*\).*/\1/p' "$log" | tr '\n' ' ' | cut -c1-200)
+  summary "$name ($solvers, LeNet $iters it): exit $rc, accuracy ${acc:--}; losses: $loss"
+}
+
+stage5() {
+  gpus_run one_gpu train 3000          # one GPU solver, no segment
+  gpus_run gpus_0_0 0:0 3000           # one GPU solver on a private copy + segment
+  gpus_run gpus_0_1 0:1 3000           # one GPU solver and one CPU solver
+  gpus_run gpus_0_0_0 0:0:0 ${GPUS_ITERS:-10000}  # two solvers on GPU 0 (goal >= 0.895 at 10 000)
+  gpus_run final_test_only 0:0:0 3000 3000  # the only test is the final one, on the master
 }
 
 stage6() {
@@ -224,6 +245,9 @@ device() {
   done
   echo; echo "---- summary"
   printf '%s\n' "${SUMMARY[@]}"
+  # A device call brings back at most 8 files: the logs travel as one archive.
+  (cd "$OUTDIR" && tar czf logs.tgz --exclude=gpu_report.txt --exclude=logs.tgz -- * && \
+    find . -maxdepth 1 -type f ! -name logs.tgz ! -name gpu_report.txt -delete)
 }
 
 case $MODE in

@@ -544,6 +544,15 @@ void Net::Backward() {
 }
 
 void Net::ClearParamDiffs() {
+  // Gradients that live on the device are zeroed there alone: the host copy is read (and so
+  // downloaded) only by a host update. Zeroing CaffeNet's 244 MB on the host as well cost
+  // 16 ms an iteration on an H200 machine, as long as the forward and backward passes together.
+  bool device_only = Context::Get().mode() == Mode::GPU && !learnable_params_.empty();
+  for (Blob* p : learnable_params_) device_only = device_only && p->diff()->on_device();
+  if (device_only) {
+    for (Blob* p : learnable_params_) p->diff()->device_zero();
+    return;
+  }
   std::memset(flat_diff_, 0, flat_size_ * sizeof(float));
   // In GPU mode the gradients live on the device between passes: zero them there too.
   for (Blob* p : learnable_params_) p->diff()->host_zeroed();

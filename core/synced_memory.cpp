@@ -165,6 +165,16 @@ void SyncedMemory::set_cpu_data(void* data) {
   head_ = HEAD_AT_CPU;
 }
 
+void SyncedMemory::device_zero() {
+#ifdef HOGSTREAM_CUDA
+  HS_CHECK(gpu_ptr_ != nullptr);
+  HS_CUDA_CHECK(cudaMemsetAsync(gpu_ptr_, 0, size_, CopyStream()));
+  head_ = HEAD_AT_GPU;
+#else
+  HS_CHECK(false) << "GPU memory on a build without CUDA";
+#endif
+}
+
 void SyncedMemory::host_zeroed() {
   if (!cpu_ptr_) return;
 #ifdef HOGSTREAM_CUDA

@@ -42,6 +42,10 @@ class SyncedMemory {
   // on the calling thread's stream, not waited for) and both stay fresh, so a gradient buffer
   // cleared every iteration is not uploaded every iteration.
   void host_zeroed();
+  // Zero the device copy only (queued on the calling thread's stream): the device copy becomes
+  // the fresh one and the host copy is refreshed when it is next read. Needs a device copy.
+  void device_zero();
+  bool on_device() const { return gpu_ptr_ != nullptr; }
 
   Head head() const { return head_; }
   size_t size() const { return size_; }

@@ -1,5 +1,6 @@
 // GPU twin of Convolution on cuDNN: one set of descriptors per shape (groups through cuDNN's
-// group count, dilation, stride, padding), algorithms by cuDNN's heuristics within a workspace
+// group count, dilation, stride, padding), algorithms timed by cuDNN once per shape (as PyTorch's
+// cudnn.benchmark does; HS_GPU_CONV_SEARCH=0 takes cuDNN's heuristics instead) within a workspace
 // cap, gradients accumulated into the parameter diffs as on the CPU. Float32 convolutions may
 // use TF32 tensor cores (as PyTorch's do by default); HS_GPU_TF32=0 asks for exact FMA math.
 // Built only with cuDNN; without it the layer runs its CPU passes.
@@ -16,10 +17,12 @@ namespace hogstream {
 namespace {
 constexpr size_t kWorkspaceCap = size_t{1} << 30;
 
-bool Tf32Allowed() {
-  const char* v = std::getenv("HS_GPU_TF32");
+bool EnvOn(const char* name) {
+  const char* v = std::getenv(name);
   return !(v && std::strcmp(v, "0") == 0);
 }
+bool Tf32Allowed() { return EnvOn("HS_GPU_TF32"); }
+bool SearchAlgorithms() { return EnvOn("HS_GPU_CONV_SEARCH"); }
 }  // namespace
 
 class ConvolutionGpuLayer : public ConvolutionLayer {
@@ -92,28 +95,42 @@ class ConvolutionGpuLayer : public ConvolutionLayer {
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     HS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_, group_));
     HS_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_, Tf32Allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
-    // The heuristics' ranked choices; the first that runs within the cap.
+    // Ranked choices, the first that runs within the cap: timed on this device (fastest first),
+    // or cuDNN's heuristics.
     cudnnHandle_t h = Cudnn();
+    const bool search = SearchAlgorithms();
     size_t need = 0;
     {
       cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
       int got = 0;
-      HS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+      if (search)
+        HS_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(h, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
                                                             &got, perf));
+      else
+        HS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                              &got, perf));
       fwd_ = Pick(perf, got, &need, "forward");
     }
     {
       cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
       int got = 0;
-      HS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_, y_, conv_, w_,
+      if (search)
+        HS_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(h, x_, y_, conv_, w_,
                                                                    CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+      else
+        HS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_, y_, conv_, w_,
+                                                                     CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
       bwd_filter_ = Pick(perf, got, &need, "backward filter");
     }
     {
       cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
       int got = 0;
-      HS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_, y_, conv_, x_,
+      if (search)
+        HS_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(h, w_, y_, conv_, x_,
                                                                  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+      else
+        HS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_, y_, conv_, x_,
+                                                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
       bwd_data_ = Pick(perf, got, &need, "backward data");
     }
     workspace_bytes_ = need;
