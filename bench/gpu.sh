@@ -24,6 +24,8 @@
 #   6. the CPU side on the machine's cores against its PyTorch: LeNet 1 thread
 #      (train img/s vs --mode lenet --threads 1) and 16 Hogwild threads (vs --mode hogwild
 #      --procs 16), ROUNDS (3) interleaved rounds, medians
+#   7. private GPU copies' stability: gpus.bin COPIES (0:0:0) LeNet 3 000 it, ROUNDS runs for
+#      each --sweep_pause_us:--copy_lead setting in SETTINGS (or "default")
 # STAGES="3 4" bench/gpu.sh device runs only those.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -191,15 +193,18 @@ stage4() {
   done
 }
 
-# gpus_run NAME SOLVERS|train ITERS [TEST_INTERVAL]: LeNet on Fashion-MNIST, the last test accuracy
+# gpus_run NAME SOLVERS|train ITERS [TEST_INTERVAL [FLAGS...]]: LeNet on Fashion-MNIST, the
+# last test accuracy
 gpus_run() {
   local name=$1 solvers=$2 iters=$3 interval=${4:-$(( $3 / 2 ))}
+  local flags=("${@:5}")
   lenet_solver "$iters" "$interval" GPU >/tmp/hsdev/${name}_solver.prototxt
   local log=$OUTDIR/run_$name.log
   if [[ $solvers == train ]]; then
     timeout 300 env LD_LIBRARY_PATH="$HSLIB" "$BIN/hogstream" train --solver=/tmp/hsdev/${name}_solver.prototxt 2>"$log"
   else
-    timeout 300 env LD_LIBRARY_PATH="$HSLIB" "$BIN/gpus.bin" /tmp/hsdev/${name}_solver.prototxt "$solvers" 2>"$log"
+    timeout 300 env LD_LIBRARY_PATH="$HSLIB" "$BIN/gpus.bin" /tmp/hsdev/${name}_solver.prototxt "$solvers" \
+      "${flags[@]}" 2>"$log"
   fi
   local rc=$?
   local acc; acc=$(sed -n 's/.*Test net output #0: accuracy = \([0-9.]*\).*/\1/p' "$log" | tail -1)
@@ -213,6 +218,29 @@ stage5() {
   gpus_run gpus_0_1 0:1 3000           # one GPU solver and one CPU solver
   gpus_run gpus_0_0_0 0:0:0 ${GPUS_ITERS:-10000}  # two solvers on GPU 0 (goal >= 0.895 at 10 000)
   gpus_run final_test_only 0:0:0 3000 3000  # the only test is the final one, on the master
+}
+
+# Private GPU copies' stability: gpus.bin LeNet 3 000 it, the only test at the end, ROUNDS runs
+# per setting PAUSE:LEAD of --sweep_pause_us and --copy_lead ("default": neither given), for
+# each SOLVERS spec in COPIES.
+stage7() {
+  local r setting solvers
+  for solvers in ${COPIES:-0:0:0}; do
+    for setting in ${SETTINGS:-2000:0 0:0 2000:1 0:2}; do
+      local flags=() tag=default
+      if [[ $setting != default ]]; then
+        flags=(--sweep_pause_us="${setting%:*}" --copy_lead="${setting#*:}")
+        tag=p${setting%:*}_l${setting#*:}
+      fi
+      for ((r = 1; r <= ${ROUNDS:-4}; ++r)); do
+        gpus_run "copies_${tag}_r$r" "$solvers" 3000 3000 "${flags[@]}" >/dev/null
+        echo "$solvers $setting: $(echo "${SUMMARY[-1]}" | sed 's/losses: .* \([^ ]*\) *$/last loss \1/')" |
+          tee -a "$OUTDIR/copies.txt"
+        grep 'Progress:' "$OUTDIR/run_copies_${tag}_r$r.log" | tail -1 | sed 's/.*iterations, //'
+        grep 'Segments:' "$OUTDIR/run_copies_${tag}_r$r.log" | tail -1 | cut -c 60-300
+      done
+    done
+  done
 }
 
 stage6() {

@@ -83,6 +83,8 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
   const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
   HS_REQUIRE(chunk > 0) << "--chunk must be > 0";
   h.chunk_floats = static_cast<size_t>(chunk);
+  h.copy_lead = static_cast<int>(f.get_int("copy_lead", h.copy_lead, 0, 1 << 20));
+  h.sweep_pause_us = static_cast<int>(f.get_int("sweep_pause_us", h.sweep_pause_us, -1, 1000000));
   h.resume = f.get("snapshot");
   h.weights = f.get("weights");
   h.input_shapes = InputShapes(f);

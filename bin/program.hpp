@@ -30,7 +30,7 @@ inline std::vector<std::string> With(std::vector<std::string> a, const std::vect
 // The flags both `hogstream train --solvers=...` and hogwild.bin take.
 inline const std::vector<std::string> kHogwildFlags = {
     "shm", "private", "chunk", "snapshot", "weights", "iterations", "sigint_effect",
-    "sighup_effect", "input", "metrics", "stats_json", "policy", "staleness-weight", "compress", "policy_timeout", "svb"};
+    "sighup_effect", "input", "metrics", "stats_json", "policy", "staleness-weight", "compress", "policy_timeout", "svb", "copy_lead", "sweep_pause_us"};
 // --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to (null when
 // neither is given). The endpoint starts here, so a port in use fails before any training.
 std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f);

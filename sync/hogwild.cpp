@@ -62,6 +62,11 @@ struct Local {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Solver> solver;
   std::unique_ptr<Segment> segment;
+  // The lead bound of a private copy: the segment's sweeps when last seen to advance, and this
+  // solver's iterations since then.
+  uint64_t seen_sweeps = 0;
+  int ahead = 0;
+  std::atomic<uint64_t> lead_waits{0};  // read by the leader's display
 };
 
 // Adds the segment figures of this process's private copies to the leader's display record;
@@ -175,16 +180,18 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   auto segment_stats = [&locals, &group_segments, &run, &svb]() {
     std::ostringstream os;
     os << "Segments:";
-    auto one = [&os](const char* who, int id, const SegmentStats& s) {
+    auto one = [&os](const char* who, int id, const SegmentStats& s, uint64_t lead_waits) {
       os << " [" << who << " " << id << ": " << s.sweeps << " sweeps, " << std::fixed << std::setprecision(1)
          << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20) << " MiB, " << s.chunks_sent << " chunks, "
          << s.dropped << " lost";
+      if (lead_waits) os << ", " << lead_waits << " lead waits";
       if (s.weeded) os << ", " << s.weeded << " weeded";
       os << "]";
     };
     for (const Local& l : locals)
-      if (l.segment) one("solver", l.rank, l.segment->stats());
-    for (size_t g = 0; g < group_segments.size(); ++g) one("group", static_cast<int>(g), group_segments[g]->stats());
+      if (l.segment) one("solver", l.rank, l.segment->stats(), l.lead_waits.load(std::memory_order_relaxed));
+    for (size_t g = 0; g < group_segments.size(); ++g)
+      one("group", static_cast<int>(g), group_segments[g]->stats(), 0);
     if (run) os << "\n" << run->Line();
     if (svb) os << "\n" << svb->Line();
     return os.str();
@@ -297,7 +304,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
         std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
         SegmentOptions seg;
         seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
-        seg.pause_us = 2000;  // a sweep every ~2 ms leaves the cores to the solvers
+        seg.pause_us = static_cast<uint32_t>(opt.sweep_pause_us >= 0 ? opt.sweep_pause_us
+                                                                      : me.ctx->mode() == Mode::GPU ? 0 : 2000);
         if (svb) {  // W travels as factors: chunks cut at the params, W's left out
           seg.boundaries = net.learnable_offsets();
           std::sort(seg.boundaries.begin(), seg.boundaries.end());
@@ -363,7 +371,28 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
             gs->Sweep();
           }
         });
-        me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
+        // The lead bound (HogwildOptions::copy_lead): one sweep awaited, for at most 2 s (a
+        // daemon that stopped, at the end, lets the solver go on at once).
+        const int lead = opt.copy_lead;
+        me.solver->SetIterationHooks(
+            [&, i, lead] {
+              Local& l = locals[i];
+              if (lead > 0 && l.segment && l.segment->running()) {
+                const uint64_t sweeps = l.segment->stats().sweeps;
+                if (sweeps != l.seen_sweeps) {
+                  l.seen_sweeps = sweeps;
+                  l.ahead = 0;
+                }
+                if (++l.ahead > lead) {
+                  l.lead_waits.fetch_add(1, std::memory_order_relaxed);
+                  l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
+                  l.seen_sweeps = l.segment->stats().sweeps;
+                  l.ahead = 1;
+                }
+              }
+              return run->Before(i);
+            },
+            [&, i] { run->After(i); });
       } else {
         net.UseParamBuffer(master, /*copy_in=*/false);
       }

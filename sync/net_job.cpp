@@ -331,7 +331,10 @@ void NetJob::Run() {
       start_failed_.store(true);  // a machine that disagrees (OnControl named it)
       return;
     }
-    if (now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) SendControl();
+    if (answer_now_ || now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) {
+      answer_now_ = false;
+      SendControl();
+    }
     CheckLiveness();
     if (phase_ == Phase::kStart) {
       // A newcomer to a running job joins it; otherwise a new job starts once every machine
@@ -361,12 +364,16 @@ void NetJob::Run() {
                                << view << "; receiving the weights";
         Reshare();
       } else if (all) {
-        ready_ = true;
+        if (!ready_) {
+          ready_ = true;
+          SendControl();  // at once: the others start when they hear it, not a control interval later
+        }
         bool all_ready = true;
         for (int r = 0; r < opt_.machines; ++r)
           if (r != opt_.rank) all_ready = all_ready && (peers_[r]->flags & kNetReady);
         if (all_ready || running) {
           phase_ = Phase::kTraining;
+          SendControl();
           Reshare();
           LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
                                  << Name(opt_.rank) << " masters " << owned_.size() << " of "
@@ -516,6 +523,7 @@ void NetJob::OnControl(const Message& m) {
     if (b.nonce != p.nonce && std::find(std::begin(p.hello), std::end(p.hello), b.nonce) == std::end(p.hello)) {
       for (int i = NetControl::kEchoes - 2; i > 0; --i) p.hello[i] = p.hello[i - 1];
       p.hello[0] = b.nonce;
+      answer_now_ = true;  // a new run of it: its proof need not wait for our next interval
     }
   };
   if (std::find(std::begin(b.echo), std::end(b.echo), nonce_) == std::end(b.echo)) {
@@ -561,6 +569,7 @@ void NetJob::OnControl(const Message& m) {
     p.snapshots_taken = -1;
     p.nonce = b.nonce;
     p.count_at = attached_at_;
+    answer_now_ = true;  // echo its nonce at once: it believes this machine one trip later
     for (uint64_t& h : p.hello) h = h == b.nonce ? 0 : h;
   }
   p.counter = b.counter;

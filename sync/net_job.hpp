@@ -298,6 +298,7 @@ class NetJob {
   std::vector<uint64_t> answers_at_finish_, answers_at_drain_;
   bool draining_ = false;
   std::chrono::steady_clock::time_point finished_at_, last_control_, last_post_, last_figures_;
+  bool answer_now_ = false;  // a control message due before the next interval (a new peer run heard)
   std::chrono::steady_clock::time_point attached_at_;  // owner thread
   int leader_ = -1;
   Message batch_[32];

@@ -232,6 +232,35 @@ TEST_F(HogwildThreads, PrivateCopiesSyncThroughSegments) {
   EXPECT_LT(net.Forward(), 0.2f);
 }
 
+// The lead bound: with a daemon that sweeps only 20 times a second and solvers far faster, a
+// copy runs at most copy_lead iterations per completed sweep of its segment (the bound waits
+// for the daemon); with the bound off (0) the same run leaves the segment far behind.
+TEST_F(HogwildThreads, PrivateCopiesRunAtMostCopyLeadIterationsPerSweep) {
+  for (const int lead : {2, 0}) {
+    HogwildOptions opt;
+    opt.solvers.cpus = 2;
+    opt.private_copies = true;
+    opt.chunk_floats = 100;
+    opt.log = false;
+    opt.sweep_pause_us = 50000;
+    opt.copy_lead = lead;
+    auto param = SolverFor(NetText(16), 160, (dir_ / "lead").string());
+    const HogwildReport report = RunHogwild(param, opt);
+    ASSERT_EQ(report.segments.size(), 2u);
+    EXPECT_EQ(report.global_iter, 160);
+    bool beyond = false;  // some solver ran more than the bound allows
+    for (size_t k = 0; k < 2; ++k) {
+      // Its last sweep is the final synchronous one, after its last iteration.
+      const int64_t allowed = static_cast<int64_t>(report.segments[k].sweeps) * 2 + 2;
+      beyond = beyond || report.done[k] > allowed;
+      if (lead) EXPECT_LE(report.done[k], allowed) << "solver " << k << ": " << report.segments[k].sweeps << " sweeps";
+    }
+    // Unbounded, the two share 160 iterations in a fraction of a second (one of them may get
+    // few of them on a loaded machine, so the pair is asked, not each).
+    if (!lead) EXPECT_TRUE(beyond) << "the unbounded run kept pace with a daemon sweeping 20 times a second";
+  }
+}
+
 // Every policy and switch end to end through the runner (four solvers with private copies):
 // the job runs to max_iter, the master learns, and the policy did what it says: bsp one round
 // per four solver iterations, gsp one per group and two (groups run apart, so one may end on a

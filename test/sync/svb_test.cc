@@ -528,6 +528,15 @@ TEST(Svb, TwoMachinesTrainAndTheirReplicasAgree) {
         opt.net = jobs[r].get();
         opt.log = false;
         opt.stats = losses[r];
+        // Paced as a real net (an iteration of a millisecond or so): this tiny one runs 10 000
+        // a second, and then one machine, flooded with the other's sets (each applied at a
+        // layer gradient's cost), ran 70 iterations to the other's 1 430, whose job ended
+        // before most of the slow one's sets reached it (sets that arrive after a machine's
+        // last iteration are not applied).
+        opt.action = [] {
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+          return SolverAction::NONE;
+        };
         reports[r] = RunHogwild(param, opt);
       } catch (const std::exception& e) {
         errors[r] = e.what();
