@@ -3,6 +3,7 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <cmath>
 #include <sys/stat.h>
@@ -505,7 +506,7 @@ void Solver::Solve(const std::string& resume_file) {
   // one on an early stop; never twice for one iteration.
   const bool want = stopped_early_ || param_.snapshot_after_train() ||
                     (param_.snapshot() > 0 && iter_ % param_.snapshot() == 0);
-  if (want && last_snapshot_iter_ != iter_) Snapshot();
+  if (want && last_snapshot_iter_ != iter_) FinalSnapshot();
   if (stopped_early_) {
     SLOG << "Optimization stopped early.";
     return;
@@ -590,7 +591,9 @@ std::vector<std::vector<float>> Solver::TestAll() {
 }
 
 std::string Solver::SnapshotBase(int64_t iter) const {
-  const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
+  const std::string prefix = !rescue_prefix_.empty()             ? rescue_prefix_
+                             : param_.snapshot_prefix().empty() ? "snapshot"
+                                                                : param_.snapshot_prefix();
   return prefix + "_iter_" + std::to_string(iter);
 }
 
@@ -612,6 +615,29 @@ void Solver::TrySnapshot(int64_t at) {
     // Training goes on; the next snapshot tries again. Only the final one must succeed.
     if (snapshot_failures_++ == 0)
       LOG(WARNING) << "Snapshot failed: " << e.what() << "; training goes on and the next snapshot tries again";
+  }
+}
+
+void Solver::FinalSnapshot() {
+  try {
+    Snapshot();
+    return;
+  } catch (const Error& e) {
+    const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
+    const char* tmp = std::getenv("TMPDIR");
+    rescue_prefix_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/" +
+                     std::filesystem::path(prefix).filename().string() + "_rescued";
+    std::string kept;
+    try {
+      kept = Snapshot();
+    } catch (const Error&) {
+      rescue_prefix_.clear();
+      throw e;  // neither place could be written: the first reason is the one to fix
+    }
+    rescue_prefix_.clear();
+    const std::string state = kept.substr(0, kept.size() - std::string(".caffemodel").size()) + ".solverstate";
+    HS_FAIL() << "the final snapshot failed (" << e.what() << "); the weights are kept in " << kept
+              << " (resume with --snapshot=" << state << ")";
   }
 }
 

@@ -152,11 +152,16 @@ class Solver {
   // Writes <prefix>_iter_<N>.caffemodel and .solverstate (N = iter(), or `at` when >= 0);
   // returns the model path. With master weights (private copies) it saves those.
   std::string Snapshot(int64_t at = -1);
+  // The final snapshot: when it cannot be written (the directory went away, a full disk), the
+  // weights and state go to $TMPDIR (or /tmp) under the prefix's file name instead, and the
+  // job ends with one line naming both places (the Error), so that nothing trained is lost.
+  void FinalSnapshot();
   // A snapshot during training: a failure (an unwritable directory, a full disk) is logged
   // once and training goes on (the next snapshot tries again); a periodic file another
   // leader of the job already wrote is not overwritten.
   void TrySnapshot(int64_t at);
   std::string SnapshotBase(int64_t iter) const;  // <prefix>_iter_<iter>
+  std::string rescue_prefix_;  // non-empty: SnapshotBase uses it instead of snapshot_prefix
   // Errors that would otherwise surface only at the first snapshot, after the training: an
   // unwritable snapshot directory, snapshot_format HDF5. Solve calls it first.
   void CheckSnapshotSettings() const;

@@ -429,6 +429,45 @@ TEST_F(SolverSnapshot, AnUnwritableDirectoryIsRetriedAtTheNextSnapshot) {
   EXPECT_EQ(text, "another leader's") << "another leader's file of this run was overwritten";
 }
 
+// The final snapshot into a directory that went away: the job ends with one line, and the
+// weights and state are kept in $TMPDIR under the prefix's name, from which it resumes.
+TEST_F(SolverSnapshot, AFailedFinalSnapshotKeepsTheWeightsInTmpdir) {
+  const fs::path sub = dir_ / "gone", rescue = dir_ / "tmp";
+  fs::create_directories(sub);
+  fs::create_directories(rescue);
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  setenv("TMPDIR", rescue.c_str(), 1);
+  SolverOptions o = Quiet();
+  int iteration = 0;
+  o.after_iteration = [&] {
+    if (++iteration == 9) fs::remove_all(sub);
+  };
+  auto s = CreateSolver(LinearSolver("max_iter: 10 snapshot_after_train: true snapshot_prefix: '" +
+                                     (sub / "f").string() + "'"),
+                        o);
+  SetInputs(*s, 1);
+  std::string what;
+  try {
+    s->Solve();
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  const fs::path model = rescue / "f_rescued_iter_10.caffemodel", state = rescue / "f_rescued_iter_10.solverstate";
+  EXPECT_NE(what.find("the final snapshot failed"), std::string::npos) << what;
+  EXPECT_NE(what.find(model.string()), std::string::npos) << what;
+  ASSERT_TRUE(fs::exists(model));
+  ASSERT_TRUE(fs::exists(state));
+  auto r = CreateSolver(LinearSolver("max_iter: 10"), Quiet());
+  r->Restore(state.string());
+  EXPECT_EQ(r->iter(), 10);
+  const Net& a = s->net();
+  const Net& b = r->net();
+  ASSERT_EQ(a.param_buffer_size(), b.param_buffer_size());
+  for (size_t i = 0; i < a.param_buffer_size(); ++i) ASSERT_EQ(a.param_data()[i], b.param_data()[i]) << i;
+}
+
 // A .solverstate with an impossible iteration is refused, not trained from.
 TEST_F(SolverSnapshot, SolverstateWithAbsurdIterationIsRefused) {
   auto s = CreateSolver(LinearSolver("snapshot_prefix: '" + (dir_ / "a").string() + "'"), Quiet());
