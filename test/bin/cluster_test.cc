@@ -3,8 +3,9 @@
 // job ends with the leader's snapshot and "Optimization Done" everywhere; a follower killed
 // with SIGKILL, the leader killed, a machine restarted: the others finish the job. Mistakes in
 // the list are one line. Between network namespaces on a bridge (root): over raw Ethernet and
-// over UDP multicast, each beside a foreign job on the same wire. (LeNet on Fashion-MNIST to
-// its accuracy band, with kills and a rejoin, between namespaces: bench/cluster.sh.)
+// over UDP multicast, each beside a foreign job on the same wire (over UDP, one with the same
+// --job). (LeNet on Fashion-MNIST to its accuracy band, with kills and a rejoin, between
+// namespaces: bench/cluster.sh.)
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -426,23 +427,27 @@ TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
     other += (i ? "," : "") + net.address(i) + ":7100";
   }
   const std::string foreign_solver = SolverWithPrefix("foreign");
+  // Over raw Ethernet the two jobs have the same list (the machines' MACs) and differ by --job;
+  // over UDP the foreign job has the SAME --job name on the same multicast group, and differs
+  // only by its ports (it used to mix in silently).
   struct Case {
     const char* name;
-    std::string peers, foreign_peers, multicast;
+    std::string peers, foreign_peers, multicast, foreign_job;
   };
-  for (const Case& c : {Case{"raw", raw, raw, "on"}, Case{"udp", udp, other, "239.77.0.9:7001"}}) {
+  for (const Case& c : {Case{"raw", raw, raw, "on", "B"}, Case{"udp", udp, other, "239.77.0.9:7001", "A"}}) {
     SCOPED_TRACE(c.name);
     std::vector<std::unique_ptr<Child>> job, foreign;
-    auto start = [&](const std::string& peers, const std::string& solver, const std::string& tag, int i) {
+    auto start = [&](const std::string& peers, const std::string& solver, const std::string& job_name,
+                     const std::string& tag, int i) {
       return std::make_unique<Child>(
           "/usr/sbin/ip",
           std::vector<std::string>{"netns", "exec", net.ns(i), HS_HOGSTREAM_BIN, "train", "--solver=" + solver,
                                    "--solvers=1", "--iterations=2000", "--peers=" + peers, "--multicast=" + c.multicast,
-                                   "--job=" + tag, "--start_timeout=30", "--sweep_ms=5"},
+                                   "--job=" + job_name, "--start_timeout=30", "--sweep_ms=5"},
           scratch_, std::string(c.name) + tag + std::to_string(i));
     };
-    for (int i = 0; i < kMachines; ++i) job.push_back(start(c.peers, solver_, "A", i));
-    for (int i = 0; i < kMachines; ++i) foreign.push_back(start(c.foreign_peers, foreign_solver, "B", i));
+    for (int i = 0; i < kMachines; ++i) job.push_back(start(c.peers, solver_, "A", "A", i));
+    for (int i = 0; i < kMachines; ++i) foreign.push_back(start(c.foreign_peers, foreign_solver, c.foreign_job, "B", i));
     std::vector<Finished> f, g;
     for (int i = 0; i < kMachines; ++i) f.push_back(job[i]->Wait(180));
     for (int i = 0; i < kMachines; ++i) g.push_back(foreign[i]->Wait(60));
