@@ -243,7 +243,7 @@ TEST(ThresholdLayerTest, RefusesAGradientOnlyWhenAskedForOne) {
 // A net that learns below a Threshold trains when the Threshold says propagate_down: false,
 // and is refused at its first backward pass when it does not.
 TEST(ThresholdLayerTest, InANet) {
-  const std::string euclid = R"(
+  const std::string text = R"(
 layer { name: "in" type: "Input" top: "data" top: "target"
         input_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 1 } } }
 layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
@@ -254,7 +254,7 @@ layer { name: "ip2" type: "InnerProduct" bottom: "step" top: "out"
 layer { name: "loss" type: "EuclideanLoss" bottom: "out" bottom: "target" top: "loss" }
 )";
   for (bool pd : {false, true}) {
-    std::string t = euclid;
+    std::string t = text;
     t.replace(t.find("PD"), 2, pd ? "" : "propagate_down: false");
     Net net(ParseNetText(t, "threshold"));
     std::mt19937 gen(::hogstream::TestSeed());
