@@ -485,10 +485,21 @@ TEST_F(ShapeLayers, Crop) {
     testing::GradientCheck check;
     check.check_bottoms = {0};
     testing::CheckGradients(layer.get(), {x, like}, {y}, check);
-    // bottom[1] gives only a shape: its gradient is zero.
+    // bottom[1] gives only a shape: its gradient is zero. bottom[0]'s gradient is the top's
+    // inside the window and zero outside it, whatever its diff held before.
     std::fill_n(like->mutable_cpu_diff(), like->count(), 3.f);
-    layer->Backward({y}, {false, true}, {x, like});
+    std::fill_n(x->mutable_cpu_diff(), x->count(), 3.f);
+    testing::FillGaussian(y, gen_);
+    std::copy_n(y->cpu_data(), y->count(), y->mutable_cpu_diff());
+    layer->Backward({y}, {true, true}, {x, like});
     for (int i = 0; i < like->count(); ++i) EXPECT_EQ(like->cpu_diff()[i], 0.f);
+    std::vector<float> dx(x->count(), 0.f);
+    for (int i = 0; i < y->count(); ++i) {
+      std::vector<int> idx = Unravel(i, y->shape());
+      for (int a = 0; a < 4; ++a) idx[a] += c.offset[a];
+      dx[Ravel(idx, x->shape())] = y->cpu_diff()[i];
+    }
+    for (int i = 0; i < x->count(); ++i) EXPECT_EQ(x->cpu_diff()[i], dx[i]) << c.text << " " << i;
   }
 }
 
