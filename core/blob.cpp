@@ -140,6 +140,11 @@ int Blob::CanonicalAxisIndex(int axis) const {
   return axis < 0 ? axis + num_axes() : axis;
 }
 
+int Blob::InputAxisIndex(int axis) const {
+  HS_REQUIRE(axis >= -num_axes() && axis < num_axes()) << "axis " << axis << " is out of range for input " << shape_string();
+  return CanonicalAxisIndex(axis);
+}
+
 std::string Blob::shape_string() const { return ShapeString(shape_); }
 
 int Blob::LegacyShape(int index) const {

@@ -39,6 +39,9 @@ class Blob {
   int count(int start) const { return count(start, num_axes()); }
   // Maps a possibly negative axis (-1 = last) into [0, num_axes()); out of range is a Bug.
   int CanonicalAxisIndex(int axis) const;
+  // The same for an axis a user gave (a layer parameter): out of range is an Error naming the
+  // blob's shape.
+  int InputAxisIndex(int axis) const;
   std::string shape_string() const;
 
   // Legacy 4-d accessors (missing axes read as 1).

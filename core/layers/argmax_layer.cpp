@@ -18,9 +18,7 @@ void ArgMaxLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   const Blob& x = *bottom[0];
   std::vector<int> shape;
   if (p.has_axis()) {
-    HS_REQUIRE(p.axis() >= -x.num_axes() && p.axis() < x.num_axes())
-        << "axis " << p.axis() << " is out of range for input " << x.shape_string();
-    axis_ = x.CanonicalAxisIndex(p.axis());
+    axis_ = x.InputAxisIndex(p.axis());
     HS_REQUIRE(top_k_ <= x.shape(axis_))
         << "top_k " << top_k_ << " is more than axis " << axis_ << " of input "
         << x.shape_string() << " holds";

@@ -7,19 +7,11 @@
 
 namespace hogstream {
 
-namespace {
-int CheckedAxis(int axis, const Blob& b) {
-  HS_REQUIRE(axis >= -b.num_axes() && axis < b.num_axes())
-      << "axis " << axis << " is out of range for input " << b.shape_string();
-  return b.CanonicalAxisIndex(axis);
-}
-}  // namespace
-
 void BiasLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   if (bottom.size() > 1) return;
   const pb::BiasParameter& p = param_.bias_param();
   const Blob& x = *bottom[0];
-  const int axis = CheckedAxis(p.axis(), x);
+  const int axis = x.InputAxisIndex(p.axis());
   HS_REQUIRE(p.num_axes() >= -1)
       << "num_axes must be >= 0, or -1 for all axes from axis on; got " << p.num_axes();
   const int end = p.num_axes() == -1 ? x.num_axes() : axis + p.num_axes();
@@ -36,7 +28,7 @@ void BiasLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
 void BiasLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   const Blob& x = *bottom[0];
   const Blob& b = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
-  const int axis = b.num_axes() == 0 ? 0 : CheckedAxis(param_.bias_param().axis(), x);
+  const int axis = b.num_axes() == 0 ? 0 : x.InputAxisIndex(param_.bias_param().axis());
   bool fits = x.num_axes() >= axis + b.num_axes();
   for (int i = 0; fits && i < b.num_axes(); ++i) fits = x.shape(axis + i) == b.shape(i);
   HS_REQUIRE(fits) << "bias of shape " << b.shape_string() << " does not match input "

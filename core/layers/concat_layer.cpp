@@ -20,9 +20,7 @@ void ConcatLayer::Reshape(const Blobs& bottom, const Blobs& top) {
         << first.shape_string();
     axis_ = static_cast<int>(p.concat_dim());
   } else {
-    HS_REQUIRE(p.axis() >= -axes && p.axis() < axes)
-        << "axis " << p.axis() << " is out of range for input " << first.shape_string();
-    axis_ = first.CanonicalAxisIndex(p.axis());
+    axis_ = first.InputAxisIndex(p.axis());
   }
   std::vector<int> shape = first.shape();
   for (size_t i = 1; i < bottom.size(); ++i) {

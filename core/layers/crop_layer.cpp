@@ -14,9 +14,7 @@ void CropLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   HS_REQUIRE(like.num_axes() == axes)
       << "bottoms must have the same number of axes: " << x.shape_string() << " and "
       << like.shape_string();
-  HS_REQUIRE(p.axis() >= -axes && p.axis() < axes)
-      << "axis " << p.axis() << " is out of range for input " << x.shape_string();
-  const int start = x.CanonicalAxisIndex(p.axis());
+  const int start = x.InputAxisIndex(p.axis());
   HS_REQUIRE(p.offset_size() <= 1 || p.offset_size() == axes - start)
       << "crop_param has " << p.offset_size() << " offsets; give 0, 1 or one per cropped axis ("
       << axes - start << " from axis " << start << ")";

@@ -9,9 +9,7 @@ namespace hogstream {
 void ReductionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   const pb::ReductionParameter& p = param_.reduction_param();
   const Blob& x = *bottom[0];
-  HS_REQUIRE(p.axis() >= -x.num_axes() && p.axis() < x.num_axes())
-      << "axis " << p.axis() << " is out of range for input " << x.shape_string();
-  const int axis = x.CanonicalAxisIndex(p.axis());
+  const int axis = x.InputAxisIndex(p.axis());
   top[0]->Reshape(std::vector<int>(x.shape().begin(), x.shape().begin() + axis));
   outer_ = x.count(0, axis);
   dim_ = x.count(axis);

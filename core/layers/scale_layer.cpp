@@ -9,20 +9,12 @@
 
 namespace hogstream {
 
-namespace {
-int CheckedAxis(int axis, const Blob& b) {
-  HS_REQUIRE(axis >= -b.num_axes() && axis < b.num_axes())
-      << "axis " << axis << " is out of range for input " << b.shape_string();
-  return b.CanonicalAxisIndex(axis);
-}
-}  // namespace
-
 void ScaleLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   const pb::ScaleParameter& p = param_.scale_param();
   const Blob& x = *bottom[0];
   std::vector<int> shape;  // of the learned blobs
   if (bottom.size() == 1) {
-    const int axis = CheckedAxis(p.axis(), x);
+    const int axis = x.InputAxisIndex(p.axis());
     HS_REQUIRE(p.num_axes() >= -1)
         << "num_axes must be >= 0, or -1 for all axes from axis on; got " << p.num_axes();
     const int end = p.num_axes() == -1 ? x.num_axes() : axis + p.num_axes();
@@ -47,7 +39,7 @@ void ScaleLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
 void ScaleLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   const Blob& x = *bottom[0];
   const Blob& s = bottom.size() > 1 ? *bottom[1] : *blobs_[0];
-  const int axis = s.num_axes() == 0 ? 0 : CheckedAxis(param_.scale_param().axis(), x);
+  const int axis = s.num_axes() == 0 ? 0 : x.InputAxisIndex(param_.scale_param().axis());
   bool fits = x.num_axes() >= axis + s.num_axes();
   for (int i = 0; fits && i < s.num_axes(); ++i) fits = x.shape(axis + i) == s.shape(i);
   HS_REQUIRE(fits) << "scale of shape " << s.shape_string() << " does not match input "
@@ -62,7 +54,7 @@ void ScaleLayer::Reshape(const Blobs& bottom, const Blobs& top) {
 bool ScaleLayer::PerChannelOf(const Blob& x) const {
   return blobs_.size() == static_cast<size_t>(bias_index_ >= 0 ? 2 : 1) && x.num_axes() >= 2 &&
          blobs_[0]->num_axes() == 1 && blobs_[0]->count() == x.shape(1) &&
-         CheckedAxis(param_.scale_param().axis(), x) == 1;
+         x.InputAxisIndex(param_.scale_param().axis()) == 1;
 }
 
 // bottom_copy_ is then never used (Reshape stops sizing it; blobs take memory at first use).

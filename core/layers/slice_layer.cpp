@@ -25,9 +25,7 @@ void SliceLayer::Reshape(const Blobs& bottom, const Blobs& top) {
         << "slice_dim " << p.slice_dim() << " is out of range for input " << x.shape_string();
     axis_ = static_cast<int>(p.slice_dim());
   } else {
-    HS_REQUIRE(p.axis() >= -axes && p.axis() < axes)
-        << "axis " << p.axis() << " is out of range for input " << x.shape_string();
-    axis_ = x.CanonicalAxisIndex(p.axis());
+    axis_ = x.InputAxisIndex(p.axis());
   }
   const int len = x.shape(axis_);
   const int tops = static_cast<int>(top.size());

@@ -15,10 +15,7 @@ void TileLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
 
 void TileLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   const Blob& x = *bottom[0];
-  const int axis = param_.tile_param().axis();
-  HS_REQUIRE(axis >= -x.num_axes() && axis < x.num_axes())
-      << "axis " << axis << " is out of range for input " << x.shape_string();
-  axis_ = x.CanonicalAxisIndex(axis);
+  axis_ = x.InputAxisIndex(param_.tile_param().axis());
   std::vector<int64_t> dims(x.shape().begin(), x.shape().end());
   dims[axis_] *= tiles_;
   top[0]->Reshape(CheckedShape(dims, "top '" + (param_.top_size() ? param_.top(0) : "") + "'"));
