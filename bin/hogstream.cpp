@@ -44,6 +44,7 @@ const char kUsage[] =
     "           [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:0,1;2,3]\n"
     "            [--staleness-weight] [--compress=fp16|int8|topk:F] [--policy_timeout=120]\n"
     "            [--svb]  big InnerProduct weights as sufficient vectors (async; --private in one process)\n"
+    "            [--copy_lead=4] [--sweep_pause_us=US]  private copies: iterations without a sweep, daemon's pause\n"
     "           [--peers=udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE\n"
     "            [--multicast=GROUP:PORT|on] [--rank=N] [--iface=NAME|RDMA_DEVICE[:PORT]] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
     "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params] [--aggregate=auto|sum|K=V,...]\n"

@@ -3,7 +3,7 @@
 //
 //   hogwild.bin SOLVER SOLVERS [--shm=NAME] [--private] [--snapshot=STATE | --weights=MODEL]
 //               [--iterations=N] [--chunk=FLOATS] [--sigint_effect=...] [--sighup_effect=...]
-//               [--metrics=[HOST:]PORT] [--stats_json=FILE]
+//               [--metrics=[HOST:]PORT] [--stats_json=FILE] [--copy_lead=K] [--sweep_pause_us=US]
 //
 // SOLVERS is [gpu_id:]*cpu_count: "4" = four CPU solver threads, "0:0:2" = two solvers on GPU 0
 // and two CPU solvers, "0:1:0" = one solver on each of GPUs 0 and 1. GPU solvers train private
@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
                    "[--snapshot=STATE | --weights=MODEL] [--iterations=N] [--chunk=FLOATS]\n"
                    "                   [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:GROUPS]\n"
                    "                   [--staleness-weight] [--compress=fp16|int8|topk:F] [--svb]\n"
+                   "                   [--copy_lead=K] [--sweep_pause_us=US]\n"
                    "                   [--metrics=[HOST:]PORT] [--stats_json=FILE]\n"
                    "  SOLVERS: [gpu_id:]*cpu_count, e.g. 4 (four CPU solver threads), 0:0:2 (two on GPU 0, two CPU)\n";
       return 1;
