@@ -37,7 +37,7 @@ void InfogainLossLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   LossLayer::Reshape(bottom, top);
   softmax_->Reshape({bottom[0]}, {&prob_});
   const Blob& b = *bottom[0];
-  const int axis = b.CanonicalAxisIndex(param_.infogain_loss_param().axis());
+  const int axis = b.InputAxisIndex(param_.infogain_loss_param().axis());
   outer_ = b.count(0, axis);
   channels_ = b.shape(axis);
   inner_ = b.count(axis + 1);
