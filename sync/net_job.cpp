@@ -331,7 +331,10 @@ void NetJob::Run() {
       start_failed_.store(true);  // a machine that disagrees (OnControl named it)
       return;
     }
-    if (answer_now_ || now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) {
+    // An answer due at once goes out at most every 2 ms: forged hellos (new nonces without a
+    // key) must not make this machine send a message for each.
+    if (now - last_control_ >= std::chrono::milliseconds(opt_.heartbeat_ms) ||
+        (answer_now_ && now - last_control_ >= std::chrono::milliseconds(2))) {
       answer_now_ = false;
       SendControl();
     }
