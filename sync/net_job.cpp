@@ -367,16 +367,12 @@ void NetJob::Run() {
                                << view << "; receiving the weights";
         Reshare();
       } else if (all) {
-        if (!ready_) {
-          ready_ = true;
-          SendControl();  // at once: the others start when they hear it, not a control interval later
-        }
+        ready_ = true;
         bool all_ready = true;
         for (int r = 0; r < opt_.machines; ++r)
           if (r != opt_.rank) all_ready = all_ready && (peers_[r]->flags & kNetReady);
         if (all_ready || running) {
           phase_ = Phase::kTraining;
-          SendControl();
           Reshare();
           LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
                                  << Name(opt_.rank) << " masters " << owned_.size() << " of "
