@@ -11,16 +11,7 @@
 namespace hogstream {
 
 void InfogainLossLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
-  pb::LayerParameter p;
-  p.set_name(param_.name());
-  p.set_type("Softmax");
-  p.mutable_softmax_param()->set_axis(param_.infogain_loss_param().axis());
-  softmax_ = std::make_unique<SoftmaxLayer>(p);
-  softmax_->SetUp({bottom[0]}, {&prob_});
-  const pb::LossParameter& lp = param_.loss_param();
-  normalization_ = ResolveNormalization(lp, pb::LossParameter::VALID);
-  has_ignore_label_ = lp.has_ignore_label();
-  ignore_label_ = lp.ignore_label();
+  SoftmaxWithLossLayer::LayerSetUp(bottom, top);
   if (bottom.size() < 3) {
     const std::string& source = param_.infogain_loss_param().source();
     HS_REQUIRE(!source.empty())
@@ -34,23 +25,12 @@ void InfogainLossLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
 }
 
 void InfogainLossLayer::Reshape(const Blobs& bottom, const Blobs& top) {
-  LossLayer::Reshape(bottom, top);
-  softmax_->Reshape({bottom[0]}, {&prob_});
-  const Blob& b = *bottom[0];
-  const int axis = b.InputAxisIndex(param_.infogain_loss_param().axis());
-  outer_ = b.count(0, axis);
-  channels_ = b.shape(axis);
-  inner_ = b.count(axis + 1);
-  HS_REQUIRE(bottom[1]->count() == outer_ * inner_)
-      << "label count " << bottom[1]->count() << " (shape " << bottom[1]->shape_string()
-      << ") must equal the number of predictions " << outer_ * inner_ << " of scores "
-      << b.shape_string() << " over axis " << axis;
+  SoftmaxWithLossLayer::Reshape(bottom, top);
   const Blob& h = Infogain(bottom);
   HS_REQUIRE(h.count() == channels_ * channels_)
       << "layer '" << param_.name() << "' (InfogainLoss): the infogain matrix "
       << h.shape_string() << " must be " << channels_ << " x " << channels_
       << " for scores with " << channels_ << " classes";
-  if (top.size() > 1) top[1]->ReshapeLike(b);
 }
 
 // prob(o, k, i) is at (o * channels_ + k) * inner_ + i; label(o, i) at o * inner_ + i;

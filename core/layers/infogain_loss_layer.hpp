@@ -8,14 +8,14 @@
 
 #include <memory>
 
-#include "core/layers/loss_layer.hpp"
-#include "core/layers/softmax_layer.hpp"
+#include "core/layers/softmax_with_loss_layer.hpp"
 
 namespace hogstream {
 
-class InfogainLossLayer : public LossLayer {
+// The softmax, the label geometry, ignore_label and normalization are SoftmaxWithLoss's.
+class InfogainLossLayer : public SoftmaxWithLossLayer {
  public:
-  using LossLayer::LossLayer;
+  using SoftmaxWithLossLayer::SoftmaxWithLossLayer;
   const char* type() const override { return "InfogainLoss"; }
   int ExactNumBottomBlobs() const override { return -1; }
   int MinBottomBlobs() const override { return 2; }
@@ -32,18 +32,16 @@ class InfogainLossLayer : public LossLayer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
-  bool Ignored(int label) const { return has_ignore_label_ && label == ignore_label_; }
+  pb::SoftmaxParameter SoftmaxParam() const override {
+    pb::SoftmaxParameter p;
+    p.set_axis(param_.infogain_loss_param().axis());
+    return p;
+  }
   const Blob& Infogain(const Blobs& bottom) const {
     return bottom.size() > 2 ? *bottom[2] : infogain_;
   }
 
-  std::unique_ptr<SoftmaxLayer> softmax_;
-  Blob prob_;
   Blob infogain_;  // H from infogain_loss_param.source, when there is no third bottom
-  NormalizationMode normalization_ = pb::LossParameter::VALID;
-  bool has_ignore_label_ = false;
-  int ignore_label_ = 0;
-  int outer_ = 0, channels_ = 0, inner_ = 0;
 };
 
 }  // namespace hogstream

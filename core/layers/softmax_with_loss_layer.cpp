@@ -13,7 +13,7 @@ void SoftmaxWithLossLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   pb::LayerParameter p;
   p.set_name(param_.name());
   p.set_type("Softmax");
-  *p.mutable_softmax_param() = param_.softmax_param();
+  *p.mutable_softmax_param() = SoftmaxParam();
   softmax_ = std::make_unique<SoftmaxLayer>(p);
   softmax_->SetUp({bottom[0]}, {&prob_});
   const pb::LossParameter& lp = param_.loss_param();
@@ -26,7 +26,7 @@ void SoftmaxWithLossLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   LossLayer::Reshape(bottom, top);
   softmax_->Reshape({bottom[0]}, {&prob_});
   const Blob& b = *bottom[0];
-  const int axis = b.CanonicalAxisIndex(param_.softmax_param().axis());
+  const int axis = b.CanonicalAxisIndex(SoftmaxParam().axis());
   outer_ = b.count(0, axis);
   channels_ = b.shape(axis);
   inner_ = b.count(axis + 1);

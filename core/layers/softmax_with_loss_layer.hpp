@@ -30,6 +30,8 @@ class SoftmaxWithLossLayer : public LossLayer {
  // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
  protected:
   bool Ignored(int label) const { return has_ignore_label_ && label == ignore_label_; }
+  // The softmax's parameters (axis): softmax_param here; InfogainLoss takes its own axis.
+  virtual pb::SoftmaxParameter SoftmaxParam() const { return param_.softmax_param(); }
 
   std::unique_ptr<SoftmaxLayer> softmax_;
   Blob prob_;
