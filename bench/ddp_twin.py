@@ -67,12 +67,26 @@ class LeNet(nn.Module):
         return self.ip2(x)
 
 
+def test(model, test_x, test_y, it):
+    """The whole test set on rank 0, logged as Caffe does; returns the accuracy."""
+    model.eval()
+    with torch.no_grad():
+        correct = sum((model.module(test_x[i:i + 500]).argmax(1) == test_y[i:i + 500]).sum().item()
+                      for i in range(0, len(test_x), 500))
+    model.train()
+    log(f"Iteration {it}, Testing net (#0)")
+    log(f"    Test net output #0: accuracy = {correct / len(test_x):.4f}")
+    return correct / len(test_x)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--net", default="lenet")
     ap.add_argument("--iterations", type=int, default=10000, help="global iterations (images / 64)")
     ap.add_argument("--warmup", type=int, default=500, help="global iterations of the rate ramp")
     ap.add_argument("--test-interval", type=int, default=500)
+    ap.add_argument("--stop-at", type=float, default=0,
+                    help="end after the first test at this accuracy or above (0: run every iteration)")
     a = ap.parse_args()
     if a.net != "lenet":
         sys.exit("ddp_twin.py: only lenet (Fashion-MNIST) is available on this host")
@@ -99,14 +113,14 @@ def main():
     batch, at = 64, 0
     for step in range(steps):
         it = step * world  # global iteration
-        if rank == 0 and it % a.test_interval < world and (step > 0):
-            model.eval()
-            with torch.no_grad():
-                correct = sum((model.module(test_x[i:i + 500]).argmax(1) == test_y[i:i + 500]).sum().item()
-                              for i in range(0, len(test_x), 500))
-            model.train()
-            log(f"Iteration {it}, Testing net (#0)")
-            log(f"    Test net output #0: accuracy = {correct / len(test_x):.4f}")
+        testing = it % a.test_interval < world and step > 0  # every rank knows the test steps
+        accuracy = test(model, test_x, test_y, it) if rank == 0 and testing else 0
+        if a.stop_at and testing:  # rank 0 tells the others whether the target is met
+            stop = torch.tensor([1 if accuracy >= a.stop_at else 0])
+            dist.broadcast(stop, 0)
+            if stop.item():
+                log(f"Reached {a.stop_at} at iteration {it}: stopping (--stop-at)")
+                break
         ramp = min(1.0, it / a.warmup) if a.warmup else 1.0
         lr = base_lr * (1 + (world - 1) * ramp) * (1 + 1e-4 * it) ** -0.75
         for g in opt.param_groups:
@@ -124,13 +138,9 @@ def main():
         if not torch.isfinite(loss):
             log(f"loss is {loss.item()} at iteration {it}: diverged")
             sys.exit(1)
-    if rank == 0:
-        model.eval()
-        with torch.no_grad():
-            correct = sum((model.module(test_x[i:i + 500]).argmax(1) == test_y[i:i + 500]).sum().item()
-                          for i in range(0, len(test_x), 500))
-        log(f"Iteration {steps * world}, Testing net (#0)")
-        log(f"    Test net output #0: accuracy = {correct / len(test_x):.4f}")
+    else:
+        if rank == 0:
+            test(model, test_x, test_y, steps * world)
     log("Optimization Done.")
     dist.destroy_process_group()
 
