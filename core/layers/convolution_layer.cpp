@@ -39,14 +39,16 @@ void SpatialPair(const google::protobuf::RepeatedField<uint32_t>& values, bool h
 }
 }  // namespace
 
-void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
+void ConvolutionLayer::SetUpGeometry(const Blobs& bottom, bool learned) {
   const auto& cp = param_.convolution_param();
   HS_REQUIRE(cp.axis() == 1) << "only axis 1 (channels) is supported, got axis " << cp.axis();
   HS_REQUIRE(!cp.force_nd_im2col()) << "force_nd_im2col is not supported";
   HS_REQUIRE(bottom[0]->num_axes() == 4)
       << "needs a 4-d (N, C, H, W) input, got shape " << bottom[0]->shape_string()
       << " (only 2-d convolution is supported)";
-  HS_REQUIRE(cp.has_num_output() && cp.num_output() > 0) << "num_output must be > 0";
+  if (learned) {
+    HS_REQUIRE(cp.has_num_output() && cp.num_output() > 0) << "num_output must be > 0";
+  }
   SpatialPair(cp.kernel_size(), cp.has_kernel_h() || cp.has_kernel_w(), cp.kernel_h(),
               cp.kernel_w(), 0, "kernel_size", &kernel_h_, &kernel_w_);
   HS_REQUIRE(kernel_h_ > 0 && kernel_w_ > 0) << "kernel size must be > 0";
@@ -68,19 +70,25 @@ void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   is_1x1_ = kernel_h_ == 1 && kernel_w_ == 1 && stride_h_ == 1 && stride_w_ == 1 &&
             pad_h_ == 0 && pad_w_ == 0;
 
+  channels_ = bottom[0]->shape(1);
+  blobs_count_ = static_cast<int>(bottom.size());
+  if (!learned) return;
   num_output_ = static_cast<int>(cp.num_output());
   group_ = static_cast<int>(cp.group());
-  channels_ = bottom[0]->shape(1);
   HS_REQUIRE(group_ > 0 && channels_ % group_ == 0 && num_output_ % group_ == 0)
       << "group " << group_ << " must divide both the input channels (" << channels_
       << ") and num_output (" << num_output_ << ")";
   bias_term_ = cp.bias_term();
+}
+
+void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
+  SetUpGeometry(bottom);
+  const auto& cp = param_.convolution_param();
   // oneDNN's kernels work on channel blocks of 16; other channel counts are padded up to a
   // block, which made them slower than the lowering on LeNet's conv2 (20 channels: 6.2 vs
   // 5.2 ms per batch). First layers (<= 4 channels) have their own plain-layout kernels.
   const int cin = channels_ / group_;
   use_dnnl_ = cp.engine() != pb::CAFFE && (cin <= 4 || cin % 16 == 0);
-  blobs_count_ = static_cast<int>(bottom.size());
 
   if (blobs_.empty()) {
     blobs_.push_back(std::make_shared<Blob>(

@@ -43,8 +43,13 @@ class ConvolutionLayer : public Layer {
                     const Blobs& bottom) override;
 
 
- // Protected for the GPU twins (core/layers/*.cu), which derive from this class.
+ // Protected for the GPU twins (core/layers/*.cu) and Deconvolution, which derive from this
+ // class.
  protected:
+  // Reads convolution_param (kernel, pad, stride, dilation; with `learned`, also num_output,
+  // group and bias_term) and the input's channels; every setting a user can get wrong is one
+  // line.
+  void SetUpGeometry(const Blobs& bottom, bool learned = true);
   // Lowers image `im` into col_ (or returns `im` itself when no lowering is needed).
   const float* Lower(const float* im);
   void ForwardLowered(const Blobs& bottom, const Blobs& top);
