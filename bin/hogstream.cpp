@@ -5,7 +5,8 @@
 //   hogstream time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]
 //   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
 //   hogstream test     --model=NET --weights=MODEL [--iterations=50]
-//   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | mean LMDB OUT.binaryproto
+//   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | imageset ROOT LIST OUT
+//                      | mean LMDB OUT.binaryproto
 //   hogstream bench    --transport=inproc|udp|raw --loopback [--chunk=4k,16k,...] [--batch=1,16]
 //                      [--netns=A,B] [--where=ADDR_A,ADDR_B] [--multicast=GROUP] [--json]
 //   hogstream bench    --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC  (each host)
@@ -39,6 +40,7 @@ const char kUsage[] =
     "  time     --model=NET [--iterations=50] [--threads=1] [--gpu=ID] [--phase=...] [--input=...]\n"
     "           per-layer forward/backward ms and the total per batch (--gpu: on that GPU)\n"
     "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
+    "           [--cpu | --gpu=ID]  (over the file's solver_mode and device_id, as caffe train -gpu)\n"
     "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
     "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
     "           [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:0,1;2,3]\n"
@@ -55,7 +57,10 @@ const char kUsage[] =
     "           scores a trained model on the TEST phase of NET\n"
     "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
-    "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB\n"
+    "           imageset ROOT LIST OUT_LMDB     JPEG/PNG files listed as 'PATH LABEL' lines\n"
+    "             [--resize_height=H --resize_width=W] [--shuffle [--seed=N]] [--gray] [--check_size]\n"
+    "             [--encoded [--encode_type=jpg|png]]  (Caffe's convert_imageset)\n"
+    "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB (encoded ones decoded)\n"
     "  bench    --transport=inproc|udp|raw|verbs --loopback [--chunk=4k,16k,32k] [--batch=16]\n"
     "           or --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC [--timeout=30]\n"
     "           (the same command on both hosts; the local entry picks the end)\n"
@@ -106,9 +111,23 @@ int Time(int argc, char** argv) {
 }
 
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers"}), {"private", "chunk_at_params", "staleness-weight", "svb"});
+  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers", "cpu", "gpu"}),
+          {"private", "chunk_at_params", "staleness-weight", "svb", "cpu"});
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
+  // `caffe train -gpu ID` and its CPU counterpart: the file's solver_mode is overridden, not
+  // edited (every stock Caffe solver says GPU).
+  HS_REQUIRE(!(f.has("cpu") && f.has("gpu"))) << "give --cpu or --gpu=ID, not both";
+  if (f.has("cpu") && f.get("cpu") == "true" && param.solver_mode() != pb::SolverParameter::CPU) {
+    LOG(INFO) << "--cpu: training on the CPU (the solver file says solver_mode: GPU)";
+    param.set_solver_mode(pb::SolverParameter::CPU);
+  }
+  if (f.has("gpu")) {
+    HS_REQUIRE(!f.has("solvers") && !f.has("peers"))
+        << "--gpu=ID is for one solver; with --solvers or --peers name the GPUs in SOLVERS (e.g. 0:0)";
+    param.set_solver_mode(pb::SolverParameter::GPU);
+    param.set_device_id(static_cast<int>(f.get_int("gpu", 0, 0, 1023)));
+  }
   if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
   // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
   std::unique_ptr<NetJob> net;
@@ -127,7 +146,8 @@ int Train(int argc, char** argv) {
   opt.stats = h.stats;
   // solver_mode: GPU trains on device_id, as `caffe train` does.
   const bool gpu = param.solver_mode() == pb::SolverParameter::GPU;
-  if (gpu) RequireGpu(param.device_id(), "solver_mode: GPU (device_id " + std::to_string(param.device_id()) + ")");
+  if (gpu) RequireGpu(param.device_id(), "solver_mode: GPU (device_id " + std::to_string(param.device_id()) +
+                                             "; --cpu trains on the CPU)");
   Context ctx(gpu ? Mode::GPU : Mode::CPU, param.device_id(), param.random_seed() >= 0 ? param.random_seed() : 0);
   ContextScope scope(&ctx);
   auto solver = CreateSolver(param, opt);
@@ -169,9 +189,15 @@ int Test(int argc, char** argv) {
 }
 
 int Convert(int argc, char** argv) {
-  Flags f(argc, argv, 2, {});
+  Flags f(argc, argv, 2,
+          {"resize_height", "resize_width", "shuffle", "gray", "encoded", "encode_type", "check_size", "seed"},
+          {"shuffle", "gray", "encoded", "check_size"});
   const auto& a = f.positional();
-  HS_REQUIRE(!a.empty()) << "convert needs a kind: mnist, cifar10 or mean (see hogstream help)";
+  HS_REQUIRE(!a.empty()) << "convert needs a kind: mnist, cifar10, imageset or mean (see hogstream help)";
+  HS_REQUIRE(a[0] == "imageset" || (!f.has("resize_height") && !f.has("resize_width") && !f.has("shuffle") &&
+                                    !f.has("gray") && !f.has("encoded") && !f.has("encode_type") &&
+                                    !f.has("check_size") && !f.has("seed")))
+      << "the --resize/--shuffle/--gray/--encoded/--check_size/--seed flags are for convert imageset";
   size_t n = 0;
   if (a[0] == "mnist") {
     HS_REQUIRE(a.size() == 4) << "usage: hogstream convert mnist IMAGES LABELS OUT_LMDB";
@@ -179,11 +205,24 @@ int Convert(int argc, char** argv) {
   } else if (a[0] == "cifar10") {
     HS_REQUIRE(a.size() >= 3) << "usage: hogstream convert cifar10 BATCH.bin... OUT_LMDB";
     n = ConvertCifar10(std::vector<std::string>(a.begin() + 1, a.end() - 1), a.back());
+  } else if (a[0] == "imageset") {
+    HS_REQUIRE(a.size() == 4) << "usage: hogstream convert imageset ROOT LIST OUT_LMDB [--resize_height=H "
+                                 "--resize_width=W] [--shuffle] [--gray] [--encoded] [--encode_type=jpg|png]";
+    ImagesetOptions o;
+    o.resize_height = static_cast<int>(f.get_int("resize_height", 0, 0, 1 << 16));
+    o.resize_width = static_cast<int>(f.get_int("resize_width", 0, 0, 1 << 16));
+    o.shuffle = f.get("shuffle") == "true";
+    o.gray = f.get("gray") == "true";
+    o.encoded = f.get("encoded") == "true";
+    o.check_size = f.get("check_size") == "true";
+    o.encode_type = f.get("encode_type");
+    o.seed = static_cast<uint32_t>(f.get_int("seed", 0, 0, UINT32_MAX));
+    n = ConvertImageset(a[1], a[2], a[3], o);
   } else if (a[0] == "mean") {
     HS_REQUIRE(a.size() == 3) << "usage: hogstream convert mean LMDB OUT.binaryproto";
     n = ComputeMean(a[1], a[2]);
   } else {
-    HS_FAIL() << "unknown conversion '" << a[0] << "' (mnist, cifar10, mean)";
+    HS_FAIL() << "unknown conversion '" << a[0] << "' (mnist, cifar10, imageset, mean)";
   }
   std::cout << "converted " << n << " records to " << a.back() << "\n";
   return 0;

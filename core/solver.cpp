@@ -26,11 +26,11 @@ Solver::Solver(const pb::SolverParameter& param, const SolverOptions& options,
     : param_(param), options_(options) {
   if (param_.solver_mode() == pb::SolverParameter::GPU) {
 #ifndef HOGSTREAM_CUDA
-    HS_FAIL() << "solver_mode: GPU but this hogstream was built without CUDA; set "
-                 "solver_mode: CPU in the solver file";
+    HS_FAIL() << "solver_mode: GPU but this hogstream was built without CUDA; pass --cpu (or set "
+                 "solver_mode: CPU in the solver file)";
 #else
-    HS_REQUIRE(GpuAvailable()) << "solver_mode: GPU but no CUDA device is visible; set "
-                                  "solver_mode: CPU in the solver file";
+    HS_REQUIRE(GpuAvailable()) << "solver_mode: GPU but no CUDA device is visible; pass --cpu (or set "
+                                  "solver_mode: CPU in the solver file)";
 #endif
   }
   HS_REQUIRE(param_.iter_size() >= 1) << "iter_size must be >= 1";

@@ -9,13 +9,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <random>
 
 #include "core/blob.hpp"
 #include "core/common.hpp"
 #include "core/io.hpp"
 #include "core/proto/hogstream.pb.h"
+#include "data/image.hpp"
 #include "data/lmdb.hpp"
+#include "data/records.hpp"
 #include "data/transform.hpp"
 
 namespace hogstream {
@@ -129,6 +132,64 @@ size_t ConvertCifar10(const std::vector<std::string>& batch_paths, const std::st
   return index;
 }
 
+size_t ConvertImageset(const std::string& root, const std::string& list, const std::string& out_lmdb,
+                       const ImagesetOptions& opt) {
+  HS_REQUIRE(opt.encode_type.empty() || opt.encode_type == "jpg" || opt.encode_type == "png")
+      << "--encode_type must be jpg or png, got '" << opt.encode_type << "'";
+  HS_REQUIRE(opt.encode_type.empty() || opt.encoded) << "--encode_type needs --encoded";
+  HS_REQUIRE((opt.resize_height > 0) == (opt.resize_width > 0))
+      << "give both --resize_height and --resize_width, or neither";
+  // The list, checked whole before any image is read.
+  std::vector<ListedImage> lines = ReadImageList(list);
+  if (opt.shuffle) {
+    std::mt19937 rng(opt.seed);
+    std::shuffle(lines.begin(), lines.end(), rng);
+  }
+  const bool resize = opt.resize_height > 0;
+  const std::string prefix = root.empty() || root.back() == '/' ? root : root + "/";
+  LmdbWriter db(out_lmdb);
+  pb::Datum datum;
+  std::string value;
+  int first_h = -1, first_w = -1;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const ListedImage& l = lines[i];
+    const std::string path = prefix + l.path;
+    const std::string what = path + " (" + list + ":" + std::to_string(l.line) + ")";
+    std::string bytes;
+    try {
+      bytes = ReadFile(path);
+    } catch (const Error& e) {
+      HS_FAIL() << e.what() << " (" << list << ":" << l.line << ")";
+    }
+    Image image = DecodeImage(bytes, opt.gray ? ColorMode::kGray : ColorMode::kColor, what);
+    if (resize) image = ResizeImage(image, opt.resize_height, opt.resize_width);
+    if (opt.check_size) {
+      if (first_h < 0) first_h = image.height, first_w = image.width;
+      HS_REQUIRE(image.height == first_h && image.width == first_w)
+          << what << ": " << image.width << "x" << image.height << " pixels, but the first image is "
+          << first_w << "x" << first_h << " (--check_size)";
+    }
+    if (opt.encoded) {
+      const std::string kind = bytes.size() > 1 && static_cast<uint8_t>(bytes[0]) == 0xFF ? "jpg" : "png";
+      const std::string type = opt.encode_type.empty() ? kind : opt.encode_type;
+      datum.Clear();
+      datum.set_label(l.label);
+      datum.set_encoded(true);
+      // The file as it is, when nothing would change it (its gray/colour kind included).
+      const bool as_is = !resize && !opt.gray && type == kind && DecodeImage(bytes, ColorMode::kNative, what).channels == 3;
+      datum.set_data(as_is ? bytes : EncodeImage(image, type));
+    } else {
+      ImageToDatum(image, l.label, &datum);
+    }
+    datum.SerializeToString(&value);
+    char key[24];
+    std::snprintf(key, sizeof key, "%08d_", static_cast<int>(i));
+    db.Put(key + l.path, value);
+  }
+  db.Commit();
+  return lines.size();
+}
+
 size_t ComputeMean(const std::string& lmdb_path, const std::string& out_binaryproto) {
   LmdbCursor cursor(lmdb_path);
   // A transformer with no mean, scale 1 and no crop turns a Datum into its raw pixel values
@@ -144,6 +205,7 @@ size_t ComputeMean(const std::string& lmdb_path, const std::string& out_binarypr
       HS_REQUIRE(
           datum.ParseFromArray(cursor.value().data(), static_cast<int>(cursor.value().size())))
           << "not a Datum";
+      DecodeDatum(&datum, ColorMode::kNative, "an encoded image");
       const std::vector<int> s = raw.OutputShape(datum);
       if (i == 0) {
         shape = s;

@@ -32,7 +32,7 @@
 #include <thread>
 
 #include "core/context.hpp"
-#include "data/lmdb.hpp"
+#include "data/image.hpp"
 
 namespace hogstream {
 
@@ -62,15 +62,6 @@ class Backoff {
 };
 constexpr std::chrono::microseconds kReaderMaxSleep{1000}, kForwardMaxSleep{100};
 
-std::string Where(const LmdbCursor& cursor) {
-  return "source '" + cursor.path() + "', key '" + std::string(cursor.key()) + "'";
-}
-
-void ParseDatum(const LmdbCursor& cursor, pb::Datum* datum) {
-  HS_REQUIRE(datum->ParseFromArray(cursor.value().data(), static_cast<int>(cursor.value().size())))
-      << "not a Datum";
-}
-
 std::mt19937 SeededRng(uint64_t seed, uint32_t stream) {
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), stream};
   return std::mt19937(seq);
@@ -84,7 +75,7 @@ struct DataLayer::Source {
     float label;
   };
 
-  Source(std::unique_ptr<LmdbCursor> c, size_t slots, int item_count, std::mt19937 r)
+  Source(std::unique_ptr<Records> c, size_t slots, int item_count, std::mt19937 r)
       : cursor(std::move(c)),
         rng(r),
         buffer(slots * item_count),
@@ -103,9 +94,9 @@ struct DataLayer::Source {
 
   // Reader thread body: skip to this solver's shard and past rand_skip, then fill slots until
   // stopped or failed.
-  void Read(const DataTransformer& transformer, std::vector<int> datum_shape, uint32_t skip,
-            double shard, double part) {
-    std::string key;  // of the record being read, for messages
+  void Read(const DataTransformer& transformer, std::vector<int> datum_shape,
+            std::vector<int> item_shape, uint32_t skip, double shard, double part) {
+    std::string where;  // the record being read, for messages
     try {
       // A partition: records [first, first + count), then back to `first` (the cursor wraps at
       // the end of the source, so the rest of it is skipped on the way round).
@@ -125,11 +116,19 @@ struct DataLayer::Source {
         Slot* s;
         for (Backoff b(kReaderMaxSleep); !free.pop(s); b.Wait())
           if (stop.load(std::memory_order_relaxed)) return;
-        key = cursor->key();
-        ParseDatum(*cursor, &datum);
+        where = cursor->Where();
+        cursor->Read(&datum);
         const std::vector<int> shape = {datum.channels(), datum.height(), datum.width()};
-        HS_REQUIRE(shape == datum_shape) << "datum is " << ShapeString(shape)
-                                         << " but the first record is " << ShapeString(datum_shape);
+        // Another size is fine where the crop makes every item one shape (images in a list).
+        if (shape != datum_shape) {
+          std::vector<int> out;
+          try {
+            out = transformer.OutputShape(datum);
+          } catch (const Error&) {
+          }
+          HS_REQUIRE(out == item_shape) << "datum is " << ShapeString(shape) << " but the first record is "
+                                        << ShapeString(datum_shape);
+        }
         transformer.Transform(datum, s->data, rng);
         s->label = static_cast<float>(datum.label());
         full.push(s);  // never full: it has room for every slot
@@ -140,8 +139,7 @@ struct DataLayer::Source {
         }
       }
     } catch (const std::exception& e) {
-      error = "source '" + cursor->path() + "'" + (key.empty() ? "" : ", key '" + key + "'") +
-              ": " + e.what();
+      error = (where.empty() ? cursor->Where() : where) + ": " + e.what();
       failed.store(true, std::memory_order_release);
     }
   }
@@ -158,7 +156,7 @@ struct DataLayer::Source {
     return s;
   }
 
-  std::unique_ptr<LmdbCursor> cursor;
+  std::unique_ptr<Records> cursor;
   std::mt19937 rng;
   std::vector<float> buffer;  // slot.size() items of item_count floats
   std::vector<Slot> slot;
@@ -172,57 +170,76 @@ DataLayer::DataLayer(const pb::LayerParameter& param) : Layer(param) {}
 
 DataLayer::~DataLayer() = default;
 
-void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
+namespace {
+// Color mode from transform_param's force_color / force_gray (and data_param's older switch).
+ColorMode ColorOf(const pb::TransformationParameter& tp, bool force_color) {
+  HS_REQUIRE(!(tp.force_color() && tp.force_gray())) << "give force_color or force_gray, not both";
+  return tp.force_gray() ? ColorMode::kGray : tp.force_color() || force_color ? ColorMode::kColor : ColorMode::kNative;
+}
+}  // namespace
+
+DataLayer::Settings DataLayer::Configure() {
   const pb::DataParameter& dp = param_.data_param();
-  HS_REQUIRE(dp.backend() == pb::DataParameter::LMDB) << "LEVELDB is not supported; use LMDB";
   const int n = dp.source_size();
   HS_REQUIRE(n > 0) << "data_param needs a source";
-  HS_REQUIRE(dp.batch_size() > 0) << "data_param.batch_size must be positive";
-  HS_REQUIRE(dp.prefetch() > 0) << "data_param.prefetch must be positive";
-
-  std::vector<double> weights(dp.probability().begin(), dp.probability().end());
-  if (weights.empty()) weights.assign(n, 1.0);
-  HS_REQUIRE(static_cast<int>(weights.size()) == n)
+  Settings s;
+  s.batch_size = dp.batch_size();
+  s.prefetch = dp.prefetch();
+  s.rand_skip = dp.rand_skip();
+  s.weights.assign(dp.probability().begin(), dp.probability().end());
+  if (s.weights.empty()) s.weights.assign(n, 1.0);
+  HS_REQUIRE(static_cast<int>(s.weights.size()) == n)
       << dp.probability_size() << " probability value(s) for " << n
       << " source(s); give one per source";
+  // Caffe's deprecated transform fields in data_param still count, over transform_param.
+  s.transform = param_.transform_param();
+  if (dp.has_scale()) s.transform.set_scale(dp.scale());
+  if (dp.has_mean_file()) s.transform.set_mean_file(dp.mean_file());
+  if (dp.has_crop_size()) s.transform.set_crop_size(dp.crop_size());
+  if (dp.has_mirror()) s.transform.set_mirror(dp.mirror());
+  const ColorMode color = ColorOf(s.transform, dp.force_encoded_color());
+  for (int i = 0; i < n; ++i)
+    s.sources.push_back(dp.backend() == pb::DataParameter::LMDB ? OpenLmdbRecords(dp.source(i), color)
+                                                                : OpenLevelDbRecords(dp.source(i), color));
+  return s;
+}
+
+void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
+  // Open every source now, so that a missing or mismatched one fails SetUp, not Forward.
+  Settings set = Configure();
+  const int n = static_cast<int>(set.sources.size());
+  HS_REQUIRE(set.batch_size > 0) << type_param() << ".batch_size must be positive";
+  HS_REQUIRE(set.prefetch > 0) << type_param() << ".prefetch must be positive";
   double total = 0;
-  for (double w : weights) {
+  for (double w : set.weights) {
     HS_REQUIRE(std::isfinite(w) && w >= 0) << "probability " << w << " is not a weight >= 0";
     total += w;
   }
   HS_REQUIRE(total > 0) << "the source probabilities sum to 0";
-  pick_ = std::discrete_distribution<int>(weights.begin(), weights.end());
+  pick_ = std::discrete_distribution<int>(set.weights.begin(), set.weights.end());
+  transformer_ = std::make_unique<DataTransformer>(set.transform, phase_);
 
-  // Caffe's deprecated transform fields in data_param still count, over transform_param.
-  pb::TransformationParameter tp = param_.transform_param();
-  if (dp.has_scale()) tp.set_scale(dp.scale());
-  if (dp.has_mean_file()) tp.set_mean_file(dp.mean_file());
-  if (dp.has_crop_size()) tp.set_crop_size(dp.crop_size());
-  if (dp.has_mirror()) tp.set_mirror(dp.mirror());
-  transformer_ = std::make_unique<DataTransformer>(tp, phase_);
-
-  // Open every source now, so that a missing or mismatched one fails SetUp, not Forward.
-  std::vector<std::unique_ptr<LmdbCursor>> cursors;
   std::vector<int> datum_shape;
   pb::Datum datum;
+  std::string first;
   for (int s = 0; s < n; ++s) {
-    cursors.push_back(std::make_unique<LmdbCursor>(dp.source(s)));
-    const LmdbCursor& c = *cursors.back();
+    Records& c = *set.sources[s];
     std::vector<int> out;
     try {
-      ParseDatum(c, &datum);
+      c.Read(&datum);
       out = transformer_->OutputShape(datum);
     } catch (const Error& e) {
-      HS_FAIL() << Where(c) << ": " << e.what();
+      HS_FAIL() << c.Where() << ": " << e.what();
     }
     const std::vector<int> shape = {datum.channels(), datum.height(), datum.width()};
     if (s == 0) {
       datum_shape = shape;
       item_shape_ = out;
+      first = c.Where();
     }
-    HS_REQUIRE(shape == datum_shape) << "all sources must hold records of one shape: " << Where(c)
-                                     << " is " << ShapeString(shape) << " but source '"
-                                     << dp.source(0) << "' holds " << ShapeString(datum_shape);
+    HS_REQUIRE(shape == datum_shape) << "all sources must hold records of one shape: " << c.Where()
+                                     << " is " << ShapeString(shape) << " but " << first
+                                     << " is " << ShapeString(datum_shape);
   }
 
   // Sizes are checked as given (batch_size is a uint32) before anything is allocated: an
@@ -230,34 +247,35 @@ void DataLayer::LayerSetUp(const Blobs&, const Blobs&) {
   auto top_name = [&](int i) {
     return "top '" + (i < param_.top_size() ? param_.top(i) : std::to_string(i)) + "'";
   };
-  const int64_t batch = dp.batch_size();
+  const int64_t batch = set.batch_size;
   CheckedShape({batch, item_shape_[0], item_shape_[1], item_shape_[2]}, top_name(0));
   CheckedShape({batch}, top_name(1));
   batch_size_ = static_cast<int>(batch);
+  prefetch_ = set.prefetch;
+  rand_skip_ = set.rand_skip;
   item_count_ = item_shape_[0] * item_shape_[1] * item_shape_[2];
   const double tops = 2.0 * sizeof(float) * (static_cast<double>(batch) * item_count_ + batch);
   const double ahead =
-      static_cast<double>(n) * dp.prefetch() * batch * (item_count_ * sizeof(float) + 16);
+      static_cast<double>(n) * set.prefetch * batch * (item_count_ * sizeof(float) + 16);
   RequireMemory(tops + ahead, "batch_size " + std::to_string(batch) + " with prefetch " +
-                                  std::to_string(dp.prefetch()) + " over " + std::to_string(n) +
+                                  std::to_string(set.prefetch) + " over " + std::to_string(n) +
                                   " source(s) (tops and read-ahead buffers)");
   datum_shape_ = datum_shape;
-  cursors_ = std::move(cursors);
+  cursors_ = std::move(set.sources);
 }
 
 void DataLayer::StartReaders() {
   // The readers start at the first batch, not at SetUp: a Hogwild solver learns its rank (and
   // so its seed and data shard) only after its nets exist.
-  const pb::DataParameter& dp = param_.data_param();
   const uint64_t seed = Context::Get().seed();
   rng_ = SeededRng(seed, 0);
-  const size_t slots = static_cast<size_t>(dp.prefetch()) * batch_size_;
+  const size_t slots = static_cast<size_t>(prefetch_) * batch_size_;
   for (size_t s = 0; s < cursors_.size(); ++s) {
     sources_.push_back(std::make_unique<Source>(std::move(cursors_[s]), slots, item_count_,
                                                 SeededRng(seed, static_cast<uint32_t>(s + 1))));
     Source* src = sources_.back().get();
-    src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape_,
-                              dp.rand_skip(), Context::Get().data_shard(),
+    src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape_, item_shape_,
+                              rand_skip_, Context::Get().data_shard(),
                               phase_ == pb::TRAIN ? Context::Get().data_part() : 0.0);
   }
   cursors_.clear();
@@ -282,5 +300,33 @@ void DataLayer::Forward_cpu(const Blobs&, const Blobs& top) {
 }
 
 HS_REGISTER_LAYER(Data, DataLayer);
+
+DataLayer::Settings ImageDataLayer::Configure() {
+  const pb::ImageDataParameter& ip = param_.image_data_param();
+  HS_REQUIRE(ip.has_source()) << "image_data_param needs a source (a list file of 'PATH LABEL' lines)";
+  Settings s;
+  s.batch_size = ip.batch_size();
+  s.prefetch = 4;
+  s.rand_skip = ip.rand_skip();
+  s.weights = {1.0};
+  s.transform = param_.transform_param();
+  if (ip.has_scale()) s.transform.set_scale(ip.scale());
+  if (ip.has_mean_file()) s.transform.set_mean_file(ip.mean_file());
+  if (ip.has_crop_size()) s.transform.set_crop_size(ip.crop_size());
+  if (ip.has_mirror()) s.transform.set_mirror(ip.mirror());
+  ImageListOptions o;
+  o.root = ip.root_folder();
+  o.new_height = static_cast<int>(std::min<uint32_t>(ip.new_height(), 1u << 16));
+  o.new_width = static_cast<int>(std::min<uint32_t>(ip.new_width(), 1u << 16));
+  HS_REQUIRE(o.new_height == static_cast<int>(ip.new_height()) && o.new_width == static_cast<int>(ip.new_width()))
+      << "new_height and new_width must be at most 65536";
+  o.color = ip.is_color() ? ColorMode::kColor : ColorMode::kGray;
+  if (s.transform.force_color() || s.transform.force_gray()) o.color = ColorOf(s.transform, false);
+  o.shuffle = ip.shuffle();
+  s.sources.push_back(OpenImageList(ip.source(), o));
+  return s;
+}
+
+HS_REGISTER_LAYER(ImageData, ImageDataLayer);
 
 }  // namespace hogstream

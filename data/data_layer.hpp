@@ -1,8 +1,9 @@
-// "Data": Caffe's LMDB input layer, with hogstream's extension of several sources mixed by
+// "Data": Caffe's LMDB / LevelDB input layer, with hogstream's extension of several sources mixed by
 // probability. Tops: data (N x C x H' x W', from the first record after the crop) and an
 // optional label (N). Records are read, decoded and transformed ahead of time by one
 // background thread per source; Forward only assembles a batch from what they prepared.
-// Not for encoded images or LEVELDB (both are Errors).
+// Encoded records (JPEG or PNG Datums) are decoded by the reader threads, in colour or gray as
+// transform_param's force_color / force_gray say (else as stored).
 //
 // Mixing: each batch item comes from a source drawn at random by the normalised
 // `probability` weights (equal when absent), with an RNG seeded from Context::Get().seed() at
@@ -16,7 +17,7 @@
 #include <vector>
 
 #include "core/layer.hpp"
-#include "data/lmdb.hpp"
+#include "data/records.hpp"
 #include "data/transform.hpp"
 
 namespace hogstream {
@@ -35,16 +36,28 @@ class DataLayer : public Layer {
   void Reshape(const Blobs& bottom, const Blobs& top) override;
 
  protected:
+  // What the layer reads and how: its sources (opened), their mixing weights, the batch and
+  // the transformation. Data: data_param's LMDBs; ImageData overrides.
+  struct Settings {
+    std::vector<std::unique_ptr<Records>> sources;
+    std::vector<double> weights;
+    uint32_t batch_size = 0, prefetch = 0, rand_skip = 0;
+    pb::TransformationParameter transform;
+  };
+  virtual Settings Configure();
+  virtual const char* type_param() const { return "data_param"; }
+
   // Errors raised in a reader thread (a corrupt record, say) surface here as an Error.
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
   void Backward_cpu(const Blobs&, const std::vector<bool>&, const Blobs&) override {}
 
  private:
-  struct Source;  // one LMDB, its reader thread and its queues (data_layer.cpp)
+  struct Source;  // one source, its reader thread and its queues (data_layer.cpp)
   void StartReaders();  // first Forward: the calling thread's Context gives seed and shard
 
-  std::vector<std::unique_ptr<LmdbCursor>> cursors_;  // opened at SetUp, until the readers start
+  std::vector<std::unique_ptr<Records>> cursors_;  // opened at SetUp, until the readers start
   std::vector<int> datum_shape_;
+  uint32_t prefetch_ = 0, rand_skip_ = 0;
 
   std::unique_ptr<DataTransformer> transformer_;
   std::vector<std::unique_ptr<Source>> sources_;
@@ -53,6 +66,22 @@ class DataLayer : public Layer {
   int batch_size_ = 0;
   std::vector<int> item_shape_;  // {C, H', W'}
   int item_count_ = 0;
+};
+
+// "ImageData": Caffe's list-file input layer, on the same readers: image_data_param.source
+// lists "PATH LABEL" lines (PATH under root_folder); each image is read, decoded (colour
+// unless is_color: false), resized to new_height x new_width when both are given, and
+// transformed on the reader thread. shuffle: the list is shuffled at the start and at the end
+// of each pass, in one order for every solver (see data/records.hpp), so partitions across
+// solvers and machines stay disjoint. Images of different sizes need a resize or a crop.
+class ImageDataLayer : public DataLayer {
+ public:
+  using DataLayer::DataLayer;
+  const char* type() const override { return "ImageData"; }
+
+ protected:
+  Settings Configure() override;
+  const char* type_param() const override { return "image_data_param"; }
 };
 
 }  // namespace hogstream

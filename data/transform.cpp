@@ -41,7 +41,7 @@ DataTransformer::DataTransformer(const pb::TransformationParameter& param, pb::P
 }
 
 std::vector<int> DataTransformer::OutputShape(const pb::Datum& datum) const {
-  HS_REQUIRE(!datum.encoded()) << "encoded images are not supported yet; convert to raw Datums";
+  HS_REQUIRE(!datum.encoded()) << "an encoded image reached the transformer undecoded";
   const int c = datum.channels(), h = datum.height(), w = datum.width();
   HS_REQUIRE(c > 0 && h > 0 && w > 0) << "datum has shape " << Dims(c, h, w);
   const size_t want = static_cast<size_t>(c) * h * w;

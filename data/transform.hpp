@@ -1,7 +1,8 @@
 // DataTransformer: Caffe's per-example preprocessing of a raw Datum into floats —
 // value = (pixel - mean) * scale, with an optional crop (random in TRAIN, centred in TEST)
 // and an optional random horizontal mirror (either phase, as Caffe). Not an image decoder: encoded
-// (JPEG/PNG) Datums are refused, and colour conversion (force_color/force_gray) is ignored.
+// (JPEG/PNG) Datums are decoded before they get here (data/image.hpp's DecodeDatum, which also
+// applies force_color/force_gray); one that is not is refused.
 #pragma once
 
 #include <random>

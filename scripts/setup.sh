@@ -10,6 +10,8 @@ HS_PACKAGES=(
   protobuf-compiler libprotobuf-dev   # schema
   libdnnl-dev                         # GEMM (oneDNN)
   liblmdb-dev zlib1g-dev libboost-dev # data: LMDB, gzipped IDX, lock-free queues
+  libjpeg62-turbo-dev libpng-dev      # data: JPEG and PNG images
+  libleveldb-dev libhdf5-dev          # data: LevelDB backend, HDF5Data / HDF5Output
   libgoogle-glog-dev libgflags-dev    # Caffe-format logs
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS

@@ -117,6 +117,22 @@ TEST_F(Cli, GpuSolversNameTheMissingDevice) {
   ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver("solver_mode: GPU"), "2"}), "hogwild.bin", "name the GPUs in SOLVERS");
 }
 
+// Every stock Caffe solver says solver_mode: GPU: --cpu trains it on the CPU without an edit,
+// --gpu=ID overrides the file the other way (caffe train -gpu).
+TEST_F(Cli, CpuAndGpuFlagsOverrideTheSolverMode) {
+  const Result cpu = Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver("solver_mode: GPU device_id: 977"),
+                                            "--cpu", "--iterations=3"});
+  EXPECT_EQ(cpu.rc, 0) << cpu.err;
+  EXPECT_NE(cpu.err.find("--cpu: training on the CPU"), std::string::npos) << cpu.err;
+  EXPECT_NE(cpu.err.find("Optimization Done"), std::string::npos) << cpu.err;
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--gpu=977", "--iterations=3"}),
+                "hogstream", "solver_mode: GPU (device_id 977; --cpu trains on the CPU)");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--gpu=0", "--cpu"}), "hogstream",
+                "give --cpu or --gpu=ID, not both");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--gpu=0", "--solvers=2"}),
+                "hogstream", "--gpu=ID is for one solver");
+}
+
 TEST_F(Cli, GpusBinTrainsTwoSolversOnOneGpuBesideACpuSolver) {
   const Result gpu = Run(HS_GPUS_BIN, {Solver(""), "0:0:1"}, 120);
   if (const std::string why = NoGpu(gpu); !why.empty()) GTEST_SKIP() << why;

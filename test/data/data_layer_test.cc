@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <leveldb/db.h>
+
 #include <chrono>
+#include <memory>
 #include <set>
 
 #include "core/context.hpp"
@@ -160,12 +163,12 @@ TEST(DataLayerTest, SetUpErrorsNameTheSource) {
   EXPECT_NE(e.find("corrupt datum"), std::string::npos) << e;
   e = error_of(DataParam({dir / "encoded"}, 2));
   EXPECT_NE(e.find(dir / "encoded"), std::string::npos) << e;
-  EXPECT_NE(e.find("encoded images are not supported yet"), std::string::npos) << e;
+  EXPECT_NE(e.find("neither a JPEG nor a PNG file"), std::string::npos) << e;
 
   pb::LayerParameter p = DataParam({dir / "small"}, 2);
   p.mutable_data_param()->clear_backend();  // LEVELDB, Caffe's default
   e = error_of(p);
-  EXPECT_NE(e.find("LEVELDB is not supported; use LMDB"), std::string::npos) << e;
+  EXPECT_NE(e.find("cannot open LevelDB '" + dir / "small" + "'"), std::string::npos) << e;
   e = error_of(DataParam({dir / "small"}, 0));
   EXPECT_NE(e.find("batch_size"), std::string::npos) << e;
 }
@@ -258,6 +261,41 @@ layer { name: "d" type: "Data" top: "data" top: "label"
     EXPECT_NE(e.find(std::string(batch) + "x1x4x4"), std::string::npos) << e;
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+// LevelDB (Caffe's default backend) holds the same records as an LMDB and gives the same
+// batches; two readers in one process share the database (LevelDB locks it per process).
+TEST(DataLayerTest, LevelDbGivesTheBatchesOfItsLmdbTwin) {
+  TempDir dir;
+  const std::vector<pb::Datum> records = Numbered(7);
+  testing::WriteLmdb(dir / "lmdb", records);
+  {
+    leveldb::Options options;
+    options.create_if_missing = true;
+    leveldb::DB* raw = nullptr;
+    ASSERT_TRUE(leveldb::DB::Open(options, dir / "leveldb", &raw).ok());
+    std::unique_ptr<leveldb::DB> db(raw);
+    for (size_t i = 0; i < records.size(); ++i)
+      ASSERT_TRUE(db->Put(leveldb::WriteOptions(), testing::Key8(i), records[i].SerializeAsString()).ok());
+  }
+  pb::LayerParameter p = DataParam({dir / "leveldb"}, 3);
+  p.mutable_data_param()->set_backend(pb::DataParameter::LEVELDB);
+  Tops a, b, c;
+  auto lmdb = CreateLayer(DataParam({dir / "lmdb"}, 3));
+  auto one = CreateLayer(p), two = CreateLayer(p);
+  lmdb->SetUp({}, a.all());
+  one->SetUp({}, b.all());
+  two->SetUp({}, c.all());
+  for (int pass = 0; pass < 4; ++pass) {
+    lmdb->Forward({}, a.all());
+    one->Forward({}, b.all());
+    two->Forward({}, c.all());
+    for (int i = 0; i < a.data.count(); ++i) {
+      ASSERT_EQ(a.data.cpu_data()[i], b.data.cpu_data()[i]) << pass;
+      ASSERT_EQ(a.data.cpu_data()[i], c.data.cpu_data()[i]) << pass;
+    }
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(b.label.cpu_data()[i], (pass * 3 + i) % 7);
+  }
 }
 
 // The readers start at the first Forward, at the shard and seed the Context holds then: a

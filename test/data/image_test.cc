@@ -1,0 +1,374 @@
+// Image files in the data path: JPEG and PNG decoded and encoded (random pixels through PNG
+// exactly, smooth ones through JPEG closely), Caffe's colour order and gray weights, the
+// bilinear resize against its definition, `convert imageset` (raw, encoded as-is and
+// re-encoded, gray, shuffled, the errors), encoded LMDBs read by the Data layer exactly as
+// their raw twins, and the ImageData layer (order, resize, shuffle, disjoint partitions).
+#include "data/image.hpp"
+#include "test/test_seed.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "core/context.hpp"
+#include "core/layer.hpp"
+#include "data/convert.hpp"
+#include "data/lmdb.hpp"
+#include "test/data/data_test_util.hpp"
+
+namespace hogstream {
+namespace {
+
+using testing::ErrorOf;
+using testing::TempDir;
+
+Image RandomImage(int h, int w, int c, std::mt19937& gen) {
+  Image img{h, w, c, std::vector<uint8_t>(static_cast<size_t>(h) * w * c)};
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& p : img.pixels) p = static_cast<uint8_t>(byte(gen));
+  return img;
+}
+
+// A smooth image (gradients and a random offset per channel): JPEG keeps it within a few levels.
+Image SmoothImage(int h, int w, std::mt19937& gen) {
+  Image img{h, w, 3, std::vector<uint8_t>(static_cast<size_t>(h) * w * 3)};
+  std::uniform_int_distribution<int> base(20, 120);
+  const int b[3] = {base(gen), base(gen), base(gen)};
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) img.pixels[(y * w + x) * 3 + c] = static_cast<uint8_t>(b[c] + (c + 1) * (x + y) * 60 / (h + w));
+  return img;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(Image, PngCarriesEveryPixelExactlyInBgrOrder) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  for (int c : {1, 3}) {
+    const Image in = RandomImage(7, 5, c, gen);
+    const std::string png = EncodeImage(in, "png");
+    EXPECT_TRUE(IsImageFile(png));
+    const Image out = DecodeImage(png, ColorMode::kNative, "t");
+    ASSERT_EQ(out.channels, c);
+    ASSERT_EQ(out.height, 7);
+    ASSERT_EQ(out.width, 5);
+    EXPECT_EQ(out.pixels, in.pixels);
+  }
+  // Colour to gray by OpenCV's weights; gray to colour by copying.
+  const Image color = RandomImage(4, 6, 3, gen);
+  const Image gray = DecodeImage(EncodeImage(color, "png"), ColorMode::kGray, "t");
+  ASSERT_EQ(gray.channels, 1);
+  for (size_t i = 0; i < gray.pixels.size(); ++i) {
+    const double y = 0.114 * color.pixels[3 * i] + 0.587 * color.pixels[3 * i + 1] + 0.299 * color.pixels[3 * i + 2];
+    EXPECT_NEAR(gray.pixels[i], y, 0.51) << i;
+  }
+  const Image back = DecodeImage(EncodeImage(gray, "png"), ColorMode::kColor, "t");
+  ASSERT_EQ(back.channels, 3);
+  for (size_t i = 0; i < gray.pixels.size(); ++i)
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(back.pixels[3 * i + k], gray.pixels[i]);
+  // A Datum is channel-major with channel 0 the first stored (blue).
+  pb::Datum d;
+  ImageToDatum(color, 7, &d);
+  EXPECT_EQ(d.channels(), 3);
+  EXPECT_EQ(d.label(), 7);
+  for (int k = 0; k < 3; ++k)
+    for (int i = 0; i < 24; ++i) ASSERT_EQ(static_cast<uint8_t>(d.data()[k * 24 + i]), color.pixels[3 * i + k]);
+}
+
+TEST(Image, JpegKeepsASmoothImageWithinAFewLevels) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  const Image in = SmoothImage(24, 32, gen);
+  const std::string jpg = EncodeImage(in, "jpg");
+  EXPECT_TRUE(IsImageFile(jpg));
+  const Image out = DecodeImage(jpg, ColorMode::kNative, "t");
+  ASSERT_EQ(out.channels, 3);
+  ASSERT_EQ(out.height, 24);
+  ASSERT_EQ(out.width, 32);
+  double err = 0;
+  for (size_t i = 0; i < in.pixels.size(); ++i) err += std::abs(int{in.pixels[i]} - int{out.pixels[i]});
+  EXPECT_LT(err / in.pixels.size(), 2.0) << "channels swapped or badly coded";
+  const Image gray = DecodeImage(jpg, ColorMode::kGray, "t");
+  EXPECT_EQ(gray.channels, 1);
+}
+
+TEST(Image, ResizeIsBilinearWithCentresAligned) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  const Image in = RandomImage(5, 7, 3, gen);
+  for (const auto& [h, w] : std::vector<std::pair<int, int>>{{10, 14}, {3, 4}, {5, 9}, {1, 1}}) {
+    const Image out = ResizeImage(in, h, w);
+    ASSERT_EQ(out.height, h);
+    ASSERT_EQ(out.width, w);
+    auto src = [](int i, int out_n, int in_n, int* k, double* f) {
+      double x = (i + 0.5) * in_n / out_n - 0.5;
+      *k = static_cast<int>(std::floor(x));
+      *f = x - *k;
+      if (*k < 0) *k = 0, *f = 0;
+      if (*k >= in_n - 1) *k = in_n - 1, *f = 0;
+    };
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) {
+        int ky, kx;
+        double fy, fx;
+        src(y, h, 5, &ky, &fy);
+        src(x, w, 7, &kx, &fx);
+        for (int c = 0; c < 3; ++c) {
+          auto at = [&](int r, int q) { return static_cast<double>(in.pixels[(std::min(r, 4) * 7 + std::min(q, 6)) * 3 + c]); };
+          const double v = (1 - fy) * ((1 - fx) * at(ky, kx) + fx * at(ky, kx + 1)) +
+                           fy * ((1 - fx) * at(ky + 1, kx) + fx * at(ky + 1, kx + 1));
+          ASSERT_NEAR(out.pixels[(y * w + x) * 3 + c], v, 0.51) << h << "x" << w << " at " << y << "," << x;
+        }
+      }
+  }
+  EXPECT_EQ(ResizeImage(in, 5, 7).pixels, in.pixels);
+}
+
+TEST(Image, WhatIsNoImageIsOneLine) {
+  std::mt19937 gen(3);
+  std::string e = ErrorOf([&] { DecodeImage("hello world", ColorMode::kNative, "f.txt"); });
+  EXPECT_NE(e.find("f.txt: neither a JPEG nor a PNG file"), std::string::npos) << e;
+  const std::string png = EncodeImage(RandomImage(8, 8, 3, gen), "png");
+  e = ErrorOf([&] { DecodeImage(png.substr(0, png.size() / 2), ColorMode::kNative, "half.png"); });
+  EXPECT_NE(e.find("half.png: not a readable PNG"), std::string::npos) << e;
+  e = ErrorOf([&] { DecodeImage(std::string("\xFF\xD8\xFF", 3) + "garbage!", ColorMode::kNative, "bad.jpg"); });
+  EXPECT_NE(e.find("bad.jpg: not a readable JPEG"), std::string::npos) << e;
+  e = ErrorOf([&] { EncodeImage(RandomImage(2, 2, 3, gen), "gif"); });
+  EXPECT_NE(e.find("unknown encode type 'gif'"), std::string::npos) << e;
+}
+
+// A folder of n PNG images (label i % 3, pixels random) listed in dir/list.txt; one path holds a
+// space and one lies in a subfolder. Returns the images in list order.
+std::vector<Image> WriteImageset(const TempDir& dir, int n, std::mt19937& gen, int h = 6, int w = 5) {
+  std::ofstream list(dir / "list.txt");
+  std::vector<Image> images;
+  for (int i = 0; i < n; ++i) {
+    images.push_back(RandomImage(h, w, 3, gen));
+    const std::string name = i == 1 ? "sub/img 1.png" : "img" + std::to_string(i) + ".png";
+    WriteFile(dir / ("images/" + name), EncodeImage(images.back(), "png"));
+    list << name << " " << i % 3 << "\n";
+  }
+  return images;
+}
+
+std::vector<std::pair<std::string, pb::Datum>> ReadAll(const std::string& path) {
+  LmdbCursor c(path);
+  std::vector<std::pair<std::string, pb::Datum>> out;
+  for (size_t i = 0; i < c.size(); ++i, c.Next()) {
+    pb::Datum d;
+    EXPECT_TRUE(d.ParseFromArray(c.value().data(), static_cast<int>(c.value().size())));
+    out.emplace_back(std::string(c.key()), d);
+  }
+  return out;
+}
+
+TEST(ConvertImageset, WritesCaffesKeysAndDatums) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  TempDir dir;
+  const std::vector<Image> images = WriteImageset(dir, 5, gen);
+  ASSERT_EQ(ConvertImageset(dir / "images", dir / "list.txt", dir / "raw", {}), 5u);
+  auto raw = ReadAll(dir / "raw");
+  ASSERT_EQ(raw.size(), 5u);
+  EXPECT_EQ(raw[1].first, "00000001_sub/img 1.png");
+  for (int i = 0; i < 5; ++i) {
+    pb::Datum want;
+    ImageToDatum(images[i], i % 3, &want);
+    EXPECT_EQ(raw[i].second.SerializeAsString(), want.SerializeAsString()) << i;
+  }
+  // Encoded, nothing to change: the files' own bytes.
+  ImagesetOptions o;
+  o.encoded = true;
+  ConvertImageset(dir / "images", dir / "list.txt", dir / "enc", o);
+  auto enc = ReadAll(dir / "enc");
+  std::ifstream f(dir / "images/img3.png", std::ios::binary);
+  const std::string file((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(enc[3].second.encoded());
+  EXPECT_EQ(enc[3].second.data(), file);
+  // Resized, gray, re-encoded as JPEG; shuffled by a seed.
+  o.resize_height = 4;
+  o.resize_width = 8;
+  o.gray = true;
+  o.encode_type = "jpg";
+  o.shuffle = true;
+  o.seed = 5;
+  ConvertImageset(dir / "images", dir / "list.txt", dir / "small", o);
+  auto small = ReadAll(dir / "small");
+  std::set<std::string> names;
+  for (auto& [key, d] : small) {
+    names.insert(key.substr(9));
+    DecodeDatum(&d, ColorMode::kNative, key);
+    EXPECT_EQ(d.channels(), 1);
+    EXPECT_EQ(d.height(), 4);
+    EXPECT_EQ(d.width(), 8);
+  }
+  EXPECT_EQ(names.size(), 5u);
+  // The mean of an encoded LMDB is the mean of its images.
+  ASSERT_EQ(ComputeMean(dir / "enc", dir / "mean.binaryproto"), 5u);
+}
+
+TEST(ConvertImageset, ABadImageOrListLineFailsAndKeepsNothing) {
+  std::mt19937 gen(4);
+  TempDir dir;
+  WriteImageset(dir, 3, gen);
+  WriteFile(dir / "images/img2.png", "not an image");
+  std::string e = ErrorOf([&] { ConvertImageset(dir / "images", dir / "list.txt", dir / "out", {}); });
+  EXPECT_NE(e.find("img2.png (" + dir / "list.txt" + ":3): neither a JPEG nor a PNG"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+  std::ofstream(dir / "bad.txt") << "img0.png 1\nimg1.png\n";
+  e = ErrorOf([&] { ConvertImageset(dir / "images", dir / "bad.txt", dir / "out", {}); });
+  EXPECT_NE(e.find(dir / "bad.txt" + ":2: expected 'PATH LABEL'"), std::string::npos) << e;
+  std::ofstream(dir / "missing.txt") << "nothere.png 1\n";
+  e = ErrorOf([&] { ConvertImageset(dir / "images", dir / "missing.txt", dir / "out", {}); });
+  EXPECT_NE(e.find("nothere.png"), std::string::npos) << e;
+  EXPECT_NE(e.find("missing.txt:1"), std::string::npos) << e;
+  // Sizes that differ, with --check_size.
+  WriteFile(dir / "images/big.png", EncodeImage(RandomImage(9, 9, 3, gen), "png"));
+  std::ofstream(dir / "mixed.txt") << "img0.png 0\nbig.png 1\n";
+  ImagesetOptions o;
+  o.check_size = true;
+  e = ErrorOf([&] { ConvertImageset(dir / "images", dir / "mixed.txt", dir / "out", o); });
+  EXPECT_NE(e.find("but the first image is 5x6 (--check_size)"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out"));
+}
+
+struct Tops {
+  Blob data, label;
+  Blobs all() { return {&data, &label}; }
+};
+
+// The Data layer decodes encoded records on its readers: the same batches as the raw LMDB.
+TEST(DataLayerImages, EncodedRecordsReadAsTheirRawTwins) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  TempDir dir;
+  WriteImageset(dir, 6, gen);
+  ConvertImageset(dir / "images", dir / "list.txt", dir / "raw", {});
+  ImagesetOptions o;
+  o.encoded = true;
+  ConvertImageset(dir / "images", dir / "list.txt", dir / "enc", o);
+  Tops a, b;
+  auto raw = CreateLayer(testing::DataParam({dir / "raw"}, 4));
+  auto enc = CreateLayer(testing::DataParam({dir / "enc"}, 4));
+  raw->SetUp({}, a.all());
+  enc->SetUp({}, b.all());
+  ASSERT_EQ(b.data.shape(), (std::vector<int>{4, 3, 6, 5}));
+  for (int pass = 0; pass < 3; ++pass) {
+    raw->Forward({}, a.all());
+    enc->Forward({}, b.all());
+    for (int i = 0; i < a.data.count(); ++i) ASSERT_EQ(a.data.cpu_data()[i], b.data.cpu_data()[i]) << pass;
+    for (int i = 0; i < 4; ++i) ASSERT_EQ(a.label.cpu_data()[i], b.label.cpu_data()[i]);
+  }
+  pb::LayerParameter p = testing::DataParam({dir / "enc"}, 2);
+  p.mutable_transform_param()->set_force_gray(true);
+  Tops g;
+  auto gray = CreateLayer(p);
+  gray->SetUp({}, g.all());
+  EXPECT_EQ(g.data.shape(), (std::vector<int>{2, 1, 6, 5}));
+}
+
+pb::LayerParameter ImageDataParam(const std::string& list, const std::string& root, int batch,
+                                  pb::Phase phase = pb::TEST) {
+  pb::LayerParameter p;
+  p.set_name("images");
+  p.set_type("ImageData");
+  p.set_phase(phase);
+  p.add_top("data");
+  p.add_top("label");
+  p.mutable_image_data_param()->set_source(list);
+  p.mutable_image_data_param()->set_root_folder(root);
+  p.mutable_image_data_param()->set_batch_size(batch);
+  return p;
+}
+
+TEST(ImageDataLayer, ReadsTheListInOrderResizedAndShuffled) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  TempDir dir;
+  const std::vector<Image> images = WriteImageset(dir, 5, gen);
+  Tops t;
+  auto layer = CreateLayer(ImageDataParam(dir / "list.txt", dir / "images", 3));
+  layer->SetUp({}, t.all());
+  ASSERT_EQ(t.data.shape(), (std::vector<int>{3, 3, 6, 5}));
+  for (int batch = 0; batch < 2; ++batch) {
+    layer->Forward({}, t.all());
+    for (int i = 0; i < 3; ++i) {
+      const int k = (batch * 3 + i) % 5;
+      pb::Datum want;
+      ImageToDatum(images[k], k % 3, &want);
+      EXPECT_EQ(t.label.cpu_data()[i], k % 3);
+      for (int j = 0; j < 90; ++j)
+        ASSERT_EQ(t.data.cpu_data()[i * 90 + j], static_cast<uint8_t>(want.data()[j])) << k;
+    }
+  }
+  pb::LayerParameter p = ImageDataParam(dir / "list.txt", dir / "images", 2);
+  p.mutable_image_data_param()->set_new_height(3);
+  p.mutable_image_data_param()->set_new_width(4);
+  p.mutable_image_data_param()->set_is_color(false);
+  auto small = CreateLayer(p);
+  small->SetUp({}, t.all());
+  EXPECT_EQ(t.data.shape(), (std::vector<int>{2, 1, 3, 4}));
+  // Shuffled: every image once per pass, in one order for every reader of the list.
+  p = ImageDataParam(dir / "list.txt", dir / "images", 5);
+  p.mutable_image_data_param()->set_shuffle(true);
+  Tops u, v;
+  auto one = CreateLayer(p), two = CreateLayer(p);
+  one->SetUp({}, u.all());
+  two->SetUp({}, v.all());
+  std::vector<int> first;
+  for (int pass = 0; pass < 2; ++pass) {
+    one->Forward({}, u.all());
+    two->Forward({}, v.all());
+    std::multiset<float> labels(u.label.cpu_data(), u.label.cpu_data() + 5);
+    EXPECT_EQ(labels, (std::multiset<float>{0, 0, 1, 1, 2}));
+    for (int i = 0; i < u.data.count(); ++i) ASSERT_EQ(u.data.cpu_data()[i], v.data.cpu_data()[i]);
+  }
+}
+
+TEST(ImageDataLayer, PartitionsOfAShuffledListAreDisjoint) {
+  std::mt19937 gen(::hogstream::TestSeed());
+  TempDir dir;
+  std::ofstream list(dir / "list.txt");
+  for (int i = 0; i < 8; ++i) {  // label = index: each image named by its label
+    WriteFile(dir / ("images/" + std::to_string(i) + ".png"), EncodeImage(RandomImage(2, 2, 1, gen), "png"));
+    list << i << ".png " << i << "\n";
+  }
+  list.close();
+  std::map<int, int> reads;
+  for (int part = 0; part < 2; ++part) {
+    Context ctx(Mode::CPU, 0, 1);
+    ContextScope scope(&ctx);
+    ctx.set_data_partition(part * 0.5, 0.5);
+    pb::LayerParameter p = ImageDataParam(dir / "list.txt", dir / "images", 4, pb::TRAIN);
+    p.mutable_image_data_param()->set_shuffle(true);
+    Tops t;
+    auto layer = CreateLayer(p);
+    layer->SetUp({}, t.all());
+    layer->Forward({}, t.all());
+    for (int i = 0; i < 4; ++i) ++reads[static_cast<int>(t.label.cpu_data()[i])];
+  }
+  ASSERT_EQ(reads.size(), 8u) << "two halves of one pass read every image once";
+  for (auto& [label, n] : reads) EXPECT_EQ(n, 1) << label;
+}
+
+TEST(ImageDataLayer, ErrorsNameTheListAndTheImage) {
+  std::mt19937 gen(6);
+  TempDir dir;
+  WriteImageset(dir, 2, gen);
+  Tops t;
+  std::string e = ErrorOf([&] { CreateLayer(ImageDataParam(dir / "nolist.txt", "", 1))->SetUp({}, t.all()); });
+  EXPECT_NE(e.find("cannot open image list"), std::string::npos) << e;
+  WriteFile(dir / "images/img0.png", "junk");
+  e = ErrorOf([&] { CreateLayer(ImageDataParam(dir / "list.txt", dir / "images", 1))->SetUp({}, t.all()); });
+  EXPECT_NE(e.find("source '" + dir / "list.txt" + "', image 'img0.png'"), std::string::npos) << e;
+  EXPECT_NE(e.find("neither a JPEG nor a PNG"), std::string::npos) << e;
+  pb::LayerParameter p = ImageDataParam(dir / "list.txt", dir / "images", 1);
+  p.mutable_image_data_param()->set_new_height(3);
+  e = ErrorOf([&] { CreateLayer(p)->SetUp({}, t.all()); });
+  EXPECT_NE(e.find("give new_height and new_width together"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace hogstream
