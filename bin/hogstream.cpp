@@ -11,12 +11,15 @@
 //                      [--netns=A,B] [--where=ADDR_A,ADDR_B] [--multicast=GROUP] [--json]
 //   hogstream bench    --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC  (each host)
 //   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
+//   hogstream upgrade  NET|SOLVER [OUT]
 #include <glog/logging.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <iostream>
 
@@ -25,6 +28,7 @@
 #include "core/net.hpp"
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
+#include "core/upgrade.hpp"
 #include "data/convert.hpp"
 #include "observe/plot.hpp"
 #include "bin/link_bench.hpp"
@@ -70,6 +74,8 @@ const char kUsage[] =
     "           segment rate over a link next to the link's raw rate, per chunk and batch size\n"
     "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
     "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
+    "  upgrade  NET|SOLVER [OUT]\n"
+    "           a V1/V0 net (or a solver with solver_type) in the current format, to OUT or stdout\n"
     "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
     "defaults to the batch size).\n";
 
@@ -228,6 +234,23 @@ int Convert(int argc, char** argv) {
   return 0;
 }
 
+int Upgrade(int argc, char** argv) {
+  Flags f(argc, argv, 2, {});
+  const auto& a = f.positional();
+  HS_REQUIRE(a.size() == 1 || a.size() == 2) << "usage: hogstream upgrade NET|SOLVER [OUT]";
+  const UpgradedFile u = UpgradeFile(a[0]);
+  if (a.size() == 2) {
+    std::ofstream out(a[1]);
+    out << u.text;
+    out.close();
+    HS_REQUIRE(out.good()) << a[1] << ": write failed: " << ErrnoText(errno);
+  } else {
+    std::cout << u.text;
+  }
+  LOG(INFO) << u.summary << (a.size() == 2 ? "; wrote " + a[1] : "");
+  return 0;
+}
+
 // "4k,16k,1M" -> bytes.
 std::vector<uint32_t> ByteSizes(const std::string& text) {
   std::vector<uint32_t> sizes;
@@ -366,6 +389,7 @@ int Main(int argc, char** argv) {
   if (cmd == "convert") return Convert(argc, argv);
   if (cmd == "plot") return PlotCommand(argc, argv);
   if (cmd == "bench") return Bench(argc, argv);
+  if (cmd == "upgrade") return Upgrade(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 

@@ -6,6 +6,7 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/text_format.h>
+#include <glog/logging.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,10 +17,13 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 #include "core/common.hpp"
 #include "core/layer.hpp"
+#include "core/upgrade.hpp"
 
 namespace hogstream {
 
@@ -88,14 +92,20 @@ void ParseText(const std::string& text, const std::string& name, gp::Message* ms
   if (tree) parser.WriteLocationsTo(tree);
   if (parser.ParseFromString(text, msg)) return;
   std::string detail = errors.message_;
-  // A V1 net file (`layers { type: CONVOLUTION }`) fails on the field name: say so plainly.
-  if (detail.find("\"layers\"") != std::string::npos &&
-      msg->GetDescriptor()->name() == "NetParameter") {
-    detail = "this is a V1 net ('layers {}' with enum types); hogstream reads the current "
-             "format ('layer {}' with string types) — upgrade it with Caffe's "
-             "upgrade_net_proto_text";
-  }
+  // A setting of the old formats that hogstream left out (image or window data, MVN, ...).
+  if (detail.find("V1LayerParameter\"") != std::string::npos ||
+      detail.find("V0LayerParameter\"") != std::string::npos)
+    detail += " (an old-format setting of a layer hogstream does not have)";
   HS_FAIL() << name << ":" << errors.line_ << ":" << errors.column_ << ": " << detail;
+}
+
+// Logs `line` the first time `file` is upgraded in this process: a solver reads its net file
+// once per net, and a Hogwild job once per solver.
+void AnnounceUpgrade(const std::string& file, const std::string& line) {
+  static std::mutex mu;
+  static std::set<std::string> announced;
+  std::lock_guard<std::mutex> lock(mu);
+  if (announced.insert(file).second) LOG(INFO) << line;
 }
 
 }  // namespace
@@ -106,12 +116,19 @@ pb::NetParameter ParseNetText(const std::string& text, const std::string& name,
   gp::TextFormat::ParseInfoTree tree;
   ParseText(text, name, &net, &tree);
   const gp::FieldDescriptor* layer_field = net.GetDescriptor()->FindFieldByName("layer");
+  const gp::FieldDescriptor* layers_field = net.GetDescriptor()->FindFieldByName("layers");
+  auto where_v1 = [&](int i) {
+    return name + ":" + std::to_string(tree.GetLocation(layers_field, i).line + 1) + ": ";
+  };
+  const NetUpgrade upgrade = UpgradeNet(&net, where_v1);
+  if (upgrade.version < 2) AnnounceUpgrade(name, UpgradeNotice(name, upgrade));
   NetSource local;
   NetSource& src = source ? *source : local;
   src.file = name;
   src.layer_line.clear();
   for (int i = 0; i < net.layer_size(); ++i) {
-    const int line = tree.GetLocation(layer_field, i).line + 1;
+    const int line = 1 + (upgrade.version < 2 ? tree.GetLocation(layers_field, upgrade.origin[i])
+                                              : tree.GetLocation(layer_field, i)).line;
     const auto& lp = net.layer(i);
     src.layer_line.emplace(lp.name(), line);
     HS_REQUIRE(lp.has_type() && !lp.type().empty())
@@ -133,6 +150,10 @@ pb::NetParameter ReadNetText(const std::string& path, NetSource* source) {
 pb::SolverParameter ReadSolverText(const std::string& path) {
   pb::SolverParameter sp;
   ParseText(Slurp(path, "solver"), path, &sp, nullptr);
+  if (const int n = UpgradeSolverNets(&sp, path))
+    AnnounceUpgrade(path, path + ": " + std::to_string(n) + " net(s) inside the solver in an old "
+                          "format, upgraded on read; 'hogstream upgrade " + path +
+                          "' writes the current format");
   return sp;
 }
 
@@ -151,6 +172,13 @@ void ReadBinaryProto(const std::string& path, gp::Message* msg) {
   const bool ok = msg->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
   HS_REQUIRE(ok) << path << ": not a valid " << msg->GetDescriptor()->name()
                  << " (truncated or corrupt)";
+  // Weights saved by Caffe before mid-2015 hold V1 layers: read them by the same names.
+  if (auto* net = dynamic_cast<pb::NetParameter*>(msg)) {
+    const NetUpgrade u = UpgradeNet(net, [&](int) { return path + ": "; });
+    if (u.version < 2)
+      AnnounceUpgrade(path, path + ": weights of a V" + std::to_string(u.version) + " net (" +
+                                std::to_string(u.read) + " layers), upgraded on read");
+  }
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Reading and writing the schema's messages from files, with errors a user can act on:
-// a missing file names the path; a text parse error names file:line:column; a V1 net
-// (`layers {}`) or a layer of unknown type names the file, line and layer.
+// a missing file names the path; a text parse error names file:line:column; a layer of
+// unknown type names the file, line and layer. Nets in Caffe's V1 and V0 formats (text, and
+// .caffemodel weights) are upgraded as they are read (core/upgrade.hpp), with one log line.
 #pragma once
 
 #include <map>

@@ -104,7 +104,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions&
   for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
   HS_REQUIRE(!gpus.empty() || param.solver_mode() == pb::SolverParameter::CPU)
       << "solver_mode: GPU with CPU solvers only; name the GPUs in SOLVERS (e.g. 0:0 for one solver on GPU 0) "
-         "or set solver_mode: CPU in the solver file";
+         "or pass --cpu (or set solver_mode: CPU in the solver file)";
   HS_REQUIRE(!opt.net || opt.shm.empty())
       << "a job across machines runs this machine's solvers as threads of one process: leave out --shm";
   const Policy& policy = opt.policy;

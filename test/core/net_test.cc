@@ -246,7 +246,7 @@ layer { name: "weird" type: "Frobnicate" bottom: "a" top: "b" })");
   EXPECT_NE(e.find("bad.prototxt:3:"), std::string::npos) << e;
   EXPECT_NE(e.find("weird"), std::string::npos) << e;
   EXPECT_NE(e.find("Frobnicate"), std::string::npos) << e;
-  e = error_of(R"(layers { name: "old" type: CONVOLUTION })");
+  e = error_of(R"(layers { name: "old" type: CONVOLUTION } layer { name: "new" type: "ReLU" })");
   EXPECT_NE(e.find("bad.prototxt:1:"), std::string::npos) << e;
   EXPECT_NE(e.find("V1"), std::string::npos) << e;
   e = error_of("layer { name: \"x\" type: \"ReLU\"\n  bogus_field: 3 }");
