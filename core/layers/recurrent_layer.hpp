@@ -19,6 +19,12 @@
 //         learned blobs: W_xc (4H x D), b_c (4H), [W_xc_static (4H x S)], W_hc (4H x H)
 // Weights are filled with recurrent_param.weight_filler, biases with bias_filler. No gradient
 // flows to cont: asked for one, Backward refuses.
+//
+// Where this differs from Caffe's unrolled-net implementation (every Caffe model still loads
+// and runs): the gradients of the exposed final states (tops 1..) flow back through time and
+// the exposed initial states (bottoms) receive theirs, where Caffe's layer shares only their
+// data with its inner net and drops both; the number of time steps may change between passes
+// (Caffe refuses); and debug_info, which prints Caffe's inner net, is accepted and ignored.
 #pragma once
 
 #include <string>

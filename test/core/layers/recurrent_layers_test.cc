@@ -228,7 +228,8 @@ TEST_F(Recurrent, LstmMatchesItsDefinition) {
 }
 
 // A state carried into a batch whose first step starts every sequence changes nothing; a
-// change of stream count starts from zero.
+// change of stream count starts from zero. (The number of steps may change too, which
+// Caffe's layer refuses.)
 TEST_F(Recurrent, LstmCarriedStateIsCutByContAndResetByNewStreamCount) {
   const int T = 3, H = 4;
   auto layer = CreateLayer(LayerText(RecurrentText("LSTM", H, false)));
@@ -240,10 +241,11 @@ TEST_F(Recurrent, LstmCarriedStateIsCutByContAndResetByNewStreamCount) {
   const std::vector<float> first(y->cpu_data(), y->cpu_data() + y->count());
   layer->Forward({x, c}, {y});
   for (int i = 0; i < y->count(); ++i) EXPECT_EQ(y->cpu_data()[i], first[i]) << i;
-  // Three streams, every one continuing: the carried state is zero again.
-  Blob* x3 = Random({T, 3, 3});
-  Blob* c3 = Cont(T, 3, {});
+  // Three streams and five steps, every stream continuing: the carried state is zero again.
+  Blob* x3 = Random({T + 2, 3, 3});
+  Blob* c3 = Cont(T + 2, 3, {});
   layer->Reshape({x3, c3}, {y});
+  ASSERT_EQ(y->shape(), (std::vector<int>{T + 2, 3, H}));
   layer->Forward({x3, c3}, {y});
   State st;
   st.h.assign(3 * H, 0.0);
