@@ -170,6 +170,13 @@ void ReadBinaryProto(const std::string& path, gp::Message* msg) {
   gp::io::CodedInputStream coded(&raw);
   coded.SetTotalBytesLimit(INT_MAX);
   const bool ok = msg->ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  if (!ok && dynamic_cast<pb::NetParameter*>(msg)) {  // a .solverstate given as weights?
+    pb::SolverState state;
+    std::ifstream in(path, std::ios::binary);
+    HS_REQUIRE(!(state.ParseFromIstream(&in) && state.has_learned_net()))
+        << path << ": a solver state (iteration " << state.iter()
+        << "), not weights; resume from it with --snapshot";
+  }
   HS_REQUIRE(ok) << path << ": not a valid " << msg->GetDescriptor()->name()
                  << " (truncated or corrupt)";
   // Weights saved by Caffe before mid-2015 hold V1 layers: read them by the same names.

@@ -149,6 +149,25 @@ void ConvolutionLayer::Backward_cpu(const Blobs& top, const std::vector<bool>& p
   else BackwardLowered(top, propagate_down, bottom);
 }
 
+void ConvolutionLayer::AddBias(float* y, int spatial) const {
+  const float* bias = blobs_[1]->cpu_data();
+  for (int c = 0; c < num_output_; ++c) {
+    float* row = y + static_cast<size_t>(c) * spatial;
+    const float v = bias[c];
+    for (int i = 0; i < spatial; ++i) row[i] += v;
+  }
+}
+
+void ConvolutionLayer::AccumulateBiasGradient(const float* dy, int num, int spatial, float* db) const {
+  for (int n = 0; n < num; ++n)
+    for (int c = 0; c < num_output_; ++c) {
+      const float* row = dy + (static_cast<size_t>(n) * num_output_ + c) * spatial;
+      float s = 0;
+      for (int i = 0; i < spatial; ++i) s += row[i];
+      db[c] += s;
+    }
+}
+
 const float* ConvolutionLayer::Lower(const float* im) {
   if (is_1x1_) return im;
   im2col(im, channels_, height_, width_, kernel_h_, kernel_w_, pad_h_, pad_w_, stride_h_,
@@ -171,14 +190,7 @@ void ConvolutionLayer::ForwardLowered(const Blobs& bottom, const Blobs& top) {
       for (int g = 0; g < group_; ++g)
         gemm(Trans::No, Trans::No, m, out_spatial, k, 1.f, w + g * m * k,
              col + g * k * out_spatial, 0.f, yn + g * m * out_spatial);
-      if (bias_term_) {
-        const float* bias = blobs_[1]->cpu_data();
-        for (int c = 0; c < num_output_; ++c) {
-          float* row = yn + c * out_spatial;
-          const float v = bias[c];
-          for (int i = 0; i < out_spatial; ++i) row[i] += v;
-        }
-      }
+      if (bias_term_) AddBias(yn, out_spatial);
     }
   }
 }
@@ -198,15 +210,7 @@ void ConvolutionLayer::BackwardLowered(const Blobs& top, const std::vector<bool>
     const float* dy = top[b]->cpu_diff();
     const float* x = bottom[b]->cpu_data();
     const int num = top[b]->shape(0);
-    if (want_b) {
-      for (int n = 0; n < num; ++n)
-        for (int c = 0; c < num_output_; ++c) {
-          const float* row = dy + n * out_dim + c * out_spatial;
-          float s = 0;
-          for (int i = 0; i < out_spatial; ++i) s += row[i];
-          db[c] += s;
-        }
-    }
+    if (want_b) AccumulateBiasGradient(dy, num, out_spatial, db);
     if (!want_w && !propagate_down[b]) continue;
     float* dx = propagate_down[b] ? bottom[b]->mutable_cpu_diff() : nullptr;
     for (int n = 0; n < num; ++n) {

@@ -50,6 +50,10 @@ class ConvolutionLayer : public Layer {
   // group and bias_term) and the input's channels; every setting a user can get wrong is one
   // line.
   void SetUpGeometry(const Blobs& bottom, bool learned = true);
+  // The bias (blobs_[1]) of one image: y[c][i] += bias[c] over `spatial` values per output
+  // channel; and its gradient: db[c] += the sums of dy's channel planes over `num` images.
+  void AddBias(float* y, int spatial) const;
+  void AccumulateBiasGradient(const float* dy, int num, int spatial, float* db) const;
   // Lowers image `im` into col_ (or returns `im` itself when no lowering is needed).
   const float* Lower(const float* im);
   void ForwardLowered(const Blobs& bottom, const Blobs& top);

@@ -77,13 +77,7 @@ void DeconvolutionLayer::Forward_cpu(const Blobs& bottom, const Blobs& top) {
         col2im(col, num_output_, height_, width_, kernel_h_, kernel_w_, pad_h_, pad_w_,
                stride_h_, stride_w_, dil_h_, dil_w_, yn);
       }
-      if (bias_term_) {
-        const float* bias = blobs_[1]->cpu_data();
-        for (int c = 0; c < num_output_; ++c) {
-          float* row = yn + c * out_spatial;
-          for (int i = 0; i < out_spatial; ++i) row[i] += bias[c];
-        }
-      }
+      if (bias_term_) AddBias(yn, out_spatial);
     }
   }
 }
@@ -103,15 +97,7 @@ void DeconvolutionLayer::Backward_cpu(const Blobs& top, const std::vector<bool>&
     const float* dy = top[b]->cpu_diff();
     const float* x = bottom[b]->cpu_data();
     const int num = top[b]->shape(0);
-    if (want_b) {
-      for (int n = 0; n < num; ++n)
-        for (int c = 0; c < num_output_; ++c) {
-          const float* row = dy + n * out_dim + c * out_spatial;
-          float s = 0;
-          for (int i = 0; i < out_spatial; ++i) s += row[i];
-          db[c] += s;
-        }
-    }
+    if (want_b) AccumulateBiasGradient(dy, num, out_spatial, db);
     if (!want_w && !propagate_down[b]) continue;
     float* dx = propagate_down[b] ? bottom[b]->mutable_cpu_diff() : nullptr;
     for (int n = 0; n < num; ++n) {

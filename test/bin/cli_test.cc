@@ -113,7 +113,7 @@ TEST_F(Cli, GpuSolversNameTheMissingDevice) {
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--solvers=0:977:1"}), "hogstream",
                 "SOLVERS names GPU");
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver("solver_mode: GPU device_id: 977")}),
-                "hogstream", "solver_mode: GPU (device_id 977)");
+                "hogstream", "solver_mode: GPU (device_id 977");
   ExpectOneLine(Run(HS_HOGWILD_BIN, {Solver("solver_mode: GPU"), "2"}), "hogwild.bin", "name the GPUs in SOLVERS");
 }
 
