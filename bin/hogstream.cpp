@@ -30,6 +30,7 @@
 #include "core/solver.hpp"
 #include "core/upgrade.hpp"
 #include "data/convert.hpp"
+#include "data/lmdb.hpp"
 #include "observe/plot.hpp"
 #include "bin/link_bench.hpp"
 
@@ -59,6 +60,9 @@ const char kUsage[] =
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
     "  test     --model=NET --weights=MODEL [--iterations=50]\n"
     "           scores a trained model on the TEST phase of NET\n"
+    "  extract  --model=NET --weights=MODEL --blobs=BLOB[,BLOB...] [--iterations=1] OUT[,OUT...]\n"
+    "           the blobs' values, item by item, into one LMDB of float Datums per blob\n"
+    "           (Caffe's extract_features; the TEST phase unless --phase=TRAIN)\n"
     "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
     "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
     "           imageset ROOT LIST OUT_LMDB     JPEG/PNG files listed as 'PATH LABEL' lines\n"
@@ -234,6 +238,73 @@ int Convert(int argc, char** argv) {
   return 0;
 }
 
+// Caffe's extract_features: the named blobs of a trained net, batch by batch, one Datum per
+// item (channels x height x width as Caffe's 4-d view of the blob, values in float_data),
+// keyed "%010d" by the item's index, one LMDB per blob.
+int Extract(int argc, char** argv) {
+  Flags f(argc, argv, 2, With(kNetFlags, {"weights", "blobs", "iterations"}));
+  const auto& a = f.positional();
+  HS_REQUIRE(a.size() == 1 && f.has("model") && f.has("weights") && f.has("blobs"))
+      << "usage: hogstream extract --model=NET --weights=MODEL --blobs=BLOB[,BLOB...] [--iterations=N] "
+         "OUT[,OUT...]";
+  auto split = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) out.push_back(item);
+    return out;
+  };
+  const std::vector<std::string> blobs = split(f.get("blobs")), outs = split(a[0]);
+  HS_REQUIRE(!blobs.empty() && blobs.size() == outs.size())
+      << blobs.size() << " blob(s) but " << outs.size() << " output(s): give one LMDB per blob";
+  Context ctx(Mode::CPU, 0, 1);
+  ContextScope scope(&ctx);
+  NetOptions opt;
+  const std::string phase = f.get("phase", "TEST");
+  HS_REQUIRE(phase == "TRAIN" || phase == "TEST") << "--phase must be TRAIN or TEST, got '" << phase << "'";
+  opt.phase = phase == "TRAIN" ? pb::TRAIN : pb::TEST;
+  opt.input_shapes = InputShapes(f);
+  Net net(ReadNetText(f.get("model"), &opt.source), opt);
+  net.CopyTrainedLayersFromFiles(f.get("weights"));
+  std::vector<std::shared_ptr<Blob>> sources;
+  for (const std::string& b : blobs) {
+    sources.push_back(net.blob_by_name(b));
+    HS_REQUIRE(sources.back()) << "the net has no blob '" << b << "'";
+    HS_REQUIRE(sources.back()->num_axes() >= 1) << "blob '" << b << "' has no item axis";
+  }
+  std::vector<std::unique_ptr<LmdbWriter>> dbs;
+  for (const std::string& o : outs) dbs.push_back(std::make_unique<LmdbWriter>(o));
+  const int iterations = static_cast<int>(f.get_int("iterations", 1, 1, INT_MAX));
+  std::vector<size_t> items(blobs.size(), 0);
+  pb::Datum datum;
+  std::string value;
+  for (int it = 0; it < iterations; ++it) {
+    net.Forward();
+    for (size_t k = 0; k < blobs.size(); ++k) {
+      const Blob& b = *sources[k];
+      const int num = b.shape(0), dim = num ? b.count() / num : 0;
+      const bool legacy = b.num_axes() <= 4;  // Caffe's channels x height x width
+      datum.Clear();
+      datum.set_channels(legacy && b.num_axes() > 1 ? b.shape(1) : dim);
+      datum.set_height(legacy && b.num_axes() > 2 ? b.shape(2) : 1);
+      datum.set_width(legacy && b.num_axes() > 3 ? b.shape(3) : 1);
+      for (int n = 0; n < num; ++n) {
+        datum.clear_float_data();
+        const float* v = b.cpu_data() + static_cast<size_t>(n) * dim;
+        datum.mutable_float_data()->Add(v, v + dim);
+        datum.SerializeToString(&value);
+        char key[16];
+        std::snprintf(key, sizeof key, "%010zu", items[k]++);
+        dbs[k]->Put(key, value);
+      }
+    }
+  }
+  for (size_t k = 0; k < dbs.size(); ++k) {
+    dbs[k]->Commit();
+    LOG(INFO) << "Extracted " << items[k] << " items of '" << blobs[k] << "' to " << outs[k];
+  }
+  return 0;
+}
+
 int Upgrade(int argc, char** argv) {
   Flags f(argc, argv, 2, {});
   const auto& a = f.positional();
@@ -390,6 +461,7 @@ int Main(int argc, char** argv) {
   if (cmd == "plot") return PlotCommand(argc, argv);
   if (cmd == "bench") return Bench(argc, argv);
   if (cmd == "upgrade") return Upgrade(argc, argv);
+  if (cmd == "extract") return Extract(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 

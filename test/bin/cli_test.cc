@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "core/io.hpp"
+#include "core/proto/hogstream.pb.h"
+#include "data/lmdb.hpp"
 #include "test/program_runner.hpp"
 
 namespace hogstream {
@@ -131,6 +135,58 @@ TEST_F(Cli, CpuAndGpuFlagsOverrideTheSolverMode) {
                 "give --cpu or --gpu=ID, not both");
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--gpu=0", "--solvers=2"}),
                 "hogstream", "--gpu=ID is for one solver");
+}
+
+// extract_features: a trained net's blob, item by item, into an LMDB of float Datums that
+// hold what the net computes: s = W x + b of each item's own (random) x, from the snapshot's W, b.
+TEST_F(Cli, ExtractWritesEachItemsFeatures) {
+  ASSERT_EQ(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--iterations=20"}).rc, 0);
+  const std::string model = (dir_ / "snap_iter_20.caffemodel").string();
+  ASSERT_TRUE(fs::exists(model));
+  const std::string net = (dir_ / "net.prototxt").string();
+  std::ofstream(net) << R"(
+    layer { name: "d" type: "DummyData" top: "x"
+            dummy_data_param { shape { dim: 4 dim: 3 } data_filler { type: "gaussian" } } }
+    layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s" inner_product_param { num_output: 2 } })";
+  const std::string out = (dir_ / "features").string(), out2 = (dir_ / "inputs").string();
+  const Result r = Run(HS_HOGSTREAM_BIN, {"extract", "--model=" + net, "--weights=" + model, "--blobs=s,x",
+                                          "--iterations=2", out + "," + out2});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("Extracted 8 items of 's'"), std::string::npos) << r.err;
+  pb::NetParameter weights;
+  ReadBinaryProto(model, &weights);
+  const pb::LayerParameter* ip = nullptr;
+  for (const auto& l : weights.layer())
+    if (l.name() == "ip") ip = &l;
+  ASSERT_NE(ip, nullptr);
+  LmdbCursor c(out), cx(out2);
+  ASSERT_EQ(c.size(), 8u);
+  ASSERT_EQ(cx.size(), 8u);
+  std::set<float> firsts;
+  for (size_t i = 0; i < 8; ++i, c.Next(), cx.Next()) {
+    pb::Datum d, x;
+    ASSERT_TRUE(d.ParseFromArray(c.value().data(), static_cast<int>(c.value().size())));
+    ASSERT_TRUE(x.ParseFromArray(cx.value().data(), static_cast<int>(cx.value().size())));
+    ASSERT_EQ(x.float_data_size(), 3);
+    firsts.insert(x.float_data(0));
+    char key[16];
+    std::snprintf(key, sizeof key, "%010zu", i);
+    EXPECT_EQ(c.key(), key);
+    ASSERT_EQ(d.channels(), 2);
+    ASSERT_EQ(d.float_data_size(), 2);
+    for (int o = 0; o < 2; ++o) {
+      float want = ip->blobs(1).data(o);
+      for (int j = 0; j < 3; ++j) want += x.float_data(j) * ip->blobs(0).data(o * 3 + j);
+      EXPECT_NEAR(d.float_data(o), want, 1e-5) << i;
+    }
+  }
+  EXPECT_EQ(firsts.size(), 8u) << "every item its own values";
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"extract", "--model=" + net, "--weights=" + model, "--blobs=nope",
+                                       (dir_ / "o3").string()}),
+                "hogstream", "the net has no blob 'nope'");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"extract", "--model=" + net, "--weights=" + model, "--blobs=s,x",
+                                       (dir_ / "o4").string()}),
+                "hogstream", "2 blob(s) but 1 output(s)");
 }
 
 TEST_F(Cli, GpusBinTrainsTwoSolversOnOneGpuBesideACpuSolver) {
