@@ -26,6 +26,7 @@
 #include <atomic>
 #include <boost/lockfree/spsc_queue.hpp>
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -271,6 +272,7 @@ void DataLayer::StartReaders() {
   rng_ = SeededRng(seed, 0);
   const size_t slots = static_cast<size_t>(prefetch_) * batch_size_;
   for (size_t s = 0; s < cursors_.size(); ++s) {
+    cursors_[s]->Seed(seed + s);
     sources_.push_back(std::make_unique<Source>(std::move(cursors_[s]), slots, item_count_,
                                                 SeededRng(seed, static_cast<uint32_t>(s + 1))));
     Source* src = sources_.back().get();
@@ -328,5 +330,35 @@ DataLayer::Settings ImageDataLayer::Configure() {
 }
 
 HS_REGISTER_LAYER(ImageData, ImageDataLayer);
+
+DataLayer::Settings WindowDataLayer::Configure() {
+  const pb::WindowDataParameter& wp = param_.window_data_param();
+  HS_REQUIRE(wp.has_source()) << "window_data_param needs a source (a window file)";
+  HS_REQUIRE(wp.crop_mode() == "warp" || wp.crop_mode() == "square")
+      << "window_data_param.crop_mode must be warp or square, got '" << wp.crop_mode() << "'";
+  Settings s;
+  s.batch_size = wp.batch_size();
+  s.prefetch = 4;
+  s.weights = {1.0};
+  s.transform = param_.transform_param();
+  if (wp.has_scale()) s.transform.set_scale(wp.scale());
+  if (wp.has_mean_file()) s.transform.set_mean_file(wp.mean_file());
+  if (wp.has_mirror()) s.transform.set_mirror(wp.mirror());
+  WindowOptions o;
+  o.root = wp.root_folder();
+  o.crop_size = static_cast<int>(std::min<uint32_t>(wp.has_crop_size() ? wp.crop_size() : s.transform.crop_size(), 1u << 16));
+  s.transform.clear_crop_size();  // the window is cut to size already
+  o.context_pad = static_cast<int>(std::min<uint32_t>(wp.context_pad(), 1u << 16));
+  o.batch_size = static_cast<int>(std::min<uint32_t>(s.batch_size, INT_MAX));
+  o.square = wp.crop_mode() == "square";
+  o.cache_images = wp.cache_images();
+  o.fg_threshold = wp.fg_threshold();
+  o.bg_threshold = wp.bg_threshold();
+  o.fg_fraction = wp.fg_fraction();
+  s.sources.push_back(OpenWindowFile(wp.source(), o));
+  return s;
+}
+
+HS_REGISTER_LAYER(WindowData, WindowDataLayer);
 
 }  // namespace hogstream

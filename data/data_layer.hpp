@@ -84,4 +84,18 @@ class ImageDataLayer : public DataLayer {
   const char* type_param() const override { return "image_data_param"; }
 };
 
+// "WindowData": R-CNN's training input on the same readers: windows of images drawn from a
+// window file, a fixed share of each batch foreground (see data/records.hpp's OpenWindowFile),
+// cut with context, warped to crop_size (window_data_param's, else transform_param's), then
+// mirrored, mean-subtracted and scaled by the transformation.
+class WindowDataLayer : public DataLayer {
+ public:
+  using DataLayer::DataLayer;
+  const char* type() const override { return "WindowData"; }
+
+ protected:
+  Settings Configure() override;
+  const char* type_param() const override { return "window_data_param"; }
+};
+
 }  // namespace hogstream

@@ -25,6 +25,8 @@ class Records {
   virtual void Read(pb::Datum* datum) = 0;
   // The source and the current record, for messages: "source 'PATH', key 'KEY'".
   virtual std::string Where() const = 0;
+  // The reader's seed, given when its thread starts (sources that draw their records at random).
+  virtual void Seed(uint64_t seed) {}
 };
 
 // Errors: the LMDB cannot be opened or holds no records (see LmdbCursor).
@@ -54,5 +56,24 @@ std::vector<ListedImage> ReadImageList(const std::string& list);
 
 // Reads the whole list now (ReadImageList's errors).
 std::unique_ptr<Records> OpenImageList(const std::string& list, const ImageListOptions& options);
+
+// R-CNN's window file (Caffe's WindowData): blocks of
+//   # INDEX / IMAGE_PATH / CHANNELS / HEIGHT / WIDTH / NUM_WINDOWS / then per window
+//   CLASS OVERLAP X1 Y1 X2 Y2 (inclusive pixel corners).
+// Windows with overlap >= fg_threshold are foreground (their class), those below
+// bg_threshold background (label 0), the rest unused. Records are drawn at random: of each
+// batch_size in a row, the first round(batch_size * fg_fraction) foreground, the others
+// background. Each is cut from its image with context_pad pixels of context at the output
+// scale (the box grown by crop_size / (crop_size - 2 context_pad), made square first with
+// crop_mode "square"), warped to crop_size x crop_size; context beyond the image is black.
+struct WindowOptions {
+  std::string root;
+  int crop_size = 0, context_pad = 0, batch_size = 0;
+  bool square = false, cache_images = false;
+  float fg_threshold = 0.5f, bg_threshold = 0.5f, fg_fraction = 0.25f;
+};
+// Reads the whole window file now. Errors: unreadable, malformed (the line named), no
+// foreground or no background window where the batch needs them.
+std::unique_ptr<Records> OpenWindowFile(const std::string& path, const WindowOptions& options);
 
 }  // namespace hogstream

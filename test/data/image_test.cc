@@ -370,5 +370,101 @@ TEST(ImageDataLayer, ErrorsNameTheListAndTheImage) {
   EXPECT_NE(e.find("give new_height and new_width together"), std::string::npos) << e;
 }
 
+// ---------------------------------------------------------------- WindowData
+
+// An image whose blue is 8 x (column), green 8 x (row), red `tag`: a crop says where it came from.
+Image Coordinates(int h, int w, uint8_t tag) {
+  Image img{h, w, 3, std::vector<uint8_t>(static_cast<size_t>(h) * w * 3)};
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      uint8_t* p = &img.pixels[(y * w + x) * 3];
+      p[0] = static_cast<uint8_t>(8 * x);
+      p[1] = static_cast<uint8_t>(8 * y);
+      p[2] = tag;
+    }
+  return img;
+}
+
+pb::LayerParameter WindowParam(const std::string& file, const std::string& root, int pad) {
+  pb::LayerParameter p;
+  p.set_name("windows");
+  p.set_type("WindowData");
+  p.set_phase(pb::TEST);
+  p.add_top("data");
+  p.add_top("label");
+  auto* w = p.mutable_window_data_param();
+  w->set_source(file);
+  w->set_root_folder(root);
+  w->set_batch_size(4);
+  w->set_crop_size(8);
+  w->set_context_pad(pad);
+  w->set_fg_fraction(0.5f);
+  return p;
+}
+
+TEST(WindowDataLayer, DrawsForegroundAndBackgroundWindowsCutToSize) {
+  TempDir dir;
+  WriteFile(dir / "img/a.png", EncodeImage(Coordinates(20, 30, 100), "png"));
+  WriteFile(dir / "img/b.png", EncodeImage(Coordinates(16, 16, 200), "png"));
+  std::ofstream(dir / "windows.txt") << "# 0\na.png\n3\n20\n30\n3\n"
+                                        "3 0.9 2 3 9 12\n"   // foreground, class 3
+                                        "5 0.3 1 1 4 4\n"    // neither: unused
+                                        "2 0.1 0 0 7 7\n"    // background
+                                        "# 1\nb.png\n3\n16\n16\n1\n"
+                                        "1 0.7 0 0 7 7\n";   // foreground, class 1
+  Blob data, label;
+  pb::LayerParameter p = WindowParam(dir / "windows.txt", dir / "img", 0);
+  p.mutable_window_data_param()->set_bg_threshold(0.2f);  // 0.3 is then neither
+  auto layer = CreateLayer(p);
+  layer->SetUp({}, {&data, &label});
+  ASSERT_EQ(data.shape(), (std::vector<int>{4, 3, 8, 8}));
+  std::set<int> fg_labels;
+  for (int batch = 0; batch < 6; ++batch) {
+    layer->Forward({}, {&data, &label});
+    for (int i = 0; i < 4; ++i) {
+      const float* crop = data.cpu_data() + i * 192;
+      const int l = static_cast<int>(label.cpu_data()[i]);
+      if (i < 2) {  // the first half of every batch is foreground
+        ASSERT_TRUE(l == 3 || l == 1) << l;
+        fg_labels.insert(l);
+        // Class 3 is columns 2..9 of image a (8 wide: no horizontal warp), class 1 image b.
+        EXPECT_EQ(crop[128], l == 3 ? 100.f : 200.f) << "red tells the image";
+        for (int j = 0; j < 8; ++j) EXPECT_EQ(crop[j], 8.f * ((l == 3 ? 2 : 0) + j)) << "blue is 8 x column";
+      } else {
+        ASSERT_EQ(l, 0) << "background";
+        EXPECT_EQ(crop[128], 100.f);
+        for (int j = 0; j < 8; ++j) EXPECT_EQ(crop[j], 8.f * j);
+      }
+    }
+  }
+  EXPECT_EQ(fg_labels, (std::set<int>{1, 3})) << "both foreground windows drawn in 12 tries";
+  // Context: the box at the corner grown by 8 / (8 - 2 * 2): what lies beyond the image is black.
+  std::ofstream(dir / "corner.txt") << "# 0\na.png\n3\n20\n30\n2\n1 0.9 0 0 3 3\n0 0.0 10 10 13 13\n";
+  auto corner = CreateLayer(WindowParam(dir / "corner.txt", dir / "img", 2));
+  corner->SetUp({}, {&data, &label});
+  corner->Forward({}, {&data, &label});
+  ASSERT_EQ(label.cpu_data()[0], 1);
+  // The grown box is x, y in [-2, 6]: rows and columns 0-1 of the crop lie outside the image.
+  const float* red = data.cpu_data() + 2 * 64;
+  for (int y = 0; y < 8; ++y)
+    for (int x = 0; x < 8; ++x)
+      EXPECT_EQ(red[y * 8 + x], x < 2 || y < 2 ? 0.f : 100.f) << "at " << y << "," << x;
+}
+
+TEST(WindowDataLayer, MalformedFilesAreOneLine) {
+  TempDir dir;
+  Blob data, label;
+  std::ofstream(dir / "bad.txt") << "# 0\na.png\n3\n20\n30\n1\n3 0.9 2 3\n";
+  std::string e = ErrorOf([&] { CreateLayer(WindowParam(dir / "bad.txt", dir / "", 0))->SetUp({}, {&data, &label}); });
+  EXPECT_NE(e.find(dir / "bad.txt" + ":7: expected CLASS OVERLAP X1 Y1 X2 Y2"), std::string::npos) << e;
+  std::ofstream(dir / "nobg.txt") << "# 0\na.png\n3\n20\n30\n1\n3 0.9 2 3 9 12\n";
+  e = ErrorOf([&] { CreateLayer(WindowParam(dir / "nobg.txt", dir / "", 0))->SetUp({}, {&data, &label}); });
+  EXPECT_NE(e.find("has no background window"), std::string::npos) << e;
+  pb::LayerParameter p = WindowParam(dir / "nobg.txt", dir / "", 0);
+  p.mutable_window_data_param()->set_crop_mode("stretch");
+  e = ErrorOf([&] { CreateLayer(p)->SetUp({}, {&data, &label}); });
+  EXPECT_NE(e.find("crop_mode must be warp or square"), std::string::npos) << e;
+}
+
 }  // namespace
 }  // namespace hogstream
