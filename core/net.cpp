@@ -189,7 +189,8 @@ void Net::Init(const pb::NetParameter& in_param, const NetOptions& options) {
     const std::string where = options.source.Where(lp.name());
     const std::string who = "layer '" + lp.name() + "' (" + lp.type() + "): ";
     // Data layers without their source take a stand-in shape.
-    if (lp.type() == "Data" && lp.top_size() > 0 && options.input_shapes.count(lp.top(0))) {
+    static const std::set<std::string> kSourced = {"Data", "ImageData", "HDF5Data", "WindowData", "MemoryData"};
+    if (kSourced.count(lp.type()) && lp.top_size() > 0 && options.input_shapes.count(lp.top(0))) {
       const auto& shape0 = options.input_shapes.at(lp.top(0));
       pb::LayerParameter input;
       input.set_name(lp.name());

@@ -29,8 +29,9 @@ struct NetOptions {
   pb::Phase phase = pb::TRAIN;
   int level = 0;
   std::vector<std::string> stages;
-  // Stand-ins for data layers whose source is absent: top name -> shape. A Data layer whose
-  // first top is listed becomes an Input layer (its other tops default to the batch size).
+  // Stand-ins for data layers whose source is absent: top name -> shape. A Data, ImageData,
+  // HDF5Data, WindowData or MemoryData layer whose first top is listed becomes an Input layer
+  // (its other tops default to the batch size).
   std::map<std::string, std::vector<int>> input_shapes;
   // Where the layers were read from, to name file:line in errors.
   NetSource source;
