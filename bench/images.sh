@@ -23,6 +23,9 @@ DATA=/usr/share/datasets/fashion-mnist
 [[ -x $HS ]] || { echo "images.sh: build $HS first (scripts/test.sh)"; exit 1; }
 [[ -d data/fashion-mnist/train_lmdb ]] || { echo "images.sh: run scripts/demo.sh once (it converts Fashion-MNIST)"; exit 1; }
 mkdir -p "$OUT"
+source "$HS_ROOT/bench/frozen_build.sh"
+hs_freeze_build  # a rebuild meanwhile cannot touch the sitting
+HS=$BUILD_DIR/hogstream
 
 if [[ ! -f $OUT/png/list.txt ]]; then
   /usr/bin/python3 bench/idx_to_png.py "$DATA/train-images-idx3-ubyte.gz" "$DATA/train-labels-idx1-ubyte.gz" "$OUT/png"

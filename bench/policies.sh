@@ -26,6 +26,8 @@ OUT=${OUT:-out/policies}
 source bench/log_times.sh  # time_to_target, final_accuracy
 [[ -x $BUILD_DIR/hogstream && -x $BUILD_DIR/hogwild.bin ]] || { echo "build first: scripts/test.sh" >&2; exit 1; }
 [[ -d data/fashion-mnist/train_lmdb ]] || { echo "no data/fashion-mnist: run scripts/demo.sh first" >&2; exit 1; }
+source "$HS_ROOT/bench/frozen_build.sh"
+hs_freeze_build  # a rebuild meanwhile cannot touch the sitting
 groups="0"
 for ((s = 1; s < SOLVERS; ++s)); do groups+=$([[ $s == $((SOLVERS / 2)) ]] && echo ";" || echo ",")$s; done
 case $MODE in

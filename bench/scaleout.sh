@@ -59,6 +59,8 @@ cleanup() {
   NS=() CGS=() PIDS=()
 }
 trap cleanup EXIT
+source "$HS_ROOT/bench/frozen_build.sh"
+hs_freeze_build  # a rebuild meanwhile cannot touch the sitting
 
 # machines N: namespaces ${P}m0.., bridge ${P}br, addresses 10.79.0.(i+1), cgroups at SHARE.
 setup() {
