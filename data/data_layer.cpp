@@ -1,4 +1,5 @@
-// The Data layer (see data_layer.hpp): LMDB sources read ahead by one thread each.
+// The Data, ImageData and WindowData layers (see data_layer.hpp): sources (data/records.hpp:
+// LMDB, LevelDB, an image list, a window file) read ahead by one thread each.
 //
 // Design: every source owns `prefetch * batch_size` preallocated item slots (one transformed
 // example and its label each) and two Boost.Lockfree spsc_queues of slot pointers: `free`
