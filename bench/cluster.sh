@@ -52,6 +52,9 @@ cleanup() {
   ip netns del "${P}br" 2>/dev/null || true
 }
 trap cleanup EXIT
+source "$HS_ROOT/bench/frozen_build.sh"
+hs_freeze_build  # a rebuild meanwhile cannot touch the sitting
+BIN=$BUILD_DIR/hogstream
 
 ip netns add "${P}br"
 ip -n "${P}br" link add br0 type bridge

@@ -34,6 +34,9 @@ mkdir -p "$OUT"
 PIDS=()
 cleanup() { for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
+source "$HS_ROOT/bench/frozen_build.sh"
+hs_freeze_build  # a rebuild meanwhile cannot touch the sitting
+BIN=$BUILD_DIR/hogstream
 
 sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/steer\"|" -e "s|^test_interval:.*|test_interval: $ITER|" \
     -e "s|^snapshot:.*|snapshot: 0|" "$SOLVER" > "$OUT/solver.prototxt"
