@@ -93,7 +93,9 @@ TEST(Image, JpegKeepsASmoothImageWithinAFewLevels) {
   ASSERT_EQ(out.width, 32);
   double err = 0;
   for (size_t i = 0; i < in.pixels.size(); ++i) err += std::abs(int{in.pixels[i]} - int{out.pixels[i]});
-  EXPECT_LT(err / in.pixels.size(), 2.0) << "channels swapped or badly coded";
+  // Quality 95 with 4:2:0 chroma leaves 1.5-3.1 levels on these gradients (60 seeds); swapped
+  // channels or a wrong colour space leave tens.
+  EXPECT_LT(err / in.pixels.size(), 6.0) << "channels swapped or badly coded";
   const Image gray = DecodeImage(jpg, ColorMode::kGray, "t");
   EXPECT_EQ(gray.channels, 1);
 }
