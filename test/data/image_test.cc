@@ -421,7 +421,7 @@ TEST(WindowDataLayer, DrawsForegroundAndBackgroundWindowsCutToSize) {
   layer->SetUp({}, {&data, &label});
   ASSERT_EQ(data.shape(), (std::vector<int>{4, 3, 8, 8}));
   std::set<int> fg_labels;
-  for (int batch = 0; batch < 6; ++batch) {
+  for (int batch = 0; batch < 20; ++batch) {
     layer->Forward({}, {&data, &label});
     for (int i = 0; i < 4; ++i) {
       const float* crop = data.cpu_data() + i * 192;
@@ -439,7 +439,7 @@ TEST(WindowDataLayer, DrawsForegroundAndBackgroundWindowsCutToSize) {
       }
     }
   }
-  EXPECT_EQ(fg_labels, (std::set<int>{1, 3})) << "both foreground windows drawn in 12 tries";
+  EXPECT_EQ(fg_labels, (std::set<int>{1, 3})) << "both foreground windows drawn in 40 tries";
   // Context: the box at the corner grown by 8 / (8 - 2 * 2): what lies beyond the image is black.
   std::ofstream(dir / "corner.txt") << "# 0\na.png\n3\n20\n30\n2\n1 0.9 0 0 3 3\n0 0.0 10 10 13 13\n";
   auto corner = CreateLayer(WindowParam(dir / "corner.txt", dir / "img", 2));
