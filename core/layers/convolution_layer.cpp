@@ -90,9 +90,13 @@ void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   const int cin = channels_ / group_;
   use_dnnl_ = cp.engine() != pb::CAFFE && (cin <= 4 || cin % 16 == 0);
 
+  MakeBlobs({num_output_, channels_ / group_, kernel_h_, kernel_w_});
+}
+
+void ConvolutionLayer::MakeBlobs(const std::vector<int>& weight_shape) {
+  const auto& cp = param_.convolution_param();
   if (blobs_.empty()) {
-    blobs_.push_back(std::make_shared<Blob>(
-        std::vector<int>{num_output_, channels_ / group_, kernel_h_, kernel_w_}));
+    blobs_.push_back(std::make_shared<Blob>(weight_shape));
     Fill(cp.weight_filler(), blobs_[0].get());
     if (bias_term_) {
       blobs_.push_back(std::make_shared<Blob>(std::vector<int>{num_output_}));
@@ -102,7 +106,7 @@ void ConvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   param_propagate_down_.assign(blobs_.size(), true);
 }
 
-void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
+void ConvolutionLayer::CheckBottoms(const Blobs& bottom) const {
   const Blob& b0 = *bottom[0];
   HS_REQUIRE(b0.num_axes() == 4 && b0.shape(1) == channels_)
       << "input shape " << b0.shape_string() << " does not match the layer's " << channels_
@@ -111,6 +115,11 @@ void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
     HS_REQUIRE(bottom[i]->shape() == b0.shape())
         << "all inputs must have one shape; got " << b0.shape_string() << " and "
         << bottom[i]->shape_string();
+}
+
+void ConvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
+  CheckBottoms(bottom);
+  const Blob& b0 = *bottom[0];
   height_ = b0.shape(2);
   width_ = b0.shape(3);
   // In 64 bits: a padded extent or a dilated kernel beyond int would overflow ConvOutSize.

@@ -53,6 +53,10 @@ class ConvolutionLayer : public Layer {
   // The bias (blobs_[1]) of one image: y[c][i] += bias[c] over `spatial` values per output
   // channel; and its gradient: db[c] += the sums of dy's channel planes over `num` images.
   void AddBias(float* y, int spatial) const;
+  // Creates and fills the weights (of `weight_shape`) and the bias unless a model gave them.
+  void MakeBlobs(const std::vector<int>& weight_shape);
+  // Every bottom is N x channels_ x H x W, all of one shape (one line naming what differs).
+  void CheckBottoms(const Blobs& bottom) const;
   void AccumulateBiasGradient(const float* dy, int num, int spatial, float* db) const;
   // Lowers image `im` into col_ (or returns `im` itself when no lowering is needed).
   const float* Lower(const float* im);

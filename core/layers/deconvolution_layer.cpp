@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstdint>
 
-#include "core/filler.hpp"
 #include "core/math.hpp"
 
 namespace hogstream {
@@ -16,28 +15,12 @@ namespace hogstream {
 void DeconvolutionLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
   SetUpGeometry(bottom);
   use_dnnl_ = false;
-  if (blobs_.empty()) {
-    const auto& cp = param_.convolution_param();
-    blobs_.push_back(std::make_shared<Blob>(
-        std::vector<int>{channels_, num_output_ / group_, kernel_h_, kernel_w_}));
-    Fill(cp.weight_filler(), blobs_[0].get());
-    if (bias_term_) {
-      blobs_.push_back(std::make_shared<Blob>(std::vector<int>{num_output_}));
-      Fill(cp.bias_filler(), blobs_[1].get());
-    }
-  }
-  param_propagate_down_.assign(blobs_.size(), true);
+  MakeBlobs({channels_, num_output_ / group_, kernel_h_, kernel_w_});
 }
 
 void DeconvolutionLayer::Reshape(const Blobs& bottom, const Blobs& top) {
+  CheckBottoms(bottom);
   const Blob& b0 = *bottom[0];
-  HS_REQUIRE(b0.num_axes() == 4 && b0.shape(1) == channels_)
-      << "input shape " << b0.shape_string() << " does not match the layer's " << channels_
-      << " channels";
-  for (size_t i = 1; i < bottom.size(); ++i)
-    HS_REQUIRE(bottom[i]->shape() == b0.shape())
-        << "all inputs must have one shape; got " << b0.shape_string() << " and "
-        << bottom[i]->shape_string();
   out_h_ = b0.shape(2);  // the lowering's spatial extent: our input
   out_w_ = b0.shape(3);
   // The output's extent, in 64 bits (a large stride or kernel must not wrap).

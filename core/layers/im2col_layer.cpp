@@ -14,10 +14,8 @@ void Im2colLayer::LayerSetUp(const Blobs& bottom, const Blobs& top) {
 }
 
 void Im2colLayer::Reshape(const Blobs& bottom, const Blobs& top) {
+  CheckBottoms(bottom);
   const Blob& x = *bottom[0];
-  HS_REQUIRE(x.num_axes() == 4 && x.shape(1) == channels_)
-      << "input shape " << x.shape_string() << " does not match the layer's " << channels_
-      << " channels";
   height_ = x.shape(2);
   width_ = x.shape(3);
   HS_REQUIRE(int64_t{height_} + 2 * int64_t{pad_h_} <= INT_MAX &&

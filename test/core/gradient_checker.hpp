@@ -8,10 +8,12 @@
 // when the check says where its kinks are.
 #pragma once
 
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "core/context.hpp"
 #include "core/layer.hpp"
 #include "core/net.hpp"
+#include "test/test_seed.hpp"
 
 namespace hogstream::testing {
 
@@ -46,6 +49,32 @@ inline void FillUniform(Blob* b, std::mt19937& gen, float lo, float hi) {
   float* p = b->mutable_cpu_data();
   for (int i = 0; i < b->count(); ++i) p[i] = d(gen);
 }
+
+// A layer parameter from prototxt text (named "l" when the text gives no name); text that does
+// not parse is the test's own mistake.
+inline pb::LayerParameter LayerText(const std::string& text) {
+  pb::LayerParameter p;
+  HS_CHECK(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
+  if (p.name().empty()) p.set_name("l");
+  return p;
+}
+
+// A layer test's blobs, owned by the fixture: random bottoms (N(0, 1) from the test's seed)
+// and empty tops.
+class LayerTest : public ::testing::Test {
+ public:
+  Blob* Random(const std::vector<int>& shape) {
+    blobs_.push_back(std::make_unique<Blob>(shape));
+    FillGaussian(blobs_.back().get(), gen_);
+    return blobs_.back().get();
+  }
+  Blob* Empty() {
+    blobs_.push_back(std::make_unique<Blob>());
+    return blobs_.back().get();
+  }
+  std::mt19937 gen_{::hogstream::TestSeed()};
+  std::vector<std::unique_ptr<Blob>> blobs_;
+};
 
 // The layer must already be SetUp with these bottoms and tops.
 inline void CheckGradients(Layer* layer, const Blobs& bottom, const Blobs& top,

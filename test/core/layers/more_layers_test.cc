@@ -20,24 +20,10 @@
 namespace hogstream {
 namespace {
 
-pb::LayerParameter LayerText(const std::string& text) {
-  pb::LayerParameter p;
-  HS_CHECK(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
-  if (p.name().empty()) p.set_name("l");
-  return p;
-}
+using testing::LayerText;
 
-class MoreLayers : public ::testing::Test {
+class MoreLayers : public testing::LayerTest {
  protected:
-  Blob* Random(const std::vector<int>& shape) {
-    blobs_.push_back(std::make_unique<Blob>(shape));
-    testing::FillGaussian(blobs_.back().get(), gen_);
-    return blobs_.back().get();
-  }
-  Blob* Empty() {
-    blobs_.push_back(std::make_unique<Blob>());
-    return blobs_.back().get();
-  }
   // Distinct values 0.1 apart in random order: a max never changes under a 1e-2 step.
   Blob* Distinct(const std::vector<int>& shape) {
     Blob* b = Random(shape);
@@ -47,8 +33,6 @@ class MoreLayers : public ::testing::Test {
     for (int i = 0; i < b->count(); ++i) b->mutable_cpu_data()[i] = 0.1f * order[i] - 3.f;
     return b;
   }
-  std::mt19937 gen_{::hogstream::TestSeed()};
-  std::vector<std::unique_ptr<Blob>> blobs_;
 };
 
 // ---------------------------------------------------------------- Deconvolution

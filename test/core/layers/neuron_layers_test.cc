@@ -21,11 +21,7 @@
 namespace hogstream {
 namespace {
 
-pb::LayerParameter LayerText(const std::string& text) {
-  pb::LayerParameter p;
-  HS_CHECK(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
-  return p;
-}
+using testing::LayerText;
 
 // One configuration of one layer: its prototxt, the function it computes (in double), where
 // its inputs are drawn and the points where its derivative jumps (kept at least 0.03 away).

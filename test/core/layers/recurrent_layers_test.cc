@@ -23,12 +23,7 @@
 namespace hogstream {
 namespace {
 
-pb::LayerParameter LayerText(const std::string& text) {
-  pb::LayerParameter p;
-  HS_CHECK(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
-  if (p.name().empty()) p.set_name("l");
-  return p;
-}
+using testing::LayerText;
 
 // An RNN or LSTM layer's text: num_output H, random weights and biases.
 std::string RecurrentText(const std::string& type, int h, bool expose) {
@@ -117,20 +112,11 @@ std::vector<double> RefLSTM(const Weights& W, const Blob& x, const Blob& cont, c
   return top;
 }
 
-class Recurrent : public ::testing::Test {
+class Recurrent : public testing::LayerTest {
  protected:
   void SetUp() override { Context::Get().set_seed(TestSeed()); }
 
  public:
-  Blob* Random(const std::vector<int>& shape) {
-    blobs_.push_back(std::make_unique<Blob>(shape));
-    testing::FillGaussian(blobs_.back().get(), gen_);
-    return blobs_.back().get();
-  }
-  Blob* Empty() {
-    blobs_.push_back(std::make_unique<Blob>());
-    return blobs_.back().get();
-  }
   // T x N continuation indicators: 1 everywhere but where `starts` says (t, n) begins a
   // sequence.
   Blob* Cont(int T, int N, const std::vector<std::pair<int, int>>& starts) {
@@ -140,8 +126,6 @@ class Recurrent : public ::testing::Test {
     for (auto [t, n] : starts) b->mutable_cpu_data()[t * N + n] = 0.f;
     return b;
   }
-  std::mt19937 gen_{::hogstream::TestSeed()};
-  std::vector<std::unique_ptr<Blob>> blobs_;
 };
 
 void ExpectNear(const float* got, const std::vector<double>& want, const std::string& what) {

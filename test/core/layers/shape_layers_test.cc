@@ -20,11 +20,7 @@
 namespace hogstream {
 namespace {
 
-pb::LayerParameter LayerText(const std::string& text) {
-  pb::LayerParameter p;
-  HS_CHECK(google::protobuf::TextFormat::ParseFromString(text, &p)) << text;
-  return p;
-}
+using testing::LayerText;
 
 // Row-major multi-index of flat position i in `shape`.
 std::vector<int> Unravel(int i, const std::vector<int>& shape) {
@@ -41,20 +37,7 @@ int Ravel(const std::vector<int>& idx, const std::vector<int>& shape) {
   return o;
 }
 
-class ShapeLayers : public ::testing::Test {
- protected:
-  Blob* Random(const std::vector<int>& shape) {
-    blobs_.push_back(std::make_unique<Blob>(shape));
-    testing::FillGaussian(blobs_.back().get(), gen_);
-    return blobs_.back().get();
-  }
-  Blob* Empty() {
-    blobs_.push_back(std::make_unique<Blob>());
-    return blobs_.back().get();
-  }
-  std::mt19937 gen_{::hogstream::TestSeed()};
-  std::vector<std::unique_ptr<Blob>> blobs_;
-};
+class ShapeLayers : public testing::LayerTest {};
 
 // ---------------------------------------------------------------- Slice
 
