@@ -226,7 +226,7 @@ stage5() {
 stage7() {
   local r setting solvers
   for solvers in ${COPIES:-0:0:0}; do
-    for setting in ${SETTINGS:-2000:0 0:0 2000:1 0:2}; do
+    for setting in ${SETTINGS:-default 2000:0 0:0 2000:1 0:2}; do
       local flags=() tag=default
       if [[ $setting != default ]]; then
         flags=(--sweep_pause_us="${setting%:*}" --copy_lead="${setting#*:}")
