@@ -379,14 +379,32 @@ void Solver::StepTo(int64_t stop_iter) {
   // names them. In a group the one at the very end waits for Solve, which takes it once every
   // solver is done (and every private copy has handed in its last deltas).
   const int64_t last_periodic = g ? stop_iter - 1 : stop_iter;
-  // Every multiple gets its file, even one the count passed while this leader was busy (a
-  // test pass, descheduled) or after its last iteration: scripts look for each
-  // _iter_<k * snapshot>.
+  // Every multiple this solver led through gets its file, even one the count passed while it
+  // was busy (a test pass, descheduled) or after its last iteration: scripts look for each
+  // _iter_<k * snapshot>. A multiple the count passed before this solver began to lead (a
+  // takeover, a machine back with a majority) belonged to the leader of that time: if no file
+  // of it was written in this run, these later weights are not passed off under its name but
+  // written once under the global iteration they are really of.
+  int64_t led_from = -1;  // the global iteration at which this solver last began to lead
+  bool was_leading = false;
   auto snapshot_multiples = [&] {
     const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
+    if (led_from < 0) led_from = reached;
+    int64_t missed = -1;
+    bool on_time = false;
     while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
-      TrySnapshot(next_snapshot_);
+      if (next_snapshot_ >= led_from) {
+        TrySnapshot(next_snapshot_);
+        on_time = true;  // a later file than the missed ones
+      } else if (!WrittenByAnotherLeader(SnapshotBase(next_snapshot_) + ".caffemodel")) {
+        missed = next_snapshot_;
+      }
       next_snapshot_ += param_.snapshot();
+    }
+    if (missed >= 0 && !on_time) {
+      SLOG << "The snapshot due at iteration " << missed << " was not written by the leader of that time; "
+           << "these weights are saved under the global iteration they are of, " << reached;
+      TrySnapshot(reached);
     }
   };
   int64_t last_takeover_check = 0;
@@ -405,6 +423,8 @@ void Solver::StepTo(int64_t stop_iter) {
       }
     }
     const bool lead = leader();
+    if (lead && !was_leading) led_from = it;
+    was_leading = lead;
     net_->ClearParamDiffs();
     if (lead && Due(it, param_.test_interval(), &next_test_)) OnMaster([&] { TestAll(); });
     float loss = 0;
@@ -479,7 +499,13 @@ void Solver::Solve(const std::string& resume_file) {
     // process died); the others wait for that, and one of them takes over if the leader dies.
     g->finished[options_.rank].store(1);
     while (!leader()) {
-      if (g->job_done.load()) return;
+      if (g->job_done.load()) {
+        // The leader on another machine could not write the final snapshot: this machine's
+        // copy is kept too (its solver that leads here writes it), and the job ends in error.
+        if (g->final_failed.load() && !g->machine_leads.load() && g->leader.load() == options_.rank)
+          KeepWeightsAfterTheLeadersFailure();
+        return;
+      }
       TakeOverIfLeaderGone();
       if (!leader()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -506,7 +532,14 @@ void Solver::Solve(const std::string& resume_file) {
   // one on an early stop; never twice for one iteration.
   const bool want = stopped_early_ || param_.snapshot_after_train() ||
                     (param_.snapshot() > 0 && iter_ % param_.snapshot() == 0);
-  if (want && last_snapshot_iter_ != iter_) FinalSnapshot();
+  if (want && last_snapshot_iter_ != iter_) {
+    try {
+      FinalSnapshot();
+    } catch (const Error&) {
+      if (g) g->final_failed.store(1);  // before job_done (mark_done): the others keep theirs
+      throw;
+    }
+  }
   if (stopped_early_) {
     SLOG << "Optimization stopped early.";
     return;
@@ -597,14 +630,18 @@ std::string Solver::SnapshotBase(int64_t iter) const {
   return prefix + "_iter_" + std::to_string(iter);
 }
 
+bool Solver::WrittenByAnotherLeader(const std::string& model) const {
+  std::error_code ec;
+  return !written_.count(model) && std::filesystem::exists(model, ec) &&
+         std::filesystem::last_write_time(model, ec) >= solve_started_;
+}
+
 void Solver::TrySnapshot(int64_t at) {
   const std::string model = SnapshotBase(at >= 0 ? at : iter_) + ".caffemodel";
   // A periodic snapshot another leader of this job already wrote during this run (a leader
   // that took over catches up on the multiples the count passed): its file stays as that
   // leader wrote it. (A file of an earlier run is overwritten, as Caffe does.)
-  std::error_code ec;
-  if (at >= 0 && !written_.count(model) && std::filesystem::exists(model, ec) &&
-      std::filesystem::last_write_time(model, ec) >= solve_started_) {
+  if (at >= 0 && WrittenByAnotherLeader(model)) {
     SLOG << "Snapshot " << model << " was written by another leader of this job: left as it is";
     return;
   }
@@ -623,22 +660,47 @@ void Solver::FinalSnapshot() {
     Snapshot();
     return;
   } catch (const Error& e) {
-    const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
-    const char* tmp = std::getenv("TMPDIR");
-    rescue_prefix_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/" +
-                     std::filesystem::path(prefix).filename().string() + "_rescued";
     std::string kept;
     try {
-      kept = Snapshot();
+      kept = Rescue("");
     } catch (const Error&) {
-      rescue_prefix_.clear();
       throw e;  // neither place could be written: the first reason is the one to fix
     }
-    rescue_prefix_.clear();
     const std::string state = kept.substr(0, kept.size() - std::string(".caffemodel").size()) + ".solverstate";
     HS_FAIL() << "the final snapshot failed (" << e.what() << "); the weights are kept in " << kept
               << " (resume with --snapshot=" << state << ")";
   }
+}
+
+std::string Solver::Rescue(const std::string& tag) {
+  const std::string prefix = param_.snapshot_prefix().empty() ? "snapshot" : param_.snapshot_prefix();
+  const char* tmp = std::getenv("TMPDIR");
+  rescue_prefix_ = std::string(tmp && *tmp ? tmp : "/tmp") + "/" +
+                   std::filesystem::path(prefix).filename().string() + "_rescued" + tag;
+  try {
+    std::string kept = Snapshot();
+    rescue_prefix_.clear();
+    return kept;
+  } catch (...) {
+    rescue_prefix_.clear();
+    throw;
+  }
+}
+
+void Solver::KeepWeightsAfterTheLeadersFailure() {
+  SolverGroup* g = options_.group;
+  iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
+  // Named by this process too: machines of one job may share a host and its $TMPDIR.
+  std::string kept;
+  try {
+    kept = Rescue("_pid" + std::to_string(getpid()));
+  } catch (const Error& e) {
+    HS_FAIL() << "the leader's final snapshot failed, and this machine's copy could not be kept either ("
+              << e.what() << ")";
+  }
+  const std::string state = kept.substr(0, kept.size() - std::string(".caffemodel").size()) + ".solverstate";
+  HS_FAIL() << "the leader's final snapshot failed (its log says why); this machine's weights are kept in " << kept
+            << " (resume with --snapshot=" << state << ")";
 }
 
 std::string Solver::Snapshot(int64_t at) {

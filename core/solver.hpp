@@ -59,6 +59,9 @@ struct SolverGroup {
   // 1: this machine is cut off from most of its job (no quorum): its solvers wait before their
   // next iteration (their work would be dropped when it re-takes the job's weights).
   std::atomic<int32_t> paused{0};
+  // 1: the leader's final snapshot could not be written (set before job_done). A machine that
+  // does not lead then keeps its own copy ($TMPDIR) and ends with one line too.
+  std::atomic<int32_t> final_failed{0};
 };
 
 // Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).
@@ -156,10 +159,18 @@ class Solver {
   // weights and state go to $TMPDIR (or /tmp) under the prefix's file name instead, and the
   // job ends with one line naming both places (the Error), so that nothing trained is lost.
   void FinalSnapshot();
+  // Writes the weights and state to $TMPDIR (or /tmp) as <prefix name>_rescued<tag>_iter_N;
+  // returns the model path (throws where that cannot be written either).
+  std::string Rescue(const std::string& tag);
+  // A machine that does not lead, when the leader's final snapshot failed (SolverGroup::
+  // final_failed): its own copy is rescued too, and the job ends here with one line.
+  [[noreturn]] void KeepWeightsAfterTheLeadersFailure();
   // A snapshot during training: a failure (an unwritable directory, a full disk) is logged
   // once and training goes on (the next snapshot tries again); a periodic file another
   // leader of the job already wrote is not overwritten.
   void TrySnapshot(int64_t at);
+  // `model` exists and was written during this run by another leader of the job.
+  bool WrittenByAnotherLeader(const std::string& model) const;
   std::string SnapshotBase(int64_t iter) const;  // <prefix>_iter_<iter>
   std::string rescue_prefix_;  // non-empty: SnapshotBase uses it instead of snapshot_prefix
   // Errors that would otherwise surface only at the first snapshot, after the training: an

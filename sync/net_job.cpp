@@ -193,6 +193,7 @@ NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
   epoch_ = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
                                      .count());
+  first_epoch_ = epoch_;
   for (int r = 0; r < opt_.machines; ++r) peers_.push_back(std::make_unique<Peer>());
   if (!opt_.quorum_ms) opt_.quorum_ms = 30 * opt_.dead_ms;
 }
@@ -248,6 +249,10 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
   slave_->set_codec(opt_.rule.codec);
   slave_->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "position"); });
+  // Data frames are bound to the sender's run: positions count only once that run has proved
+  // itself (OnControl lowers the floor to the first epoch it announced).
+  for (int r = 0; r < opt_.machines; ++r)
+    if (r != opt_.rank) slave_->set_min_epoch(static_cast<PeerId>(r), std::numeric_limits<uint32_t>::max());
   named_.assign(static_cast<size_t>(opt_.machines) * 2, 0);
   // Shared by every master endpoint; a synchronous group's machines share their staleness.
   opt_.rule.updates = std::make_shared<ChunkUpdates>(layout_->count, opt_.machine_group);
@@ -312,6 +317,7 @@ uint32_t NetJob::Flags() const {
   if (finished_) f |= kNetFinished;
   if (flushed_) f |= kNetFlushed;
   if (done_) f |= kNetDone;
+  if (done_ && g_ && g_->final_failed.load()) f |= kNetKeep;
   if (stop_) f |= kNetStop;
   return f;
 }
@@ -343,22 +349,32 @@ void NetJob::Run() {
       // A newcomer to a running job joins it; otherwise a new job starts once every machine
       // is heard from and ready (each is ready as soon as it has heard every other one).
       bool all = true, running = false;
-      int64_t view = 0;
+      std::vector<int64_t> views;  // of the machines training: a joiner takes their median
       for (int r = 0; r < opt_.machines; ++r) {
         if (r == opt_.rank) continue;
         const Peer& p = *peers_[r];
         all = all && p.live;
         if (p.live && (p.flags & kNetTraining)) {
           running = true;
-          view = std::max(view, p.view);
+          views.push_back(p.view);
         }
       }
+      // The global iteration a joiner starts from: the median of the members' views (the upper
+      // one of two), so that no single member, mistaken or lying, sets it where three or more
+      // are heard; every member's own count only grows by what it could have run
+      // (OnControl).
+      std::sort(views.begin(), views.end());
+      const int64_t view = views.empty() ? 0 : views[views.size() / 2];
       if (running && !ready_ && svb_) {
         start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
         start_failed_.store(true);
         return;
       }
-      if (running && !ready_) {  // (once ready, this machine is one of a new job's first)
+      std::vector<bool> heard(opt_.machines, false);
+      for (int r = 0; r < opt_.machines; ++r) heard[r] = r == opt_.rank || peers_[r]->live;
+      // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
+      // a majority of the job, whose views it takes.
+      if (running && !ready_ && Quorum(heard)) {
         phase_ = Phase::kJoining;
         joined_running_.store(true);
         g_->iter.store(view);
@@ -568,6 +584,10 @@ void NetJob::OnControl(const Message& m) {
     p.snapshots_taken = -1;
     p.nonce = b.nonce;
     p.count_at = attached_at_;
+    // Its positions count from here, and only those of this run (epochs above the one it
+    // announces): a position recorded in an earlier run is stale even for a chunk that has
+    // not yet heard this run's master.
+    slave_->set_min_epoch(src, m.h.epoch);
     answer_now_ = true;  // echo its nonce at once: it believes this machine one trip later
     for (uint64_t& h : p.hello) h = h == b.nonce ? 0 : h;
   }
@@ -576,7 +596,7 @@ void NetJob::OnControl(const Message& m) {
   if ((flags & kNetDone) && src != leader_ && !done_) {
     // Only the leader ends the job; the others say "done" back once they have heard it.
     refuse(ControlRefusal::kNotLeader);
-    flags &= ~kNetDone;
+    flags &= ~(kNetDone | kNetKeep);
   }
   if (!p.live && p.heard && phase_ == Phase::kTraining)
     LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " is back";
@@ -610,7 +630,7 @@ void NetJob::SendControl() {
   const Clock::time_point now = Clock::now();
   Header h;
   h.kind = MsgKind::kIteration;
-  h.epoch = incarnation_;
+  h.epoch = first_epoch_;  // every master epoch of this run is above it (set_min_epoch)
   h.chunk = Flags();
   h.clock = static_cast<uint64_t>(LocalIterations());
   h.seq = g_ ? static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed)) : 0;
@@ -807,6 +827,7 @@ void NetJob::Bridge() {
       p.snapshots_taken = p.snapshots;
     }
     if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
+      if (p.flags & kNetKeep) g_->final_failed.store(1);  // before job_done: Solve reads it then
       g_->stop.store(1);
       g_->job_done.store(1);
       done_ = true;  // and says so back, so the leader knows it was heard

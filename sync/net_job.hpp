@@ -11,9 +11,9 @@
 // sleeps on the transport's wait_fd when idle. A master sweeps its chunks at most once per
 // sweep_ms (pacing), so the link leaves the cores to the solvers.
 //
-// Control: every heartbeat_ms each machine tells every other one (MsgKind::kIteration) its
-// incarnation (epoch), the iterations its solvers ran (clock), its view of the global
-// iteration (seq) and its state (chunk: NetFlag bits). Each adds the others' new iterations to
+// Control: every heartbeat_ms each machine tells every other one (MsgKind::kIteration) the
+// floor of its run's master epochs (epoch), the iterations its solvers ran (clock), its view
+// of the global iteration (seq) and its state (chunk: NetFlag bits). Each adds the others' new iterations to
 // its own group's counter, so the global iteration (lr schedule, intervals, max_iter) is the
 // sum over all solvers of all machines, on every machine, to within a heartbeat.
 //
@@ -125,10 +125,12 @@ enum NetFlag : uint32_t {
   kNetFlushed = 8,    // ... and every chunk it does not own has been answered since
   kNetDone = 16,      // the job is over (the leader's final snapshot is written; the others echo it)
   kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
+  kNetKeep = 64,      // with kNetDone from the leader: its final snapshot failed; each machine
+                      // keeps its own copy (SolverGroup::final_failed) and ends in error
 };
 
-// The control message's payload (MsgKind::kIteration; the header carries the incarnation in
-// `epoch`, the NetFlag bits in `chunk`, the machine's iterations in `clock` and its view of the
+// The control message's payload (MsgKind::kIteration; the header carries the run's first master
+// epoch in `epoch`, the NetFlag bits in `chunk`, the machine's iterations in `clock` and its view of the
 // global iteration in `seq`). Fixed size, little-endian, covered by the frame's checksum or MAC.
 // Freshness: a receiver believes a control message only once it echoes the receiver's own
 // nonce, drawn at random when that machine started (so no frame of an earlier run is taken),
@@ -275,6 +277,7 @@ class NetJob {
   std::chrono::steady_clock::time_point disagreed_at_;
   uint32_t incarnation_;
   uint32_t epoch_;  // the last epoch given to a master
+  uint32_t first_epoch_;  // this run's first: told in control messages (the others' floor for our positions)
   SolverGroup* g_ = nullptr;
   int local_ = 0;
   float* w_ = nullptr;

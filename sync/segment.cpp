@@ -480,6 +480,11 @@ void SlaveEndpoint::ForgetOwner(PeerId peer) {
   }
 }
 
+void SlaveEndpoint::set_min_epoch(PeerId peer, uint32_t floor) {
+  if (peer >= min_epoch_.size()) min_epoch_.resize(static_cast<size_t>(peer) + 1, 0);
+  min_epoch_[peer] = floor;
+}
+
 void SlaveEndpoint::RetakeAll() {
   retaking_ = 0;
   for (uint32_t c = 0; c < layout_.count; ++c) {
@@ -500,9 +505,10 @@ bool SlaveEndpoint::Answer(const Message& m) {
     Add(positions_foreign_);  // not that chunk's master, or our own chunk
     return true;
   }
-  if (m.h.epoch < epoch_[c] || (m.h.epoch == epoch_[c] && m.h.seq <= seq_[c])) {
-    Add(positions_stale_);  // a duplicate, overtaken by a newer position, or an old master's
-    return true;
+  if (m.h.epoch < epoch_[c] || (m.h.epoch == epoch_[c] && m.h.seq <= seq_[c]) ||
+      (m.h.source < min_epoch_.size() && m.h.epoch < min_epoch_[m.h.source])) {
+    Add(positions_stale_);  // a duplicate, overtaken by a newer position, an old master's, or
+    return true;            // of a run of its sender that is not the one proven
   }
   const size_t off = layout_.offset(c);
   const uint32_t len = layout_.length(c);

@@ -320,6 +320,11 @@ class SlaveEndpoint {
   // Forgets the epoch and seq of every chunk `peer` owns: it restarted (a new incarnation),
   // and its numbering starts again.
   void ForgetOwner(PeerId peer);
+  // Positions from `peer` with an epoch below `floor` are stale whatever the chunk has heard
+  // (counted in positions_stale): a job binds data frames to the sender's run this way, the
+  // floor being the first epoch of the run it proved (sync/net_job.cpp); until then it is the
+  // highest epoch, so nothing of an unproven run is taken. Default: 0 for every peer.
+  void set_min_epoch(PeerId peer, uint32_t floor);
   // Positions answered for chunk c so far (a new position of each chunk since some moment
   // means this slave's progress up to then has gone out).
   uint64_t answers(uint32_t c) const { return answers_[c]; }
@@ -367,6 +372,7 @@ class SlaveEndpoint {
   std::vector<uint64_t> answers_;  // positions answered, per chunk
   uint32_t chunks_heard_ = 0;
   std::vector<PeerId> owners_;   // per chunk; empty: any sender
+  std::vector<uint32_t> min_epoch_;  // per peer (set_min_epoch); empty or short: 0
   PeerId self_ = kNoPeer;
   RefusedFn on_refused_;
   std::vector<uint8_t> retake_;  // per chunk: take the next position whole (RetakeAll)

@@ -334,6 +334,42 @@ TEST_F(Cluster, TheLeaderKilledAndTheNextTakesOver) {
   EXPECT_LT(FinalLoss(f1.err), 0.1);
 }
 
+// The snapshot directory goes away during training: the leader's final snapshot fails, and
+// every machine keeps its own copy of the weights (in its $TMPDIR) and ends with one line, so
+// that the job can be resumed from any of them.
+TEST_F(Cluster, AFailedFinalSnapshotLeavesTheWeightsOnEveryMachine) {
+  const fs::path gone = scratch_ / "gone", tmp = scratch_ / "tmp";
+  fs::create_directories(gone);
+  fs::create_directories(tmp);
+  solver_ = SolverWithPrefix("gone/snap");  // snapshots into gone/
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old ? old : "";
+  setenv("TMPDIR", tmp.c_str(), 1);  // the children's
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 6000));
+  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  ASSERT_TRUE(WaitIteration(*m[0], 1000)) << m[0]->err();
+  fs::remove_all(gone);
+  std::vector<Finished> f;
+  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  EXPECT_NE(f[0].rc, 0);
+  EXPECT_NE(f[0].last_line().find("the final snapshot failed"), std::string::npos) << f[0].err;
+  EXPECT_TRUE(fs::exists(tmp / "snap_rescued_iter_6000.caffemodel")) << f[0].err;
+  for (int r = 1; r < kMachines; ++r) {
+    SCOPED_TRACE("machine " + std::to_string(r));
+    EXPECT_NE(f[r].rc, 0) << "a machine whose weights were not snapshotted ended as if all was well";
+    const std::string last = f[r].last_line();
+    EXPECT_NE(last.find("the leader's final snapshot failed"), std::string::npos) << f[r].err;
+    static const std::regex kept("kept in (\\S+\\.caffemodel)");
+    std::smatch k;
+    ASSERT_TRUE(std::regex_search(last, k, kept)) << last;
+    EXPECT_TRUE(fs::exists(k[1].str())) << k[1].str();
+    EXPECT_GT(fs::file_size(k[1].str()), 6146u * sizeof(float)) << "the net's weights";
+    for (const char* bad : {"terminate called", "Aborted", "*** Check failure"})
+      EXPECT_EQ(f[r].err.find(bad), std::string::npos) << bad;
+  }
+}
+
 TEST_F(Cluster, AMachineRestartedMidRunRejoinsAndContributes) {
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 40000));

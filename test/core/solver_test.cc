@@ -429,6 +429,45 @@ TEST_F(SolverSnapshot, AnUnwritableDirectoryIsRetriedAtTheNextSnapshot) {
   EXPECT_EQ(text, "another leader's") << "another leader's file of this run was overwritten";
 }
 
+// A solver that begins to lead after the count passed some multiples of `snapshot` (a
+// takeover; a machine back with a majority): those multiples belonged to the leader of that
+// time. Files it wrote stay; where none was written, the later weights are written once under
+// the global iteration they are of, never under an earlier multiple's name.
+TEST_F(SolverSnapshot, MultiplesPassedBeforeLeadingAreNotWrittenUnderTheirNames) {
+  for (const bool other_wrote_eight : {false, true}) {
+    SCOPED_TRACE(other_wrote_eight ? "the other leader wrote iteration 8" : "nothing written before");
+    const fs::path sub = dir_ / (other_wrote_eight ? "b" : "a");
+    fs::create_directories(sub);
+    SolverGroup g;
+    g.solvers.store(1);
+    g.machine_leads.store(0);  // another machine leads at first
+    SolverOptions o = Quiet();
+    o.group = &g;
+    int iteration = 0;
+    o.after_iteration = [&] {
+      if (++iteration == 6 && other_wrote_eight) std::ofstream(sub / "l_iter_8.caffemodel") << "another leader's";
+      if (iteration == 9) g.machine_leads.store(1);  // this one leads from global iteration 9
+    };
+    auto s = CreateSolver(LinearSolver("max_iter: 20 snapshot: 4 snapshot_prefix: '" + (sub / "l").string() + "'"), o);
+    SetInputs(*s, 1);
+    ASSERT_NO_THROW(s->Solve());
+    EXPECT_FALSE(fs::exists(sub / "l_iter_4.caffemodel")) << "later weights under a passed multiple's name";
+    if (other_wrote_eight) {
+      std::ifstream eight(sub / "l_iter_8.caffemodel");
+      std::string text((std::istreambuf_iterator<char>(eight)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(text, "another leader's");
+    } else {
+      EXPECT_FALSE(fs::exists(sub / "l_iter_8.caffemodel")) << "later weights under a passed multiple's name";
+    }
+    // Written at the first iteration it led through (it claimed 9, then the count was 10).
+    ASSERT_TRUE(fs::exists(sub / "l_iter_10.caffemodel"));
+    pb::SolverState state;
+    ReadBinaryProto((sub / "l_iter_10.solverstate").string(), &state);
+    EXPECT_EQ(state.iter(), 10) << "the state says the iteration its weights are of";
+    for (int k : {12, 16, 20}) EXPECT_TRUE(fs::exists(sub / ("l_iter_" + std::to_string(k) + ".caffemodel"))) << k;
+  }
+}
+
 // The final snapshot into a directory that went away: the job ends with one line, and the
 // weights and state are kept in $TMPDIR under the prefix's name, from which it resumes.
 TEST_F(SolverSnapshot, AFailedFinalSnapshotKeepsTheWeightsInTmpdir) {

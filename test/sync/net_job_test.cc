@@ -528,111 +528,192 @@ TEST_F(NetJobTest, FramesFromAnAddressNotInTheJobAreRefusedWhateverTheyClaim) {
   FinishAll();
 }
 
-// Two machines with one key; the test plays machine 1 by hand (its address is the forger's).
-// Control messages of an earlier run (a valid MAC, another run's nonce) are never believed;
-// once proven, a repeated counter is a replay, "done" from a machine that does not lead is
-// refused, and a clock of 1e9 is taken only as far as the machine could have run.
-TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
-  JobKey key{};
-  key[0] = 42;
-  test::Forger one;
-  ASSERT_TRUE(one.ok());
-  UdpOptions uo;
-  uo.job = 0x7e58;
-  uo.key = key;
-  uo.peer_timeout_ms = 1u << 30;
-  uo.max_payload = kChunk * sizeof(float);
-  auto t = UdpDevice(uo).Open(0);
-  auto* udp = static_cast<UdpEndpoint*>(t.get());
-  udp->AddPeer(1, "127.0.0.1", one.port());
-  const uint16_t port0 = udp->port();
-  NetJobOptions o;
-  o.rank = 0;
-  o.machines = 2;
-  o.chunk_floats = kChunk;
-  o.heartbeat_ms = 10;
-  o.dead_ms = 2000;
-  o.start_ms = 10000;
-  o.log = false;
-  NetJob job(std::move(t), o);
-  SolverGroup g;
-  std::vector<float> w(kFloats, 1.f);
-  std::string attach_error;
-  std::atomic<bool> attached{false};
-  std::thread attach([&] {
-    try {
-      job.Attach(&g, 1, w.data(), kFloats);
-      attached.store(true);
-    } catch (const std::exception& e) {
-      attach_error = e.what();
-    }
-  });
-  const FrameFormat fmt(0x7e58, key);
-  uint64_t counter = 0;
-  auto control = [&](uint64_t nonce, uint64_t echo, uint32_t flags, uint64_t clock, uint64_t count) {
+// Machine 0 of a two-machine job with one key, and machine 1 played by hand (its address is
+// the forger's): its control messages and positions are sealed here.
+class HandPlayed {
+ public:
+  HandPlayed() : fmt(0x7e58, Key()) {
+    UdpOptions uo;
+    uo.job = 0x7e58;
+    uo.key = Key();
+    uo.peer_timeout_ms = 1u << 30;
+    uo.max_payload = kChunk * sizeof(float);
+    auto t = UdpDevice(uo).Open(0);
+    auto* udp = static_cast<UdpEndpoint*>(t.get());
+    udp->AddPeer(1, "127.0.0.1", one.port());
+    port0 = udp->port();
+    NetJobOptions o;
+    o.rank = 0;
+    o.machines = 2;
+    o.chunk_floats = kChunk;
+    o.heartbeat_ms = 10;
+    o.dead_ms = 2000;
+    o.start_ms = 10000;
+    o.log = false;
+    job = std::make_unique<NetJob>(std::move(t), o);
+    w.assign(kFloats, 1.f);
+    attach = std::thread([this] {
+      try {
+        job->Attach(&g, 1, w.data(), kFloats);
+        attached.store(true);
+      } catch (const std::exception& e) {
+        attach_error = e.what();
+      }
+    });
+  }
+  ~HandPlayed() {
+    if (attach.joinable()) attach.join();  // Attach ends by its start_ms at the latest
+    g.finished[0].store(1);
+    job->Finish();
+  }
+  static JobKey Key() {
+    JobKey key{};
+    key[0] = 42;
+    return key;
+  }
+  // A control message of machine 1's run `nonce`, echoing machine 0's `echo`; `epoch`: the
+  // first master epoch of that run.
+  std::vector<std::byte> Control(uint64_t nonce, uint64_t echo, uint32_t flags, uint64_t clock, uint32_t epoch = 0) {
     NetControl b;
     b.nonce = nonce;
     b.echo[0] = echo;
-    b.counter = count;
+    b.counter = ++counter;
     Header h;
     h.source = 1;
     h.kind = MsgKind::kIteration;
+    h.epoch = epoch;
     h.chunk = flags;
     h.clock = clock;
     h.seq = clock;
     h.length = sizeof b;
     return test::Forger::Seal(fmt, h, &b);
-  };
-  auto refused = [&](ControlRefusal r) { return job.stats().control_refused[static_cast<size_t>(r)]; };
+  }
+  // A position of chunk c from machine 1 (every value `value`).
+  std::vector<std::byte> Position(uint32_t c, uint32_t epoch, uint64_t seq, float value) const {
+    std::vector<float> v(std::min<size_t>(kChunk, kFloats - static_cast<size_t>(c) * kChunk), value);
+    Header h;
+    h.source = 1;
+    h.kind = MsgKind::kPosition;
+    h.epoch = epoch;
+    h.chunk = c;
+    h.seq = seq;
+    h.length = static_cast<uint32_t>(v.size() * sizeof(float));
+    return test::Forger::Seal(fmt, h, v.data());
+  }
+  uint64_t Refused(ControlRefusal r) const { return job->stats().control_refused[static_cast<size_t>(r)]; }
+  // Machine 0's nonce, read off the control messages it sends machine 1 (0: none came).
+  uint64_t MachineZeroNonce() {
+    for (int tries = 0; tries < 50; ++tries)
+      for (const auto& f : one.Receive(fmt, 100ms, 16))
+        if (f.h.kind == MsgKind::kIteration && f.payload.size() == sizeof(NetControl)) {
+          NetControl b;
+          std::memcpy(&b, f.payload.data(), sizeof b);
+          return b.nonce;
+        }
+    return 0;
+  }
+  // Machine 1's run `mine` proves itself (echoes `nonce0`) until machine 0's Attach returns
+  // (5 s at most). Returns the first message it sent (for a replay).
+  std::vector<std::byte> Prove(uint64_t mine, uint64_t nonce0, uint32_t flags, uint32_t epoch = 0) {
+    const std::vector<std::byte> hello = Control(mine, nonce0, flags, 0, epoch);
+    WaitFor([&] {
+      one.SendBytes(port0, hello);
+      one.SendBytes(port0, Control(mine, nonce0, flags, 0, epoch));
+      return attached.load() || !attach_error.empty();
+    }, 5s);
+    return hello;
+  }
+
+  test::Forger one;
+  FrameFormat fmt;
+  uint16_t port0 = 0;
+  std::unique_ptr<NetJob> job;
+  SolverGroup g;
+  std::vector<float> w;
+  std::thread attach;
+  std::atomic<bool> attached{false};
+  std::string attach_error;
+  uint64_t counter = 0;
+};
+
+// Control messages of an earlier run (a valid MAC, another run's nonce) are never believed;
+// once proven, a repeated counter is a replay, "done" from a machine that does not lead is
+// refused, and a clock of 1e9 is taken only as far as the machine could have run.
+TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
+  HandPlayed m;
+  ASSERT_TRUE(m.one.ok());
   // 1. An earlier run's messages: its nonce, echoing machine 0's nonce of that run.
   for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(one.SendBytes(port0, control(0x01d, 0xbad, kNetReady | kNetTraining | kNetDone | kNetStop, 1000000000, ++counter)));
+    ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(0x01d, 0xbad, kNetReady | kNetTraining | kNetDone | kNetStop, 1000000000)));
     std::this_thread::sleep_for(1ms);
   }
-  ASSERT_TRUE(WaitFor([&] { return refused(ControlRefusal::kUnproven) >= 50; }, 5s)) << refused(ControlRefusal::kUnproven);
-  EXPECT_FALSE(attached.load()) << "an earlier run's messages made machine 1 count as started";
-  EXPECT_EQ(g.job_done.load(), 0);
-  EXPECT_EQ(g.stop_requested.load(), 0);
-  EXPECT_EQ(g.iter.load(), 0);
+  ASSERT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kUnproven) >= 50; }, 5s)) << m.Refused(ControlRefusal::kUnproven);
+  EXPECT_FALSE(m.attached.load()) << "an earlier run's messages made machine 1 count as started";
+  EXPECT_EQ(m.g.job_done.load(), 0);
+  EXPECT_EQ(m.g.stop_requested.load(), 0);
+  EXPECT_EQ(m.g.iter.load(), 0);
   // 2. Machine 1 proves itself: it echoes the nonce machine 0 sends it now.
-  uint64_t nonce0 = 0;
-  for (int tries = 0; tries < 50 && !nonce0; ++tries)
-    for (const auto& f : one.Receive(fmt, 100ms, 16))
-      if (f.h.kind == MsgKind::kIteration && f.payload.size() == sizeof(NetControl)) {
-        NetControl b;
-        std::memcpy(&b, f.payload.data(), sizeof b);
-        nonce0 = b.nonce;
-      }
+  const uint64_t nonce0 = m.MachineZeroNonce();
   ASSERT_NE(nonce0, 0u) << "machine 0 sent no control message";
   const uint64_t mine = 0x1234567;
-  const std::vector<std::byte> hello = control(mine, nonce0, kNetReady, 0, ++counter);
-  ASSERT_TRUE(WaitFor([&] {
-    one.SendBytes(port0, hello);
-    one.SendBytes(port0, control(mine, nonce0, kNetReady, 0, ++counter));
-    return attached.load() || !attach_error.empty();
-  }, 5s));
-  attach.join();
-  ASSERT_EQ(attach_error, "");
+  const std::vector<std::byte> hello = m.Prove(mine, nonce0, kNetReady);
+  m.attach.join();
+  ASSERT_EQ(m.attach_error, "");
   // 3. A replay within the run: the first proven message again.
-  const uint64_t replays = refused(ControlRefusal::kReplay);
-  ASSERT_TRUE(one.SendBytes(port0, hello));
-  EXPECT_TRUE(WaitFor([&] { return refused(ControlRefusal::kReplay) > replays; }, 5s)) << "a replayed message was taken";
+  const uint64_t replays = m.Refused(ControlRefusal::kReplay);
+  ASSERT_TRUE(m.one.SendBytes(m.port0, hello));
+  EXPECT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kReplay) > replays; }, 5s)) << "a replayed message was taken";
   // 4. "done" and "stop" from machine 1, which does not lead: done is refused; stop is a request.
-  ASSERT_TRUE(one.SendBytes(port0, control(mine, nonce0, kNetReady | kNetTraining | kNetDone, 0, ++counter)));
-  EXPECT_TRUE(WaitFor([&] { return refused(ControlRefusal::kNotLeader) > 0; }, 5s));
-  EXPECT_EQ(g.job_done.load(), 0) << "a machine that does not lead ended the job";
+  ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining | kNetDone, 0)));
+  EXPECT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kNotLeader) > 0; }, 5s));
+  EXPECT_EQ(m.g.job_done.load(), 0) << "a machine that does not lead ended the job";
   // 5. A clock of 1e9: taken only as far as a machine could have run (1 024 + 8 x 1 000 it/s).
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(one.SendBytes(port0, control(mine, nonce0, kNetReady | kNetTraining, 1000000000, ++counter)));
-  EXPECT_TRUE(WaitFor([&] { return job.stats().clock_clamped > 0; }, 5s));
+  ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining, 1000000000)));
+  EXPECT_TRUE(WaitFor([&] { return m.job->stats().clock_clamped > 0; }, 5s));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() + 10;
-  EXPECT_LT(g.iter.load(), 1024 + 8000 * secs) << "a forged clock moved the global iteration";
+  EXPECT_LT(m.g.iter.load(), 1024 + 8000 * secs) << "a forged clock moved the global iteration";
   // 6. An earlier run's "stop", now: still not believed.
-  ASSERT_TRUE(one.SendBytes(port0, control(0x01d, 0xbad, kNetReady | kNetStop, 0, ++counter)));
+  ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(0x01d, 0xbad, kNetReady | kNetStop, 0)));
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(g.stop_requested.load(), 0);
-  g.finished[0].store(1);
-  job.Finish();
+  EXPECT_EQ(m.g.stop_requested.load(), 0);
+}
+
+// Positions are bound to the run of their sender that proved itself: before any run of
+// machine 1 is proven none is taken, and then only those of epochs above the first one its run
+// announced, even for a chunk that has not yet heard that run (a recording of an earlier run,
+// with a valid MAC, is stale).
+TEST(NetJobSteerTest, PositionsOfAnUnprovenOrEarlierRunAreStale) {
+  HandPlayed m;
+  ASSERT_TRUE(m.one.ok());
+  const uint32_t chunks = (kFloats + kChunk - 1) / kChunk;
+  const uint32_t first = 1800000000;  // machine 1's run announces its masters' epochs start here
+  auto send_all = [&](uint32_t epoch, uint64_t seq) {
+    for (uint32_t c = 0; c < chunks; ++c)
+      if (!m.one.SendBytes(m.port0, m.Position(c, epoch, seq, 7.f))) return false;
+    return true;
+  };
+  auto stats = [&] { return m.job->stats(); };
+  // Before machine 1 has proved any run: nothing of it is taken.
+  ASSERT_TRUE(send_all(first + 1, 1));
+  ASSERT_TRUE(WaitFor([&] { return stats().stale >= chunks; }, 5s)) << stats().stale;
+  const uint64_t nonce0 = m.MachineZeroNonce();
+  ASSERT_NE(nonce0, 0u) << "machine 0 sent no control message";
+  m.Prove(0x5eed, nonce0, kNetReady, first);
+  m.attach.join();
+  ASSERT_EQ(m.attach_error, "");
+  // Machine 1 masters some chunks now; an earlier run's positions of them (epochs below
+  // `first`) are stale, though those chunks have heard no position of this run yet.
+  ASSERT_TRUE(WaitFor([&] { return stats().owned > 0 && stats().owned < stats().chunks; }, 5s));
+  const uint32_t theirs = stats().chunks - stats().owned;
+  const uint64_t stale0 = stats().stale;
+  ASSERT_TRUE(send_all(first - 100, 1));
+  EXPECT_TRUE(WaitFor([&] { return stats().stale >= stale0 + theirs; }, 5s)) << stats().stale - stale0 << " of " << theirs;
+  EXPECT_EQ(stats().positions_answered, 0u) << "a position of an earlier run was taken";
+  for (float x : m.w) ASSERT_EQ(x, 1.f) << "an earlier run's values reached the weights";
+  // This run's positions are taken.
+  ASSERT_TRUE(send_all(first + 1, 1));
+  EXPECT_TRUE(WaitFor([&] { return stats().positions_answered >= theirs; }, 5s)) << stats().positions_answered;
 }
 
 // Machines that disagree are named at the start, in one line on each: another net here; a
