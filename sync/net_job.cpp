@@ -359,12 +359,12 @@ void NetJob::Run() {
           views.push_back(p.view);
         }
       }
-      // The global iteration a joiner starts from: the median of the members' views (the upper
-      // one of two), so that no single member, mistaken or lying, sets it where three or more
-      // are heard; every member's own count only grows by what it could have run
-      // (OnControl).
+      // The global iteration a joiner starts from: the median of the members' views (the lower
+      // one of two: a view too high would end this machine's training at once), so that no
+      // single member, mistaken or lying, sets it where three or more are heard; every
+      // member's own count only grows by what it could have run (OnControl).
       std::sort(views.begin(), views.end());
-      const int64_t view = views.empty() ? 0 : views[views.size() / 2];
+      const int64_t view = views.empty() ? 0 : views[(views.size() - 1) / 2];
       if (running && !ready_ && svb_) {
         start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
         start_failed_.store(true);

@@ -528,11 +528,12 @@ TEST_F(NetJobTest, FramesFromAnAddressNotInTheJobAreRefusedWhateverTheyClaim) {
   FinishAll();
 }
 
-// Machine 0 of a two-machine job with one key, and machine 1 played by hand (its address is
-// the forger's): its control messages and positions are sealed here.
+// Machine 0 of a job with one key, and the other machines played by hand (machine 1's address
+// is the forger `one`'s, the others' those of `more`): their control messages and positions
+// are sealed here.
 class HandPlayed {
  public:
-  HandPlayed() : fmt(0x7e58, Key()) {
+  explicit HandPlayed(int machines = 2, uint32_t start_ms = 10000) : fmt(0x7e58, Key()) {
     UdpOptions uo;
     uo.job = 0x7e58;
     uo.key = Key();
@@ -541,14 +542,18 @@ class HandPlayed {
     auto t = UdpDevice(uo).Open(0);
     auto* udp = static_cast<UdpEndpoint*>(t.get());
     udp->AddPeer(1, "127.0.0.1", one.port());
+    for (int r = 2; r < machines; ++r) {
+      more.push_back(std::make_unique<test::Forger>());
+      udp->AddPeer(static_cast<PeerId>(r), "127.0.0.1", more.back()->port());
+    }
     port0 = udp->port();
     NetJobOptions o;
     o.rank = 0;
-    o.machines = 2;
+    o.machines = machines;
     o.chunk_floats = kChunk;
     o.heartbeat_ms = 10;
     o.dead_ms = 2000;
-    o.start_ms = 10000;
+    o.start_ms = start_ms;
     o.log = false;
     job = std::make_unique<NetJob>(std::move(t), o);
     w.assign(kFloats, 1.f);
@@ -571,20 +576,21 @@ class HandPlayed {
     key[0] = 42;
     return key;
   }
-  // A control message of machine 1's run `nonce`, echoing machine 0's `echo`; `epoch`: the
-  // first master epoch of that run.
-  std::vector<std::byte> Control(uint64_t nonce, uint64_t echo, uint32_t flags, uint64_t clock, uint32_t epoch = 0) {
+  // A control message of machine `from`'s run `nonce`, echoing machine 0's `echo`; `epoch`: the
+  // first master epoch of that run; `view`: its view of the global iteration (default: clock).
+  std::vector<std::byte> Control(uint64_t nonce, uint64_t echo, uint32_t flags, uint64_t clock, uint32_t epoch = 0,
+                                 PeerId from = 1, int64_t view = -1) {
     NetControl b;
     b.nonce = nonce;
     b.echo[0] = echo;
     b.counter = ++counter;
     Header h;
-    h.source = 1;
+    h.source = from;
     h.kind = MsgKind::kIteration;
     h.epoch = epoch;
     h.chunk = flags;
     h.clock = clock;
-    h.seq = clock;
+    h.seq = view < 0 ? clock : static_cast<uint64_t>(view);
     h.length = sizeof b;
     return test::Forger::Seal(fmt, h, &b);
   }
@@ -624,7 +630,10 @@ class HandPlayed {
     return hello;
   }
 
+  test::Forger& From(PeerId r) { return r == 1 ? one : *more.at(r - 2); }
+
   test::Forger one;
+  std::vector<std::unique_ptr<test::Forger>> more;
   FrameFormat fmt;
   uint16_t port0 = 0;
   std::unique_ptr<NetJob> job;
@@ -714,6 +723,25 @@ TEST(NetJobSteerTest, PositionsOfAnUnprovenOrEarlierRunAreStale) {
   // This run's positions are taken.
   ASSERT_TRUE(send_all(first + 1, 1));
   EXPECT_TRUE(WaitFor([&] { return stats().positions_answered >= theirs; }, 5s)) << stats().positions_answered;
+}
+
+// A machine joining a running job takes the global iteration from the members it hears: the
+// median of their views once it hears a majority, so one member's absurd view (a lie, or a
+// mistake) does not set it.
+TEST(NetJobSteerTest, AJoinerTakesTheMedianOfTheMembersViews) {
+  HandPlayed m(4, 1500);  // machine 0 joins; its start gives up after 1.5 s (no weights come)
+  ASSERT_TRUE(m.one.ok());
+  const uint64_t nonce0 = m.MachineZeroNonce();
+  ASSERT_NE(nonce0, 0u) << "machine 0 sent no control message";
+  const int64_t views[] = {0, 5000, 5200, int64_t{1} << 40};  // machine 3's view is absurd
+  const bool joined = WaitFor([&] {
+    for (PeerId r : {3, 1, 2})  // the absurd one first
+      m.From(r).SendBytes(m.port0, m.Control(0xa0 + r, nonce0, kNetReady | kNetTraining, 10, 0, r, views[r]));
+    return m.g.iter.load() != 0 || !m.attach_error.empty();
+  }, 5s);
+  ASSERT_TRUE(joined);
+  EXPECT_TRUE(m.g.iter.load() == 5000 || m.g.iter.load() == 5200) << m.g.iter.load() << " " << m.attach_error;
+  EXPECT_TRUE(m.job->joined_running());
 }
 
 // Machines that disagree are named at the start, in one line on each: another net here; a
