@@ -101,6 +101,8 @@ void TestNet::ConfigureHost(int i) {
   Ip({"-n", ns(i), "link", "set", "lo", "up"});
 }
 
+void TestNet::SetLink(int i, bool up) { Ip({"-n", ns(i), "link", "set", iface(i), up ? "up" : "down"}); }
+
 VethPair::VethPair(int mtu) : TestNet(2, mtu) {
   try {
     for (const auto& n : ns_) AddNamespace(n);
@@ -112,8 +114,8 @@ VethPair::VethPair(int mtu) : TestNet(2, mtu) {
   }
 }
 
-VethBridge::VethBridge(int hosts, int mtu) : TestNet(hosts, mtu) {
-  const std::string br = prefix_ + "br";
+VethBridge::VethBridge(int hosts, int mtu) : TestNet(hosts, mtu), bridge_(prefix_ + "br") {
+  const std::string& br = bridge_;
   try {
     for (const auto& n : ns_) AddNamespace(n);
     AddNamespace(br);
