@@ -343,18 +343,17 @@ uint32_t MtuOfAddress(const std::string& ip, const std::string& netns) {
   return rc == 0 && req.ifr_mtu > 0 ? static_cast<uint32_t>(req.ifr_mtu) : 0;
 }
 
-// The largest UDP payload (a multiple of 16) whose frame fits one datagram within `mtu`, so
-// nothing is fragmented: IPv4 + UDP headers (28 bytes), the frame header and the longer
-// trailer, padded to 16. At most 32 KiB (loopback's MTU is 64 KiB); 8 KiB when the MTU is
-// unknown.
-uint32_t UdpPayloadFor(uint32_t mtu) {
+}  // namespace
+
+uint32_t UdpPayloadFor(uint32_t mtu, bool keyed) {
   if (mtu == 0) return 8192;
   const uint32_t datagram = (mtu - 28) / 16 * 16;
-  const uint32_t overhead = static_cast<uint32_t>(FrameFormat::kHeaderBytes) + 16;
+  // The frame's header and trailer (a keyed frame's is 32 bytes: nonce and tag), the sender
+  // padding to 16: a full frame fits one IP packet, never fragmented.
+  const uint32_t trailer = static_cast<uint32_t>(FrameFormat(0, keyed ? std::optional<JobKey>(JobKey{}) : std::nullopt).trailer_bytes());
+  const uint32_t overhead = static_cast<uint32_t>(FrameFormat::kHeaderBytes) + (trailer + 15) / 16 * 16;
   return std::min<uint32_t>(32768, datagram > overhead + 16 ? datagram - overhead : 16);
 }
-
-}  // namespace
 
 namespace {
 
@@ -438,7 +437,7 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
                (port != 0 && inet_pton(AF_INET, group.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 239))
         << "--multicast=" << opt.multicast << ": want GROUP:PORT with GROUP in 239.0.0.0/8 (like 239.77.0.1:9100)";
     auto u = OpenUdp(list, me, opt,
-                     opt.max_payload ? opt.max_payload : UdpPayloadFor(MtuOfAddress(list.peers[me].ip, opt.netns)));
+                     opt.max_payload ? opt.max_payload : UdpPayloadFor(MtuOfAddress(list.peers[me].ip, opt.netns), opt.key.has_value()));
     if (!opt.multicast.empty()) {
       HS_REQUIRE(u->AddGroup(0, group, port, true))
           << "udp: could not join " << group << " on " << list.peers[me].ip

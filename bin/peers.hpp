@@ -115,4 +115,10 @@ struct PeerOpenOptions {
 // without the verbs transport says so in one line.
 std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self, const PeerOpenOptions& opt);
 
+// The largest UDP payload (a multiple of 16) whose frame fits one datagram within `mtu`, so
+// nothing is fragmented: IPv4 + UDP headers (28 bytes), the frame header and its trailer (32
+// bytes keyed, 8 not), padded to 16. At most 32 KiB (loopback's MTU is 64 KiB); 8 KiB when
+// the MTU is unknown (0). OpenPeers' default for udp without --payload.
+uint32_t UdpPayloadFor(uint32_t mtu, bool keyed);
+
 }  // namespace hogstream

@@ -136,7 +136,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   // (bsp and gsp average their rounds' steps themselves: their deltas are never reweighted)
   const bool rounds = policy.kind == Policy::Kind::kBsp || policy.kind == Policy::Kind::kGsp;
   const std::string aggregate = f.get("aggregate", "auto");
-  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule);
+  // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
+  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, 1,
+                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_momentum);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));

@@ -93,7 +93,13 @@ class SegmentFiguresSink : public StatsSink {
 
 }  // namespace
 
-HogwildReport RunHogwild(const pb::SolverParameter& param, const HogwildOptions& opt) {
+HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions& opt) {
+  // A job across machines whose deltas are added whole shares its momentum (ShareMomentum).
+  pb::SolverParameter param = given;
+  if (opt.net && opt.net->shares_momentum()) {
+    const std::string line = ShareMomentum(opt.net->machines(), &param);
+    LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
+  }
   // GPU solvers first (ranks 0..), then the CPU ones. A GPU solver trains a private copy on its
   // device; its host copy is what the segment streams to the shared weights (each iteration's
   // update is made on the host and uploaded with the next pass).

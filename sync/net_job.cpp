@@ -122,18 +122,29 @@ const char* ControlRefusalName(ControlRefusal r) {
   return "?";
 }
 
-void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale) {
+void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale,
+                    bool* share_momentum) {
   // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
   // 1 / its staleness in updates (the deltas of the others applied to its chunk since this
   // sender's previous one, + 1; about machines - 1 at equal pace), so that the job as a whole
   // moves about twice one machine's step whatever the count: more, with each machine's own
   // momentum acting on progress that reaches the others late, diverged from 4 machines on.
+  // "share" (where the caller offers it): every delta whole and the solvers' momentum shared
+  // (ShareMomentum) instead.
   rule->warmup_until = 0;
   rule->warmup_from = 1;
   rule->stale_budget = 0;
   rule->absurd = 100;
   rule->weight_scale = default_scale;
+  if (share_momentum) *share_momentum = false;
   if (text == "sum") return;
+  if (text == "share") {
+    HS_REQUIRE(share_momentum) << "--aggregate=share: only for a job across machines whose deltas are added (not easgd, "
+                                  "bsp or gsp, nor private copies in one process)";
+    *share_momentum = machines >= 2;
+    rule->staleness_weight = false;
+    return;
+  }
   rule->staleness_weight = rule->staleness_weight || machines > 2;
   if (text.empty() || text == "auto") return;
   std::stringstream ss(text);
@@ -143,7 +154,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     HS_REQUIRE(eq != std::string::npos && !value.empty() && end && *end == 0 && v >= 0 && std::isfinite(v))
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, or weight=, scale=, warmup=, from=, budget=, absurd=)";
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share, or weight=, scale=, warmup=, from=, budget=, absurd=)";
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
     else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
@@ -152,6 +163,24 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
     else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (weight, scale, warmup, from, budget, absurd)";
   }
+}
+
+std::string ShareMomentum(int machines, pb::SolverParameter* param) {
+  const std::string& type = param->type();
+  const float mu = param->momentum();
+  if (machines < 2 || !(type.empty() || type == "SGD" || type == "Nesterov") || !(mu > 0 && mu < 1)) return "";
+  const double shared = std::max(0.0, 1.0 - machines * (1.0 - mu));
+  const int speed = std::min(machines, kShareMomentumSpeed);
+  // lr / (1 - momentum), each machine's speed, times speed / machines: the job moves at
+  // `speed` times one machine's.
+  const double scale = (1 - shared) / (1 - mu) * speed / machines;
+  std::ostringstream os;
+  os << machines << " machines add their deltas whole; each machine's momentum " << mu << " -> " << shared
+     << " and base_lr " << param->base_lr() << " -> " << param->base_lr() * scale << " (the job moves at " << speed
+     << " times one machine's speed; the asynchrony between machines acts as the rest of the momentum)";
+  param->set_momentum(static_cast<float>(shared));
+  param->set_base_lr(static_cast<float>(param->base_lr() * scale));
+  return os.str();
 }
 
 struct NetJob::Peer {
@@ -800,6 +829,15 @@ void NetJob::Bridge() {
   int leader = -1;
   for (int r = 0; quorum_ && r < opt_.machines && leader < 0; ++r)
     if (r == opt_.rank ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) leader = r;
+  // The lead is a lease: this machine leads only while it has heard a majority within 3/4 of
+  // dead_ms. Cut off, it stops leading (testing, snapshotting) a quarter of dead_ms before the
+  // others take it for dead and one of them takes over: two leaders never overlap.
+  if (leader == opt_.rank) {
+    std::vector<bool> fresh(opt_.machines, false);
+    for (int r = 0; r < opt_.machines; ++r)
+      fresh[r] = r == opt_.rank || (peers_[r]->live && now - peers_[r]->last <= std::chrono::milliseconds(opt_.dead_ms * 3 / 4));
+    if (!Quorum(fresh)) leader = -1;
+  }
   if (leader != leader_) {
     if (leader_ >= 0 && leader >= 0 && opt_.log)
       LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";

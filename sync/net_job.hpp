@@ -54,13 +54,26 @@ namespace hogstream {
 // --aggregate=TEXT: how a master takes the deltas of many machines (SegmentRule's ramp, age
 // damping and value bounds; sync/README.md says why). "auto" (or empty): the defaults for a
 // job of `machines` (1/staleness weights from 3 machines up; the caller passes 1 for a policy
-// whose rounds average the steps themselves); "sum": every delta whole, as soon as it comes (values still checked);
-// or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), scale (weights of
+// whose rounds average the steps themselves); "sum": every delta whole, as soon as it comes
+// (values still checked); "share": every delta whole and the momentum share (ShareMomentum;
+// an Error where the caller does not offer `share_momentum`); or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), scale (weights of
 // min(1, scale/staleness)), warmup (global iterations of the ramp), from (the ramp's first
 // weight), budget (age in global iterations before a delta is damped), absurd (the RMS bound,
 // 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
 // `default_scale` (1 for machines; 2 for private copies in one process, sync/hogwild.cpp).
-void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1);
+// `share_momentum` (may be null: not offered, as for private copies in one process, easgd,
+// bsp and gsp): set to whether the solvers take the momentum share ("share").
+void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1,
+                    bool* share_momentum = nullptr);
+// The momentum share of a job of `machines` whose deltas are added whole (sync/README.md,
+// "Many machines, one master"): each machine's solver takes momentum 1 - machines x
+// (1 - momentum) (at least 0), since the asynchrony between machines acts as the rest of the
+// momentum, and base_lr such that its speed, lr / (1 - momentum), is min(machines,
+// kShareMomentumSpeed) / machines of the solver's: the job moves at that many times one
+// machine's speed. Only for SGD and Nesterov with momentum; returns one line saying what
+// changed ("" = nothing).
+constexpr int kShareMomentumSpeed = 3;
+std::string ShareMomentum(int machines, pb::SolverParameter* param);
 
 // What every machine of a job must share, checked in every control message: a mismatch is one
 // line on each machine naming the other and what differs (NetJob::Attach's Error at the start;
@@ -103,6 +116,7 @@ struct NetJobOptions {
   // its update counts are made per job (every master endpoint of this machine shares them).
   SegmentRule rule;
   bool track_fresh = false;        // keep fresh_rounds() up to date (ssp, bsp, gsp across machines)
+  bool share_momentum = false;     // the solvers take ShareMomentum (ParseAggregate's default)
   // bsp / gsp (Policy::MachineGroups): each machine's synchronous group, per rank. Then
   // slowest_other() is over the machines of this one's group only, by their iterations whose
   // progress has gone out, and a delta's staleness counts from its group's last one.
@@ -221,6 +235,7 @@ class NetJob {
   void Finish();
 
   int rank() const { return opt_.rank; }
+  bool shares_momentum() const { return opt_.share_momentum; }
   int machines() const { return opt_.machines; }
   bool joined_running() const { return joined_running_; }
   bool leads() const;

@@ -526,5 +526,23 @@ TEST(PeersOpen, VerbsMachinesTradeAddressesThenTalk) {
 }
 #endif
 
+// A full frame of the default payload fits one IP packet, keyed or not (a keyed frame's
+// trailer is 32 bytes: it used to be counted as 16, and every full keyed frame was fragmented).
+TEST(PeersOpen, TheDefaultUdpPayloadNeverFragmentsAFrame) {
+  for (uint32_t mtu : {576u, 1280u, 1500u, 4000u, 9000u}) {
+    for (const bool keyed : {false, true}) {
+      const uint32_t payload = UdpPayloadFor(mtu, keyed);
+      const FrameFormat fmt(1, keyed ? std::optional<JobKey>(JobKey{}) : std::nullopt);
+      const size_t frame = fmt.overhead() + payload;
+      const size_t sent = (frame + 15) / 16 * 16;  // senders pad to 16
+      EXPECT_LE(28 + sent, mtu) << mtu << (keyed ? " keyed" : "");
+      EXPECT_GT(28 + sent + 32, mtu) << mtu << (keyed ? " keyed" : "") << ": room left for another 32 bytes";
+      EXPECT_EQ(payload % 16, 0u);
+    }
+  }
+  EXPECT_EQ(UdpPayloadFor(0, true), 8192u);
+  EXPECT_EQ(UdpPayloadFor(65536, false), 32768u);
+}
+
 }  // namespace
 }  // namespace hogstream

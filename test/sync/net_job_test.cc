@@ -921,12 +921,64 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   EXPECT_EQ(p.weight_scale, 2.f);
   ParseAggregate("scale=3", 4, &p, 2.f);
   EXPECT_EQ(p.weight_scale, 3.f);
+  // "share" (where the caller offers it: machines, not easgd, bsp or gsp): whole deltas and
+  // the momentum share; never by default.
+  for (int machines : {1, 2, 3, 4, 8}) {
+    SegmentRule m;
+    bool share = true;
+    ParseAggregate("auto", machines, &m, 1, &share);
+    EXPECT_FALSE(share) << machines;
+    ParseAggregate("share", machines, &m, 1, &share);
+    EXPECT_EQ(share, machines >= 2) << machines;
+    EXPECT_FALSE(m.staleness_weight) << machines;
+  }
+  bool share = true;
+  SegmentRule w;
+  ParseAggregate("sum", 4, &w, 1, &share);
+  EXPECT_FALSE(share);
+  SegmentRule c;
+  const std::string copies = ErrorOf([&] { ParseAggregate("share", 4, &c, 2.f); });  // private copies
+  EXPECT_NE(copies.find("--aggregate=share"), std::string::npos) << copies;
   for (const char* bad : {"often", "warmup=", "warmup=-1", "speed=2", "budget=x"}) {
     SegmentRule b;
     const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &b); });
     EXPECT_NE(e.find("--aggregate"), std::string::npos) << bad << ": " << e;
     EXPECT_EQ(e.find('\n'), std::string::npos) << bad;
   }
+}
+
+// The momentum share gives each machine momentum 1 - machines x (1 - momentum) and the speed
+// lr / (1 - momentum) times min(machines, 3) / machines; other update rules, and SGD without
+// momentum, are left alone.
+TEST(NetJobAggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
+  std::mt19937 rng(TestSeed());
+  std::uniform_real_distribution<double> mu_of(0.5, 0.99), lr_of(1e-4, 0.1);
+  for (int machines : {2, 3, 4, 8, 40}) {
+    pb::SolverParameter p;
+    const float mu = static_cast<float>(mu_of(rng)), lr = static_cast<float>(lr_of(rng));
+    p.set_momentum(mu);
+    p.set_base_lr(lr);
+    const std::string line = ShareMomentum(machines, &p);
+    SCOPED_TRACE(line);
+    const double want_mu = std::max(0.0, 1.0 - machines * (1.0 - mu));
+    EXPECT_NEAR(p.momentum(), want_mu, 1e-6) << machines;
+    const double speed = lr / (1 - mu) * std::min(machines, kShareMomentumSpeed) / machines;
+    EXPECT_NEAR(p.base_lr() / (1 - p.momentum()), speed, 1e-5 * speed) << machines;
+    EXPECT_NE(line.find(std::to_string(machines) + " machines"), std::string::npos);
+  }
+  pb::SolverParameter adam;
+  adam.set_type("Adam");
+  adam.set_momentum(0.9f);
+  adam.set_base_lr(0.001f);
+  EXPECT_EQ(ShareMomentum(4, &adam), "");
+  EXPECT_FLOAT_EQ(adam.momentum(), 0.9f);
+  pb::SolverParameter plain;
+  plain.set_base_lr(0.01f);
+  EXPECT_EQ(ShareMomentum(4, &plain), "");
+  EXPECT_FLOAT_EQ(plain.base_lr(), 0.01f);
+  pb::SolverParameter one;
+  one.set_momentum(0.9f);
+  EXPECT_EQ(ShareMomentum(1, &one), "");
 }
 
 }  // namespace
