@@ -54,7 +54,7 @@ const char kUsage[] =
     "            [--copy_lead=4] [--sweep_pause_us=US]  private copies: iterations without a sweep, daemon's pause\n"
     "           [--peers=udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE\n"
     "            [--multicast=GROUP:PORT|on] [--rank=N] [--iface=NAME|RDMA_DEVICE[:PORT]] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
-    "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params] [--aggregate=auto|sum|K=V,...]\n"
+    "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params] [--aggregate=auto|sum|share|K=V,...]\n"
     "            [--payload=BYTES (default: what one datagram or frame carries within the MTU)]]\n"
     "           [--metrics=[HOST:]PORT] [--stats_json=FILE]  Prometheus endpoint, JSON lines\n"
     "           trains like `caffe train`; logs in Caffe's format on stderr\n"
