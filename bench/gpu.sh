@@ -24,6 +24,7 @@
 #   6. the CPU side on the machine's cores against its PyTorch: LeNet 1 thread
 #      (train img/s vs --mode lenet --threads 1) and 16 Hogwild threads (vs --mode hogwild
 #      --procs 16), ROUNDS (3) interleaved rounds, medians
+#   8. scale-out on the machine's cores: bench/scaleout.sh's machines at 1 core each (see stage8)
 #   7. private GPU copies' stability: gpus.bin COPIES (0:0:0) LeNet 3 000 it, ROUNDS runs for
 #      each --sweep_pause_us:--copy_lead setting in SETTINGS (or "default")
 # STAGES="3 4" bench/gpu.sh device runs only those.
@@ -59,6 +60,13 @@ pack() {
     grep -v "^$(readlink -f "$B")/" | while read -r lib; do cp -L "$lib" "$PACK/lib/"; done
   tar -C "$PACK" -cJf "$PACK/libs.tar.xz" lib bin
   rm -rf "$PACK/lib" "$PACK/bin"
+  # `ip` and `bc` for stage 8's namespaces (the device image has neither), with their libraries.
+  mkdir -p "$PACK/tools"
+  local t
+  for t in /usr/sbin/ip /usr/bin/bc; do
+    cp "$t" "$PACK/tools/"
+    ldd "$t" | awk '$3 ~ /^\// {print $3}' | grep -v -E '/(libc|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$PACK/tools/"; done
+  done
   cp /usr/share/datasets/fashion-mnist/*.gz "$PACK/data/"
   cp ../shared/peers/torch_peer.py "$PACK/peers/"
   cp ../shared/compat/caffe/models/bvlc_reference_caffenet/train_val.prototxt "$PACK/peers/caffenet.prototxt"
@@ -241,6 +249,34 @@ stage7() {
       done
     done
   done
+}
+
+# Scale-out on the device's cores (issue 25): N machines = namespaces, each held to SO_SHARE
+# (1) core by its own cgroup (bench/scaleout.sh, RUNS_ONLY), LeNet SO_ITER (6 000) global
+# iterations, for each N in SO_COUNTS ("1 4 8") with the default aggregation and with each of
+# SO_AGGREGATES ("share"): time to 0.89, final accuracy, wall, staleness, bytes, diverged.
+stage8() {
+  local tool
+  for tool in ip bc; do  # the packed ones where the machine has none
+    command -v $tool >/dev/null && continue
+    [[ -x $PACK/tools/$tool ]] || { summary "scale-out: no '$tool' on this machine nor in .devpack"; return 1; }
+    mkdir -p /tmp/hsdev/tools
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' "$PACK/tools" "$PACK/tools/$tool" >/tmp/hsdev/tools/$tool
+    chmod +x /tmp/hsdev/tools/$tool
+    export PATH=/tmp/hsdev/tools:$PATH
+  done
+  ip netns add hs_probe_$$ 2>/dev/null && ip netns del hs_probe_$$ || { summary "scale-out: no network namespaces here"; return 1; }
+  local a n line
+  for n in ${SO_COUNTS:-1 4 8}; do
+    for a in default ${SO_AGGREGATES:-share}; do
+      [[ $n == 1 && $a != default ]] && continue
+      local extra=""; [[ $a != default ]] && extra="--aggregate=$a"
+      line=$(LD_LIBRARY_PATH=$HSLIB BUILD_DIR=$BIN COUNTS=$n RUNS_ONLY=1 ROUNDS=1 PEER=0 ITER=${SO_ITER:-6000} MODE=mcast \
+        SHARE=${SO_SHARE:-1} EXTRA="$extra" OUT=$OUTDIR/so_${a}_$n timeout 200 bench/scaleout.sh lenet 2>&1 | tail -1)
+      summary "scale-out $a, $line"
+    done
+  done
+  tar -C "$OUTDIR" -czf "$OUTDIR/scaleout_logs.tgz" $(cd "$OUTDIR" && ls -d so_* 2>/dev/null) && rm -rf "$OUTDIR"/so_*
 }
 
 stage6() {
