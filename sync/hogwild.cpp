@@ -94,7 +94,8 @@ class SegmentFiguresSink : public StatsSink {
 }  // namespace
 
 HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions& opt) {
-  // A job across machines whose deltas are added whole shares its momentum (ShareMomentum).
+  // --aggregate=share: a job across machines whose deltas are added whole shares its momentum
+  // (ShareMomentum).
   pb::SolverParameter param = given;
   if (opt.net && opt.net->shares_momentum()) {
     const std::string line = ShareMomentum(opt.net->machines(), &param);

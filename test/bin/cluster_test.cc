@@ -719,8 +719,9 @@ TEST_F(Cluster, BetweenNamespacesAnEarlierRunsFramesReplayedAreNotBelieved) {
     fs::remove(scratch_ / ("snap_iter_" + std::to_string(kIterations) + ext));
   std::vector<std::unique_ptr<Child>> m;
   for (int i = 0; i < kMachines; ++i) m.push_back(StartIn(net, i, kMachines, solver_, kIterations, ".later"));
-  // Once it trains (before its first contact with a master, a slave would take a replayed
-  // position: a limit sync/README.md names), 10 000 replayed frames a second until it ends.
+  // Once it trains, 10 000 replayed frames a second until it ends. (Positions of an earlier
+  // run are stale even before a slave's first contact with this run's master, since positions
+  // are bound to the proven run: NetJobSteerTest.PositionsOfAnUnprovenOrEarlierRunAreStale.)
   ASSERT_TRUE(WaitIteration(*m[0], 1000)) << m[0]->err();
   auto replay = RunIn(net, kMachines, HS_FRAME_FLOOD_BIN, {"replay", targets, "1000000", "10000", capture}, "replay");
   std::vector<Finished> f;
