@@ -6,9 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace hogstream {
 
@@ -49,6 +52,12 @@ class Context {
     data_shard_ = begin;
     data_part_ = length;
   }
+  // With a partition: more ranges [begin, begin + length) this solver reads after its own in
+  // each round (a dead machine's partition, taken over: sync/hogwild.hpp), asked anew at the
+  // start of every round from the reader's thread (so it must be safe there). Unset: none.
+  using Takeover = std::function<std::vector<std::pair<double, double>>()>;
+  const Takeover& data_takeover() const { return data_takeover_; }
+  void set_data_takeover(Takeover f) { data_takeover_ = std::move(f); }
 
   // The CUDA stream of this context, created on first use (void* keeps CUDA out of this
   // header).
@@ -67,6 +76,7 @@ class Context {
   int threads_ = 1;
   double data_shard_ = 0;
   double data_part_ = 0;
+  Takeover data_takeover_;
   std::mt19937 rng_;
   void* gpu_handles_ = nullptr;
   void (*destroy_gpu_handles_)(void*) = nullptr;

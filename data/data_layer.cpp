@@ -97,7 +97,7 @@ struct DataLayer::Source {
   // Reader thread body: skip to this solver's shard and past rand_skip, then fill slots until
   // stopped or failed.
   void Read(const DataTransformer& transformer, std::vector<int> datum_shape,
-            std::vector<int> item_shape, uint32_t skip, double shard, double part) {
+            std::vector<int> item_shape, uint32_t skip, double shard, double part, Context::Takeover takeover) {
     std::string where;  // the record being read, for messages
     try {
       // A partition: records [first, first + count), then back to `first` (the cursor wraps at
@@ -107,7 +107,18 @@ struct DataLayer::Source {
       const auto at = [size](double f) { return static_cast<size_t>(f * static_cast<double>(size) + 1e-7); };
       const size_t first = at(shard) % std::max<size_t>(size, 1);
       const size_t count = part > 0 ? std::clamp<size_t>(at(shard + part) - at(shard), 1, size) : 0;
-      size_t in_part = 0;
+      // A round: the partition, then the ranges taken over (asked anew each round); each leg
+      // is (first record, records).
+      const auto legs = [&] {
+        std::vector<std::pair<size_t, size_t>> plan = {{first, count}};
+        if (takeover)
+          for (const auto& [b, len] : takeover())
+            plan.emplace_back(at(b) % size, std::clamp<size_t>(at(b + len) - at(b), 1, size));
+        return plan;
+      };
+      std::vector<std::pair<size_t, size_t>> plan;
+      if (count) plan = legs();
+      size_t leg = 0, in_leg = 0, pos = first;  // pos: the record the cursor is at
       for (size_t n = first; n > 0; --n) cursor->Next();
       if (skip > 0 && count == 0) {  // (a partition is read whole, from its start)
         for (uint32_t n = std::uniform_int_distribution<uint32_t>(0, skip - 1)(rng); n > 0; --n)
@@ -135,9 +146,15 @@ struct DataLayer::Source {
         s->label = static_cast<float>(datum.label());
         full.push(s);  // never full: it has room for every slot
         cursor->Next();
-        if (count && ++in_part == count) {
-          in_part = 0;
-          for (size_t n = size - count; n > 0; --n) cursor->Next();
+        if (size) pos = (pos + 1) % size;
+        if (count && ++in_leg == plan[leg].second) {
+          in_leg = 0;
+          if (++leg == plan.size()) {
+            leg = 0;
+            plan = legs();
+          }
+          for (size_t n = (plan[leg].first + size - pos) % size; n > 0; --n) cursor->Next();
+          pos = plan[leg].first;
         }
       }
     } catch (const std::exception& e) {
@@ -279,7 +296,8 @@ void DataLayer::StartReaders() {
     Source* src = sources_.back().get();
     src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape_, item_shape_,
                               rand_skip_, Context::Get().data_shard(),
-                              phase_ == pb::TRAIN ? Context::Get().data_part() : 0.0);
+                              phase_ == pb::TRAIN ? Context::Get().data_part() : 0.0,
+                              phase_ == pb::TRAIN ? Context::Get().data_takeover() : Context::Takeover{});
   }
   cursors_.clear();
 }

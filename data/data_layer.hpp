@@ -7,9 +7,11 @@
 //
 // Mixing: each batch item comes from a source drawn at random by the normalised
 // `probability` weights (equal when absent), with an RNG seeded from Context::Get().seed() at
-// the first Forward (when the reader threads start, at Context::Get().data_shard()); each source's thread has its own RNG for rand_skip and the random crop/mirror. A
-// source's items come out in its read order whatever the thread timing, so a fixed seed gives
-// identical batches.
+// the first Forward (when the reader threads start, at Context::Get().data_shard()); each
+// source's thread has its own RNG for rand_skip and the random crop/mirror. A source's items
+// come out in its read order whatever the thread timing, so a fixed seed gives identical
+// batches. TRAIN data with a partition (Context::data_part) is read in rounds: the partition,
+// then the ranges Context::data_takeover gives (a dead machine's share), over and over.
 #pragma once
 
 #include <memory>

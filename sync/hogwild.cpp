@@ -49,6 +49,22 @@ SolverPlace PlaceSolver(int machine, int machines, int local, int locals) {
           length};
 }
 
+std::vector<std::pair<double, double>> TakenOverPartitions(int machine, int machines, int local, int locals,
+                                                           uint64_t dead) {
+  const int tracked = std::min(machines, 64);
+  std::vector<int> live;
+  for (int r = 0; r < machines; ++r)
+    if (r >= tracked || !((dead >> r) & 1)) live.push_back(r);
+  const auto me = std::find(live.begin(), live.end(), machine);
+  std::vector<std::pair<double, double>> ranges;
+  if (me == live.end() || locals < 1) return ranges;
+  const double slice = 1.0 / machines / static_cast<double>(live.size()) / locals;
+  const double k = static_cast<double>(me - live.begin()) * locals + local;
+  for (int d = 0; d < tracked; ++d)
+    if ((dead >> d) & 1) ranges.emplace_back(static_cast<double>(d) / machines + k * slice, slice);
+  return ranges;
+}
+
 uint64_t SolverSeed(uint64_t base, int rank) {
   return base + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank);
 }
@@ -294,6 +310,10 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
         const SolverPlace place = PlaceSolver(opt.net ? opt.net->rank() : 0, opt.net ? opt.net->machines() : 1, i, n);
         me.ctx->set_seed(SolverSeed(base_seed, place.seed_rank));
         me.ctx->set_data_partition(place.begin, place.length);
+        if (opt.net)  // a dead machine's partition is read by the others until it is back
+          me.ctx->set_data_takeover([net = opt.net, i, n] {
+            return TakenOverPartitions(net->rank(), net->machines(), i, n, net->dead_machines());
+          });
       } else {
         me.ctx->set_seed(SolverSeed(base_seed, me.rank));
         me.ctx->set_data_shard(std::fmod(0.6180339887498949 * me.rank, 1.0));

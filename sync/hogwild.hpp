@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/solver.hpp"
@@ -43,6 +44,13 @@ struct SolverPlace {
   double begin, length;
 };
 SolverPlace PlaceSolver(int machine, int machines, int local, int locals);
+// The ranges of training data this solver reads besides its own partition while the machines
+// in `dead` (bit r: machine r) are gone: each dead machine's partition cut evenly among the live
+// machines in rank order, then among each one's own solvers (so that the job still reads every
+// record once a round, whatever each machine's solver count). Empty when none is dead, or when
+// this machine is itself among them. Machines beyond 64 are never taken over.
+std::vector<std::pair<double, double>> TakenOverPartitions(int machine, int machines, int local, int locals,
+                                                           uint64_t dead);
 
 struct HogwildOptions {
   SolverSpec solvers;

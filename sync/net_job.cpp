@@ -690,14 +690,21 @@ void NetJob::SendControl() {
 
 void NetJob::CheckLiveness() {
   const Clock::time_point now = Clock::now();
+  uint64_t dead = 0;
   for (int r = 0; r < opt_.machines; ++r) {
     Peer& p = *peers_[r];
-    if (r == opt_.rank || !p.live || now - p.last <= std::chrono::milliseconds(opt_.dead_ms)) continue;
-    p.live = false;
-    if (phase_ != Phase::kStart && !(p.flags & kNetDone))
-      LOG_IF(INFO, opt_.log) << "Network: " << Name(r) << " silent for " << opt_.dead_ms / 1000.0
-                             << " s: taken for dead; its chunks are re-shared";
+    if (r != opt_.rank && p.live && now - p.last > std::chrono::milliseconds(opt_.dead_ms)) {
+      p.live = false;
+      if (phase_ != Phase::kStart && !(p.flags & kNetDone))
+        LOG_IF(INFO, opt_.log) << "Network: " << Name(r) << " silent for " << opt_.dead_ms / 1000.0
+                               << " s: taken for dead; its chunks are re-shared and its data read by the others";
+    }
+    // Once training, a machine heard and gone (not one that finished the job) leaves its data
+    // partition to the others.
+    if (r != opt_.rank && r < 64 && phase_ == Phase::kTraining && p.heard && !p.live && !(p.flags & kNetDone))
+      dead |= uint64_t{1} << r;
   }
+  dead_.store(dead, std::memory_order_relaxed);
 }
 
 void NetJob::Reshare() {

@@ -246,6 +246,9 @@ class NetJob {
   // again: two more mean this machine's progress is out and the others' is in). Both updated by
   // the daemon.
   int64_t slowest_other() const { return slowest_other_.load(std::memory_order_relaxed); }
+  // The machines taken for dead now (bit r: machine r, the first 64), from any thread: their
+  // data partitions are read by the others (TakenOverPartitions) until they are back.
+  uint64_t dead_machines() const { return dead_.load(std::memory_order_relaxed); }
   uint64_t fresh_rounds() const { return fresh_rounds_.load(std::memory_order_relaxed); }
   NetJobStats stats() const;
   // A local solver's loss went non-finite: this machine's copy is lost. Asks the daemon to give
@@ -330,6 +333,7 @@ class NetJob {
   std::atomic<bool> all_done_{false};  // done, and every live machine has said so too
   std::atomic<int> lead_{-1};
   std::atomic<int64_t> slowest_other_{0};
+  std::atomic<uint64_t> dead_{0};
   std::atomic<uint64_t> fresh_rounds_{0};
   std::atomic<int64_t> flushed_iter_{0};  // this machine's iterations whose progress has gone out
   std::vector<uint64_t> mark_answers_;   // daemon: per chunk, its answers when this fresh round began

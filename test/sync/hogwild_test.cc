@@ -1017,5 +1017,47 @@ TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) 
   EXPECT_EQ(seen.size(), static_cast<size_t>(kRecords));
 }
 
+// A dead machine's partition is read by the others: machine 1 of 3 (machines of 3, 1 and 2
+// solvers) gone, a round of each live solver (its partition, then its slices of machine 1's)
+// reads every record of the data once between them; the next round starts at its own
+// partition again; with nobody dead the slices are empty.
+TEST(HogwildPlaceTest, ADeadMachinesPartitionIsReadByTheOthers) {
+  testing::TempDir dir;
+  constexpr int kRecords = 72;
+  std::vector<pb::Datum> data;
+  for (int i = 0; i < kRecords; ++i) data.push_back(testing::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
+  testing::WriteLmdb(dir / "db", data);
+  const std::vector<int> locals = {3, 1, 2};
+  constexpr uint64_t kDead = 1u << 1;
+  EXPECT_TRUE(TakenOverPartitions(1, 3, 0, 1, kDead).empty()) << "a dead machine takes nothing over";
+  EXPECT_TRUE(TakenOverPartitions(0, 3, 0, 3, 0).empty());
+  const auto at = [](double f) { return static_cast<int>(f * kRecords + 1e-7); };
+  std::vector<int> reads(kRecords, 0);
+  for (int m : {0, 2}) {
+    for (int i = 0; i < locals[m]; ++i) {
+      SCOPED_TRACE("machine " + std::to_string(m) + " solver " + std::to_string(i));
+      const SolverPlace place = PlaceSolver(m, 3, i, locals[m]);
+      Context ctx(Mode::CPU, 0, 1);
+      ContextScope scope(&ctx);
+      ctx.set_seed(SolverSeed(7, place.seed_rank));
+      ctx.set_data_partition(place.begin, place.length);
+      const auto taken = TakenOverPartitions(m, 3, i, locals[m], kDead);
+      ASSERT_EQ(taken.size(), 1u);
+      ctx.set_data_takeover([&] { return TakenOverPartitions(m, 3, i, locals[m], kDead); });
+      const int own = at(place.begin + place.length) - at(place.begin);
+      const int more = at(taken[0].first + taken[0].second) - at(taken[0].first);
+      pb::LayerParameter p = testing::DataParam({dir / "db"}, own + more, pb::TRAIN);
+      Blob x, label;
+      auto layer = CreateLayer(p);
+      layer->SetUp({}, {&x, &label});
+      layer->Forward({}, {&x, &label});
+      for (int k = 0; k < own + more; ++k) ++reads[static_cast<int>(label.cpu_data()[k])];
+      layer->Forward({}, {&x, &label});
+      EXPECT_EQ(label.cpu_data()[0], at(place.begin)) << "the next round starts at its own partition";
+    }
+  }
+  for (int r = 0; r < kRecords; ++r) EXPECT_EQ(reads[r], 1) << "record " << r;
+}
+
 }  // namespace
 }  // namespace hogstream
