@@ -350,7 +350,7 @@ uint32_t UdpPayloadFor(uint32_t mtu, bool keyed) {
   const uint32_t datagram = (mtu - 28) / 16 * 16;
   // The frame's header and trailer (a keyed frame's is 32 bytes: nonce and tag), the sender
   // padding to 16: a full frame fits one IP packet, never fragmented.
-  const uint32_t trailer = static_cast<uint32_t>(FrameFormat(0, keyed ? std::optional<JobKey>(JobKey{}) : std::nullopt).trailer_bytes());
+  const uint32_t trailer = static_cast<uint32_t>(FrameFormat::TrailerBytes(keyed));
   const uint32_t overhead = static_cast<uint32_t>(FrameFormat::kHeaderBytes) + (trailer + 15) / 16 * 16;
   return std::min<uint32_t>(32768, datagram > overhead + 16 ? datagram - overhead : 16);
 }

@@ -399,11 +399,9 @@ void NetJob::Run() {
         start_failed_.store(true);
         return;
       }
-      std::vector<bool> heard(opt_.machines, false);
-      for (int r = 0; r < opt_.machines; ++r) heard[r] = r == opt_.rank || peers_[r]->live;
       // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
       // a majority of the job, whose views it takes.
-      if (running && !ready_ && Quorum(heard)) {
+      if (running && !ready_ && Quorum(Reached(now))) {
         phase_ = Phase::kJoining;
         joined_running_.store(true);
         g_->iter.store(view);
@@ -799,8 +797,7 @@ void NetJob::Bridge() {
   // sides of a partition would each write the job's files) and its solvers wait; back with the
   // others, it re-takes their weights as a joiner does, so that the two sides' chunks are
   // never spliced.
-  std::vector<bool> live(opt_.machines, false);
-  for (int r = 0; r < opt_.machines; ++r) live[r] = r == opt_.rank || peers_[r]->live;
+  const std::vector<bool> live = Reached(now);
   const bool quorum = Quorum(live);
   if (quorum != quorum_) {
     quorum_ = quorum;
@@ -839,12 +836,7 @@ void NetJob::Bridge() {
   // The lead is a lease: this machine leads only while it has heard a majority within 3/4 of
   // dead_ms. Cut off, it stops leading (testing, snapshotting) a quarter of dead_ms before the
   // others take it for dead and one of them takes over: two leaders never overlap.
-  if (leader == opt_.rank) {
-    std::vector<bool> fresh(opt_.machines, false);
-    for (int r = 0; r < opt_.machines; ++r)
-      fresh[r] = r == opt_.rank || (peers_[r]->live && now - peers_[r]->last <= std::chrono::milliseconds(opt_.dead_ms * 3 / 4));
-    if (!Quorum(fresh)) leader = -1;
-  }
+  if (leader == opt_.rank && !Quorum(Reached(now, std::chrono::milliseconds(opt_.dead_ms * 3 / 4)))) leader = -1;
   if (leader != leader_) {
     if (leader_ >= 0 && leader >= 0 && opt_.log)
       LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
@@ -914,6 +906,13 @@ void NetJob::Bridge() {
     }
   }
   if (g_->job_done.load() && leader == opt_.rank) done_ = true;
+}
+
+std::vector<bool> NetJob::Reached(Clock::time_point now, Clock::duration within) const {
+  std::vector<bool> reached(opt_.machines, false);
+  for (int r = 0; r < opt_.machines; ++r)
+    reached[r] = r == opt_.rank || (peers_[r]->live && now - peers_[r]->last <= within);
+  return reached;
 }
 
 bool NetJob::Quorum(const std::vector<bool>& live) const {

@@ -13,8 +13,8 @@
 //
 // Control: every heartbeat_ms each machine tells every other one (MsgKind::kIteration) the
 // floor of its run's master epochs (epoch), the iterations its solvers ran (clock), its view
-// of the global iteration (seq) and its state (chunk: NetFlag bits). Each adds the others' new iterations to
-// its own group's counter, so the global iteration (lr schedule, intervals, max_iter) is the
+// of the global iteration (seq) and its state (chunk: NetFlag bits). Each adds the others' new
+// iterations to its own group's counter, so the global iteration (lr schedule, intervals, max_iter) is the
 // sum over all solvers of all machines, on every machine, to within a heartbeat.
 //
 // Liveness: a machine silent for dead_ms is dead; the others re-share its chunks among
@@ -56,7 +56,8 @@ namespace hogstream {
 // job of `machines` (1/staleness weights from 3 machines up; the caller passes 1 for a policy
 // whose rounds average the steps themselves); "sum": every delta whole, as soon as it comes
 // (values still checked); "share": every delta whole and the momentum share (ShareMomentum;
-// an Error where the caller does not offer `share_momentum`); or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), scale (weights of
+// an Error where the caller does not offer `share_momentum`); or KEY=V,... with keys weight
+// (1: 1/staleness weights, 0: none), scale (weights of
 // min(1, scale/staleness)), warmup (global iterations of the ramp), from (the ramp's first
 // weight), budget (age in global iterations before a delta is damped), absurd (the RMS bound,
 // 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
@@ -116,7 +117,7 @@ struct NetJobOptions {
   // its update counts are made per job (every master endpoint of this machine shares them).
   SegmentRule rule;
   bool track_fresh = false;        // keep fresh_rounds() up to date (ssp, bsp, gsp across machines)
-  bool share_momentum = false;     // the solvers take ShareMomentum (ParseAggregate's default)
+  bool share_momentum = false;     // the solvers take ShareMomentum (--aggregate=share)
   // bsp / gsp (Policy::MachineGroups): each machine's synchronous group, per rank. Then
   // slowest_other() is over the machines of this one's group only, by their iterations whose
   // progress has gone out, and a delta's staleness counts from its group's last one.
@@ -143,9 +144,9 @@ enum NetFlag : uint32_t {
                       // keeps its own copy (SolverGroup::final_failed) and ends in error
 };
 
-// The control message's payload (MsgKind::kIteration; the header carries the run's first master
-// epoch in `epoch`, the NetFlag bits in `chunk`, the machine's iterations in `clock` and its view of the
-// global iteration in `seq`). Fixed size, little-endian, covered by the frame's checksum or MAC.
+// The control message's payload (MsgKind::kIteration; the header carries the run's first
+// master epoch in `epoch`, the NetFlag bits in `chunk`, the machine's iterations in `clock` and
+// its view of the global iteration in `seq`). Fixed size, little-endian, covered by the frame's checksum or MAC.
 // Freshness: a receiver believes a control message only once it echoes the receiver's own
 // nonce, drawn at random when that machine started (so no frame of an earlier run is taken),
 // and only with a counter above the last one taken from that run (no replay within a run).
@@ -268,6 +269,9 @@ class NetJob {
   int64_t LocalIterations() const;  // this machine's solvers' iterations
   void OnControl(const Message& m);
   bool Quorum(const std::vector<bool>& live) const;  // these machines may lead the job
+  // Per rank: this machine, and the live machines last heard within `within` of `now`.
+  std::vector<bool> Reached(std::chrono::steady_clock::time_point now,
+                            std::chrono::steady_clock::duration within = std::chrono::steady_clock::duration::max()) const;
   void SendControl();
   void CheckLiveness();
   void Reshare();

@@ -53,7 +53,9 @@ class FrameFormat {
 
   uint64_t job() const { return job_; }
   bool keyed() const { return key_.has_value(); }
-  size_t trailer_bytes() const { return keyed() ? 32 : 8; }
+  // A keyed frame's trailer is its nonce and tag; an unkeyed one's a checksum.
+  static constexpr size_t TrailerBytes(bool keyed) { return keyed ? 32 : 8; }
+  size_t trailer_bytes() const { return TrailerBytes(keyed()); }
   // Bytes a frame adds to its payload.
   size_t overhead() const { return kHeaderBytes + trailer_bytes(); }
 

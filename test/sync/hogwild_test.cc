@@ -968,6 +968,13 @@ TEST_F(HogwildProgram, SighupBurstsNeverAbort) {
 namespace hogstream {
 namespace {
 
+// An LMDB of `records` one-pixel records whose label is the record's index.
+void WriteIndexTaggedLmdb(const std::string& path, int records) {
+  std::vector<pb::Datum> data;
+  for (int i = 0; i < records; ++i) data.push_back(testing::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
+  testing::WriteLmdb(path, data);
+}
+
 // Ranks, seeds and data across machines that run different solver counts: every solver's seed
 // rank is unique, and the partitions cover the data once. Read through real Data layers over an
 // index-tagged LMDB (label = record index), one epoch of the job (each solver its partition's
@@ -975,9 +982,7 @@ namespace {
 TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) {
   testing::TempDir dir;
   constexpr int kRecords = 60;
-  std::vector<pb::Datum> data;
-  for (int i = 0; i < kRecords; ++i) data.push_back(testing::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
-  testing::WriteLmdb(dir / "db", data);
+  WriteIndexTaggedLmdb(dir / "db", kRecords);
   const std::vector<int> locals = {3, 1, 2};  // machines 0, 1, 2
   std::set<int> seed_ranks;
   std::vector<int> reads(kRecords, 0);
@@ -1024,9 +1029,7 @@ TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) 
 TEST(HogwildPlaceTest, ADeadMachinesPartitionIsReadByTheOthers) {
   testing::TempDir dir;
   constexpr int kRecords = 72;
-  std::vector<pb::Datum> data;
-  for (int i = 0; i < kRecords; ++i) data.push_back(testing::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
-  testing::WriteLmdb(dir / "db", data);
+  WriteIndexTaggedLmdb(dir / "db", kRecords);
   const std::vector<int> locals = {3, 1, 2};
   constexpr uint64_t kDead = 1u << 1;
   EXPECT_TRUE(TakenOverPartitions(1, 3, 0, 1, kDead).empty()) << "a dead machine takes nothing over";
