@@ -400,8 +400,10 @@ void NetJob::Run() {
         return;
       }
       // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
-      // a majority of the job, whose views it takes.
-      if (running && !ready_ && Quorum(Reached(now))) {
+      // a strict majority of the job, whose views it takes (Quorum's tie rule, exactly half
+      // with machine 0, would let machine 0 join on one other's view alone).
+      const std::vector<bool> reached = Reached(now);
+      if (running && !ready_ && 2 * std::count(reached.begin(), reached.end(), true) > opt_.machines) {
         phase_ = Phase::kJoining;
         joined_running_.store(true);
         g_->iter.store(view);
