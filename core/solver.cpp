@@ -216,13 +216,6 @@ int Solver::BatchSize() const {
   return 0;
 }
 
-int64_t HeartbeatNowMs() {
-  // steady_clock is CLOCK_MONOTONIC on Linux: one clock for every process of a host.
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 namespace {
 // Caffe's " (* weight = weighted loss)" after an output that contributes to the loss.
 std::string LossSuffix(float weight, float value) {
@@ -231,31 +224,11 @@ std::string LossSuffix(float weight, float value) {
   os << " (* " << weight << " = " << weight * value << " loss)";
   return os.str();
 }
-
-bool Live(const SolverGroup& g, int r) {
-  // A rank read from shared memory is checked before it indexes anything.
-  if (r < 0 || r >= SolverGroup::kMaxSolvers || g.gone[r].load(std::memory_order_relaxed)) return false;
-  const int64_t hb = g.heartbeat_ms[r].load(std::memory_order_relaxed);
-  return hb > 0 && HeartbeatNowMs() - hb < kHeartbeatStaleMs;
-}
 }  // namespace
 
-bool Solver::leader() const {
-  const SolverGroup* g = options_.group;
-  return !g || (g->leader.load(std::memory_order_relaxed) == options_.rank &&
-                g->machine_leads.load(std::memory_order_relaxed));
-}
+bool Solver::leader() const { return !options_.group || options_.group->Leads(options_.rank); }
 
-int64_t Solver::Claim(int64_t stop_iter) {
-  if (!options_.group) return iter_;
-  // Never past stop_iter: the global count ends exactly at max_iter, and no solver runs an
-  // iteration beyond it (where poly's lr is NaN) whatever its own count says.
-  std::atomic<int64_t>& next = options_.group->iter;
-  int64_t it = next.load(std::memory_order_relaxed);
-  while (it < stop_iter && !next.compare_exchange_weak(it, it + 1, std::memory_order_relaxed)) {
-  }
-  return it;
-}
+int64_t Solver::Claim(int64_t stop_iter) { return options_.group ? options_.group->Claim(stop_iter) : iter_; }
 
 bool Solver::Due(int64_t it, int interval, int64_t* next) {
   if (interval <= 0 || it < *next) return false;
@@ -280,14 +253,14 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
   }
   const int batch = BatchSize();
   // Per solver in a group: iterations done and images/s since the last display.
-  SolverGroup* g = options_.group;
+  Group* g = options_.group;
   if (g) {
-    const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
+    const std::vector<int64_t> done = g->Completions();
+    const int n = static_cast<int>(done.size());
     if (solver_done_.size() < static_cast<size_t>(n)) solver_done_.resize(n, 0);
     for (int r = 0; r < n; ++r) {
-      const int64_t d = g->done[r].load(std::memory_order_relaxed);
-      fig.solvers.push_back({r, d, (d - solver_done_[r]) * batch / std::max(lapse, 1e-9)});
-      solver_done_[r] = d;
+      fig.solvers.push_back({r, done[r], (done[r] - solver_done_[r]) * batch / std::max(lapse, 1e-9)});
+      solver_done_[r] = done[r];
     }
   }
   // Progress: throughput since the start of this run (all solvers of a group together), per
@@ -334,29 +307,23 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
 }
 
 void Solver::Step(int iters) {
-  SolverGroup* g = options_.group;
-  StepTo((g ? g->iter.load() : iter_) + static_cast<int64_t>(iters));
+  Group* g = options_.group;
+  StepTo((g ? g->Reached() : iter_) + static_cast<int64_t>(iters));
 }
 
 SolverAction Solver::PollAction() {
   const SolverAction a = options_.action ? options_.action() : SolverAction::NONE;
-  SolverGroup* g = options_.group;
+  Group* g = options_.group;
   if (!g) return a;
   // A request this process received goes to the group, whichever solver took it; the leader
   // (perhaps in another process) acts on it.
-  if (a == SolverAction::SNAPSHOT) g->snapshot_requests.fetch_add(1);
-  if (a == SolverAction::STOP) g->stop_requested.store(1);
-  if (!leader()) return SolverAction::NONE;
-  if (g->stop_requested.load()) return SolverAction::STOP;
-  const int64_t requests = g->snapshot_requests.load();
-  if (requests == snapshot_requests_seen_) return SolverAction::NONE;
-  snapshot_requests_seen_ = requests;
-  return SolverAction::SNAPSHOT;
+  if (a != SolverAction::NONE) g->Request(a);
+  return leader() ? g->Pending(&snapshot_requests_seen_) : SolverAction::NONE;
 }
 
 void Solver::StepTo(int64_t stop_iter) {
-  SolverGroup* g = options_.group;
-  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), stop_iter));
+  Group* g = options_.group;
+  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
   losses_.clear();
   losses_seen_ = 0;
   smoothed_loss_ = 0;
@@ -374,7 +341,7 @@ void Solver::StepTo(int64_t stop_iter) {
   next_test_ = first_multiple(param_.test_interval(), iter_ > 0 || param_.test_initialization());
   next_display_ = first_multiple(param_.display(), true);
   next_snapshot_ = first_multiple(param_.snapshot(), false);
-  if (g) snapshot_requests_seen_ = g->snapshot_requests.load();
+  if (g) snapshot_requests_seen_ = g->SnapshotRequests();
   // Periodic snapshots are named by the multiple of `snapshot` the count reached, as Caffe
   // names them. In a group the one at the very end waits for Solve, which takes it once every
   // solver is done (and every private copy has handed in its last deltas).
@@ -388,7 +355,7 @@ void Solver::StepTo(int64_t stop_iter) {
   int64_t led_from = -1;  // the global iteration at which this solver last began to lead
   bool was_leading = false;
   auto snapshot_multiples = [&] {
-    const int64_t reached = std::min(g ? g->iter.load() : iter_, last_periodic);
+    const int64_t reached = std::min(g ? g->Reached() : iter_, last_periodic);
     if (led_from < 0) led_from = reached;
     int64_t missed = -1;
     bool on_time = false;
@@ -407,19 +374,18 @@ void Solver::StepTo(int64_t stop_iter) {
       TrySnapshot(reached);
     }
   };
-  int64_t last_takeover_check = 0;
-  while (!(g && g->stop.load(std::memory_order_relaxed))) {
+  auto last_takeover_check = std::chrono::steady_clock::time_point{};
+  while (!(g && g->Stopping())) {
     if (options_.before_iteration && !options_.before_iteration()) break;
-    while (g && g->paused.load(std::memory_order_relaxed) && !g->stop.load(std::memory_order_relaxed))
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (g) g->AwaitGo();
     const int64_t it = Claim(stop_iter);
     if (it >= stop_iter) break;
     iter_ = static_cast<int>(it);
     if (g) {
-      const int64_t now = HeartbeatNowMs();
-      if (now - last_takeover_check > 500) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_takeover_check > std::chrono::milliseconds(500)) {
         last_takeover_check = now;
-        TakeOverIfLeaderGone();
+        g->TakeOverIfLeaderGone(options_.rank);
       }
     }
     const bool lead = leader();
@@ -445,7 +411,7 @@ void Solver::StepTo(int64_t stop_iter) {
       for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
     }
     iter_ = static_cast<int>(it + 1);
-    if (g) g->done[options_.rank].fetch_add(1, std::memory_order_relaxed);
+    if (g) g->Completed(options_.rank);
     if (options_.after_iteration) options_.after_iteration();
     const SolverAction action = PollAction();
     if (lead) {
@@ -454,31 +420,13 @@ void Solver::StepTo(int64_t stop_iter) {
     }
     if (action == SolverAction::STOP) {
       stopped_early_ = true;  // Solve snapshots once everyone has stopped
-      if (g) g->stop.store(1, std::memory_order_relaxed);
+      if (g) g->Stop();
       break;
     }
   }
   // The others may have run the count past a multiple after this leader's last iteration.
   if (g && leader() && !stopped_early_) snapshot_multiples();
-  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), stop_iter));
-}
-
-void Solver::TakeOverIfLeaderGone() {
-  // A leader whose process stopped beating is gone (killed): the lowest live rank takes over
-  // testing, display, snapshots and the end of the job.
-  SolverGroup* g = options_.group;
-  const int32_t current = g->leader.load();
-  if (current == options_.rank || Live(*g, current)) return;
-  const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
-  for (int r = 0; r < n; ++r) {
-    if (!Live(*g, r)) continue;
-    if (r != options_.rank) return;  // a lower live rank takes over
-    int32_t expected = current;
-    if (g->leader.compare_exchange_strong(expected, r))
-      SLOG << "Solver " << r << " takes over testing and snapshots from solver " << current
-           << ", which stopped responding";
-    return;
-  }
+  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
 }
 
 void Solver::Solve(const std::string& resume_file) {
@@ -493,39 +441,25 @@ void Solver::Solve(const std::string& resume_file) {
   }
   StepTo(param_.max_iter());
   if (options_.on_train_end) options_.on_train_end();
-  SolverGroup* g = options_.group;
+  Group* g = options_.group;
   if (g) {
-    // In a group the leader ends the job once every other solver's training is over (or its
-    // process died); the others wait for that, and one of them takes over if the leader dies.
-    g->finished[options_.rank].store(1);
-    while (!leader()) {
-      if (g->job_done.load()) {
-        // The leader on another machine could not write the final snapshot: this machine's
-        // copy is kept too (its solver that leads here writes it), and the job ends in error.
-        if (g->final_failed.load() && !g->machine_leads.load() && g->leader.load() == options_.rank)
-          KeepWeightsAfterTheLeadersFailure();
+    // The group decides whether this solver takes the final snapshot, and when (core/group.hpp).
+    switch (g->Finish(options_.rank)) {
+      case Group::End::kFollow:
         return;
-      }
-      TakeOverIfLeaderGone();
-      if (!leader()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      case Group::End::kKeepCopy:
+        KeepWeightsAfterTheLeadersFailure();
+      case Group::End::kTakeFinal:
+        break;
     }
-    const int n = std::min(g->solvers.load(), SolverGroup::kMaxSolvers);
-    for (int r = 0; r < n; ++r) {
-      while (!g->finished[r].load() && Live(*g, r)) {
-        if (g->stop_requested.load()) g->stop.store(1);  // a signal to a process still training
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    // Across machines: the others' last deltas reach these weights first (the network daemon
-    // clears the hold, within its own deadline).
-    while (g->hold_final.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
-    if (g->stop.load() || g->stop_requested.load()) stopped_early_ = true;
+    iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), param_.max_iter()));
+    if (g->StoppedEarly()) stopped_early_ = true;
   }
   struct MarkDone {  // whatever happens below, followers stop waiting
-    SolverGroup* g;
+    Group* g;
+    bool ok = true;
     ~MarkDone() {
-      if (g) g->job_done.store(1);
+      if (g) g->Ended(ok);
     }
   } mark_done{g};
   // Caffe's final snapshot (snapshot_after_train, or the last multiple of `snapshot`), and
@@ -536,7 +470,7 @@ void Solver::Solve(const std::string& resume_file) {
     try {
       FinalSnapshot();
     } catch (const Error&) {
-      if (g) g->final_failed.store(1);  // before job_done (mark_done): the others keep theirs
+      mark_done.ok = false;  // the others keep theirs
       throw;
     }
   }
@@ -688,8 +622,7 @@ std::string Solver::Rescue(const std::string& tag) {
 }
 
 void Solver::KeepWeightsAfterTheLeadersFailure() {
-  SolverGroup* g = options_.group;
-  iter_ = static_cast<int>(std::min<int64_t>(g->iter.load(), param_.max_iter()));
+  iter_ = static_cast<int>(std::min<int64_t>(options_.group->Reached(), param_.max_iter()));
   // Named by this process too: machines of one job may share a host and its $TMPDIR.
   std::string kept;
   try {

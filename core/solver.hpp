@@ -16,58 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "core/group.hpp"
 #include "core/net.hpp"
 #include "core/stats.hpp"
 
 namespace hogstream {
-
-// What a caller (signal handler, supervisor) asks the solver to do between iterations.
-enum class SolverAction { NONE, STOP, SNAPSHOT };
-
-// The state Hogwild solvers share: the global iteration counter (the sum of every solver's
-// iterations, on which the lr schedule, display, test and snapshot intervals and max_iter
-// run), a stop flag, the leader's rank (the one solver that tests, displays and snapshots),
-// requests any process may post for the leader, and per-solver progress. Lives in ordinary
-// memory for threads or in a /dev/shm mapping for processes, so only lock-free atomics, no
-// pointers; a reader range-checks any rank it reads before indexing with it. Any solver
-// thread may touch any field.
-struct SolverGroup {
-  static constexpr int kMaxSolvers = 256;
-  std::atomic<int64_t> iter{0};    // next global iteration to claim; never passes max_iter
-  std::atomic<int32_t> stop{0};    // 1: everyone finishes the current iteration and returns
-  std::atomic<int32_t> leader{0};  // rank that tests, displays and snapshots
-  std::atomic<int32_t> solvers{0}; // ranks handed out so far
-  std::atomic<int32_t> job_done{0};  // 1: the leader finished the job (final test, snapshot)
-  // Requests from any process of the job (a signal it received), acted on by the leader:
-  // a snapshot each time the counter moves; stop = snapshot, then stop the whole job.
-  std::atomic<int64_t> snapshot_requests{0};
-  std::atomic<int32_t> stop_requested{0};
-  std::atomic<int64_t> done[kMaxSolvers] = {};       // iterations each rank completed
-  // CLOCK_MONOTONIC ms, ticked every 100 ms by each process for its ranks while they run
-  // (alive, not necessarily progressing); 0 = not started. Stale for 2 s = dead.
-  std::atomic<int64_t> heartbeat_ms[kMaxSolvers] = {};
-  std::atomic<int32_t> finished[kMaxSolvers] = {};   // 1: the rank's training is over
-  // 1: the rank left on an error; though its process may still beat, it never acts again
-  // (so a leader that failed is replaced at once).
-  std::atomic<int32_t> gone[kMaxSolvers] = {};
-  // A job across machines (sync/net_job.hpp) runs one group per machine: these two let the
-  // network daemon say whether this machine leads the job (0: another machine tests, displays
-  // and snapshots, and this machine's leader only waits for job_done or a takeover), and hold
-  // the leader's final snapshot until the other machines' last deltas are in (1: wait).
-  std::atomic<int32_t> machine_leads{1};
-  std::atomic<int32_t> hold_final{0};
-  // 1: this machine is cut off from most of its job (no quorum): its solvers wait before their
-  // next iteration (their work would be dropped when it re-takes the job's weights).
-  std::atomic<int32_t> paused{0};
-  // 1: the leader's final snapshot could not be written (set before job_done). A machine that
-  // does not lead then keeps its own copy ($TMPDIR) and ends with one line too.
-  std::atomic<int32_t> final_failed{0};
-};
-
-// Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).
-int64_t HeartbeatNowMs();
-constexpr int64_t kHeartbeatStaleMs = 2000;
-static_assert(std::atomic<int64_t>::is_always_lock_free, "shared counters must be lock-free");
 
 struct SolverOptions {
   // Stand-in shapes for Data layers without a source (see NetOptions::input_shapes).
@@ -77,7 +30,7 @@ struct SolverOptions {
   // Log lines (Caffe's format through glog); off for tests that only want numbers.
   bool log = true;
   // Hogwild: the group this solver trains in and its rank there (null: a solver alone).
-  SolverGroup* group = nullptr;
+  Group* group = nullptr;
   int rank = 0;
   // Extra lines for the leader's display (per-segment statistics, say).
   std::function<std::string()> extra_stats;
@@ -124,7 +77,7 @@ class Solver {
   virtual const char* type() const = 0;
 
   // Makes this solver one of a Hogwild group (after construction: its nets exist by then).
-  void JoinGroup(SolverGroup* group, int rank, std::function<std::string()> extra_stats = {}) {
+  void JoinGroup(Group* group, int rank, std::function<std::string()> extra_stats = {}) {
     options_.group = group;
     options_.rank = rank;
     options_.extra_stats = std::move(extra_stats);
@@ -162,8 +115,8 @@ class Solver {
   // Writes the weights and state to $TMPDIR (or /tmp) as <prefix name>_rescued<tag>_iter_N;
   // returns the model path (throws where that cannot be written either).
   std::string Rescue(const std::string& tag);
-  // A machine that does not lead, when the leader's final snapshot failed (SolverGroup::
-  // final_failed): its own copy is rescued too, and the job ends here with one line.
+  // A machine that does not lead, when the leader's final snapshot failed (Group::End::
+  // kKeepCopy): its own copy is rescued too, and the job ends here with one line.
   [[noreturn]] void KeepWeightsAfterTheLeadersFailure();
   // A snapshot during training: a failure (an unwritable directory, a full disk) is logged
   // once and training goes on (the next snapshot tries again); a periodic file another
@@ -224,7 +177,6 @@ class Solver {
   int64_t Claim(int64_t stop_iter);
   // True once when `it` has reached `*next`, a multiple of `interval`; moves `*next` on.
   static bool Due(int64_t it, int interval, int64_t* next);
-  void TakeOverIfLeaderGone();
   // Runs iterations until the iteration count (the group's, in a group) reaches stop_iter.
   void StepTo(int64_t stop_iter);
   // The signal-driven request for this iteration, after group-wide forwarding: what this

@@ -179,7 +179,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   std::unique_ptr<SolverGroup> own_group;
   std::unique_ptr<ShmRegion> shm;
   std::vector<float> own_weights;
-  SolverGroup* group = nullptr;
+  SolverGroup* group = nullptr;  // the counters (ordinary memory, or /dev/shm)
+  std::unique_ptr<SharedGroup> job;  // the solvers' view of them (core/group.hpp)
+  MachineGroup* machine = nullptr;   // across machines: job, as the network daemon sets it
   float* master = nullptr;
   bool creator = true;
   int base_rank = 0;
@@ -258,6 +260,13 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
           own_weights.resize(floats);
           master = own_weights.data();
         }
+        if (opt.net) {
+          auto m = std::make_unique<MachineGroup>(group, opt.log);
+          machine = m.get();
+          job = std::move(m);
+        } else {
+          job = std::make_unique<SharedGroup>(group, opt.log);
+        }
         base_rank = group->solvers.fetch_add(n);
         HS_REQUIRE(base_rank + n <= SolverGroup::kMaxSolvers)
             << "the job already has " << base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
@@ -295,7 +304,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
           for (Blob* p : net.learnable_params()) params.push_back(p->cpu_data() - net.param_data());
           opt.net->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
           opt.net->set_agreement(kAgreeSolver, Digest64(SolverSettings(param)));
-          opt.net->Attach(group, n, master, floats, params,
+          opt.net->Attach(machine, n, master, floats, params,
                           [&] { return opt.action && opt.action() == SolverAction::STOP; });
         }
       }
@@ -326,7 +335,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
           if (private_copies) lines.append("\n").append(segment_stats());
           return lines;
         };
-      me.solver->JoinGroup(group, me.rank, extra);
+      me.solver->JoinGroup(job.get(), me.rank, extra);
       if (private_copies) {
         std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
         SegmentOptions seg;
@@ -436,7 +445,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
         sync.arrive_and_wait();
         me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
         if (me.rank == 0) extra = [before = extra, &run] { return before() + "\n" + run->Line(); };
-        if (me.rank == 0) me.solver->JoinGroup(group, me.rank, extra);
+        if (me.rank == 0) me.solver->JoinGroup(job.get(), me.rank, extra);
       }
       if (svb) me.solver->SetGradientHook([&, i] { svb->OnGradient(i, locals[i].solver->net()); });
       // Across machines a copy that went non-finite is re-taken from the others (on the host
@@ -462,14 +471,9 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
       me.solver->Solve();
     } catch (...) {
       errors[i] = std::current_exception();
-      if (group) {
-        if (me.rank >= 0) {
-          // Gone at once, though this process still beats: if it led, another takes over.
-          group->gone[me.rank].store(1);
-          group->finished[me.rank].store(1);
-        }
-        group->stop.store(1);  // one solver's error (a corrupt record, say) ends the job
-      }
+      // Gone at once, though this process still beats: if it led, another takes over; one
+      // solver's error (a corrupt record, say) ends the job.
+      if (job) job->Leave(me.rank);
       sync.arrive_and_drop();
     }
   };

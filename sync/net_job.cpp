@@ -256,7 +256,7 @@ std::string NetJob::error() const {
   return fatal_;
 }
 
-void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
+void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size_t n,
                     const std::vector<size_t>& params, const std::function<bool()>& stop) {
   HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
   if (!opt_.agree[kAgreeNet]) {  // the buffer's layout, at least
@@ -285,9 +285,9 @@ void NetJob::Attach(SolverGroup* group, int local_solvers, float* weights, size_
   named_.assign(static_cast<size_t>(opt_.machines) * 2, 0);
   // Shared by every master endpoint; a synchronous group's machines share their staleness.
   opt_.rule.updates = std::make_shared<ChunkUpdates>(layout_->count, opt_.machine_group);
-  g_->hold_final.store(1);
+  g_->HoldFinal();
   attached_at_ = Clock::now();
-  g_->machine_leads.store(opt_.machines == 1 ? 1 : 0);
+  g_->SetLeads(opt_.machines == 1);
   thread_ = std::thread([this] { Run(); });
   while (!start_ok_.load() && !start_failed_.load()) {
     if (stop && stop()) {
@@ -335,7 +335,7 @@ bool NetJob::leads() const { return lead_.load() == opt_.rank; }
 
 int64_t NetJob::LocalIterations() const {
   int64_t n = 0;
-  for (int r = 0; g_ && r < local_; ++r) n += g_->done[r].load(std::memory_order_relaxed);
+  for (int r = 0; g_ && r < local_; ++r) n += g_->shared().done[r].load(std::memory_order_relaxed);
   return n;
 }
 
@@ -346,7 +346,7 @@ uint32_t NetJob::Flags() const {
   if (finished_) f |= kNetFinished;
   if (flushed_) f |= kNetFlushed;
   if (done_) f |= kNetDone;
-  if (done_ && g_ && g_->final_failed.load()) f |= kNetKeep;
+  if (done_ && g_ && g_->final_failed()) f |= kNetKeep;
   if (stop_) f |= kNetStop;
   return f;
 }
@@ -406,7 +406,7 @@ void NetJob::Run() {
       if (running && !ready_ && 2 * std::count(reached.begin(), reached.end(), true) > opt_.machines) {
         phase_ = Phase::kJoining;
         joined_running_.store(true);
-        g_->iter.store(view);
+        g_->shared().iter.store(view);
         for (auto& p : peers_) p->counted = p->count;  // their past is in `view` already
         LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
                                << view << "; receiving the weights";
@@ -455,7 +455,7 @@ void NetJob::Run() {
           if (recovering_) {
             recovering_ = false;
             ++recoveries_;
-            g_->paused.store(0);
+            g_->SetPaused(false);
             LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
                                    << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
             recover_done_.store(recover_target_);
@@ -662,14 +662,14 @@ void NetJob::SendControl() {
   h.epoch = first_epoch_;  // every master epoch of this run is above it (set_min_epoch)
   h.chunk = Flags();
   h.clock = static_cast<uint64_t>(LocalIterations());
-  h.seq = g_ ? static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed)) : 0;
+  h.seq = g_ ? static_cast<uint64_t>(g_->shared().iter.load(std::memory_order_relaxed)) : 0;
   h.length = sizeof(NetControl);
   NetControl b;
   b.nonce = nonce_;
   b.counter = ++control_counter_;
   // How many of its iterations have gone out (what a synchronous round waits for).
   b.flushed = opt_.track_fresh ? flushed_iter_.load(std::memory_order_relaxed) : 0;
-  b.snapshots = g_ ? g_->snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
+  b.snapshots = g_ ? g_->shared().snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
   std::copy(std::begin(opt_.agree), std::end(opt_.agree), b.agree);
   for (int r = 0; r < opt_.machines; ++r) {
     if (r == opt_.rank) continue;
@@ -775,7 +775,7 @@ void NetJob::Post() {
   const Clock::time_point now = Clock::now();
   const double dt = Seconds(now - last_post_);
   last_post_ = now;
-  const uint64_t clock = static_cast<uint64_t>(g_->iter.load(std::memory_order_relaxed));
+  const uint64_t clock = static_cast<uint64_t>(g_->shared().iter.load(std::memory_order_relaxed));
   for (size_t i = 0; i < masters_.size(); ++i) {
     MasterEndpoint* m = masters_[i].get();
     if (!m) continue;
@@ -792,7 +792,7 @@ void NetJob::Bridge() {
   for (int r = 0; r < opt_.machines; ++r) {
     Peer& p = *peers_[r];
     if (r == opt_.rank || !p.heard || p.count <= p.counted) continue;
-    g_->iter.fetch_add(p.count - p.counted, std::memory_order_relaxed);
+    g_->shared().iter.fetch_add(p.count - p.counted, std::memory_order_relaxed);
     p.counted = p.count;
   }
   // Quorum: a machine cut off from most of the job neither leads nor tests nor snapshots (two
@@ -804,7 +804,7 @@ void NetJob::Bridge() {
   if (quorum != quorum_) {
     quorum_ = quorum;
     if (!quorum) {
-      g_->paused.store(1);  // cut off, its solvers wait: their work would be dropped
+      g_->SetPaused(true);  // cut off, its solvers wait: their work would be dropped
       quorum_lost_at_ = now;
       lost_quorum_ = true;
       LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(live.begin(), live.end(), true)
@@ -814,7 +814,7 @@ void NetJob::Bridge() {
       lost_quorum_ = false;
       BeginRecovery("is back with a majority of the job");  // its solvers wait until it has the weights
     } else {
-      g_->paused.store(0);
+      g_->SetPaused(false);
     }
   }
   if (!quorum_ && phase_ != Phase::kStart && now - quorum_lost_at_ > std::chrono::milliseconds(opt_.quorum_ms)) {
@@ -826,8 +826,7 @@ void NetJob::Bridge() {
       std::lock_guard<std::mutex> lock(figures_mu_);
       fatal_ = os.str();
     }
-    g_->stop.store(1);
-    g_->job_done.store(1);  // its solvers return; the caller reports error()
+    g_->EndJob();  // its solvers return; the caller reports error()
     quit_.store(true);
     return;
   }
@@ -844,31 +843,30 @@ void NetJob::Bridge() {
       LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
     leader_ = leader;
     lead_.store(leader);
-    g_->machine_leads.store(leader == opt_.rank ? 1 : 0);
+    g_->SetLeads(leader == opt_.rank);
   }
   // Requests and the end of the job, to and from the others. A signal on any machine is a
   // request (its stop flag) to the leader; the leader's own stop flag tells every machine to
   // stop training now, so that the job ends at one global iteration and the leader's drain
   // finds everyone's last deltas at once.
-  if (g_->stop_requested.load()) stop_ = true;
+  if (g_->shared().stop_requested.load()) stop_ = true;
   for (int r = 0; r < opt_.machines; ++r) {
     Peer& p = *peers_[r];
     if (r == opt_.rank || !p.live) continue;
     if (p.flags & kNetStop) {
-      g_->stop_requested.store(1);
-      if (r == leader_) g_->stop.store(1);
+      g_->Request(SolverAction::STOP);
+      if (r == leader_) g_->Stop();
     }
     if (p.snapshots > p.snapshots_taken) {  // a snapshot request (SIGHUP) on that machine
       if (p.snapshots_taken >= 0) {
-        g_->snapshot_requests.fetch_add(p.snapshots - p.snapshots_taken);
+        g_->shared().snapshot_requests.fetch_add(p.snapshots - p.snapshots_taken);
         snapshots_passed_ += p.snapshots - p.snapshots_taken;  // not this machine's own: never echoed
       }
       p.snapshots_taken = p.snapshots;
     }
     if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
-      if (p.flags & kNetKeep) g_->final_failed.store(1);  // before job_done: Solve reads it then
-      g_->stop.store(1);
-      g_->job_done.store(1);
+      if (p.flags & kNetKeep) g_->SetFailedElsewhere();  // before job_done: Finish reads it then
+      g_->EndJob();
       done_ = true;  // and says so back, so the leader knows it was heard
     }
   }
@@ -877,7 +875,7 @@ void NetJob::Bridge() {
     if (r != opt_.rank && peers_[r]->live) heard_done = heard_done && (peers_[r]->flags & kNetDone);
   all_done_.store(done_ && heard_done);
   bool local_done = local_ > 0;
-  for (int r = 0; r < local_; ++r) local_done = local_done && g_->finished[r].load();
+  for (int r = 0; r < local_; ++r) local_done = local_done && g_->shared().finished[r].load();
   if (local_done && !finished_) {
     finished_ = true;
     finished_at_ = now;
@@ -891,7 +889,7 @@ void NetJob::Bridge() {
   };
   if (finished_ && !flushed_)
     flushed_ = answered_since(answers_at_finish_, 1) || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms);
-  if (finished_ && g_->hold_final.load() && leader == opt_.rank) {
+  if (finished_ && g_->holding_final() && leader == opt_.rank) {
     bool others = true;
     for (int r = 0; r < opt_.machines; ++r)
       if (r != opt_.rank && peers_[r]->live) others = others && (peers_[r]->flags & kNetFlushed);
@@ -904,10 +902,10 @@ void NetJob::Bridge() {
     if (drained || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms)) {
       if (!drained) LOG_IF(INFO, opt_.log) << "Network: the others' last deltas not all in after "
                                            << opt_.drain_ms / 1000.0 << " s; snapshotting what is here";
-      g_->hold_final.store(0);
+      g_->ReleaseFinal();
     }
   }
-  if (g_->job_done.load() && leader == opt_.rank) done_ = true;
+  if (g_->shared().job_done.load() && leader == opt_.rank) done_ = true;
 }
 
 std::vector<bool> NetJob::Reached(Clock::time_point now, Clock::duration within) const {
@@ -929,7 +927,7 @@ void NetJob::BeginRecovery(const char* why) {
   ready_ = false;  // the others stop taking this machine's positions and share its chunks out
   phase_ = Phase::kJoining;
   LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " " << why << " at iteration "
-                            << g_->iter.load() << "; it hands over its chunks and re-takes the job's weights";
+                            << g_->shared().iter.load() << "; it hands over its chunks and re-takes the job's weights";
   Reshare();            // owns nothing now
   slave_->RetakeAll();  // every chunk's next position taken whole
 }
@@ -1014,7 +1012,7 @@ void NetJob::Figures() {
   if (rates) last_figures_ = now;
   NetJobStats s;
   s.leader = leader_;
-  s.global_iter = g_ ? g_->iter.load() : 0;
+  s.global_iter = g_ ? g_->shared().iter.load() : 0;
   const int64_t mine = LocalIterations();
   for (int r = 0; r < opt_.machines; ++r) {
     Peer& p = *peers_[r];

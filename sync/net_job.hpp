@@ -1,6 +1,6 @@
 // One machine's part of a training job across machines: the network daemon that links this
 // machine's host copy of the weights to every other machine's, and the bridge between the
-// machine's SolverGroup and the job's. Not for: addresses, sockets, launch (bin/peers.*
+// machine's group (MachineGroup, sync/group.hpp) and the job's. Not for: addresses, sockets, launch (bin/peers.*
 // opens the transport), local solvers (sync/hogwild.cpp runs them on the host copy).
 //
 // Topology: every machine is master of a share of the chunks (ShareChunks over the machines
@@ -19,13 +19,13 @@
 //
 // Liveness: a machine silent for dead_ms is dead; the others re-share its chunks among
 // themselves (a new epoch on every master) and the lowest live rank leads (tests, displays,
-// snapshots: the group's machine_leads). A machine started while the job runs (a restart, or
+// snapshots: MachineGroup::SetLeads). A machine started while the job runs (a restart, or
 // a late one) owns nothing until it has received a position of every chunk, then takes back a
 // share. Its iterations count from its restart; what a dead machine had not yet sent is lost.
 //
 // End: a machine whose solvers are done keeps answering positions until each chunk it does
 // not own has been answered once more (its progress has gone out: "flushed"); the leader holds
-// its final snapshot (the group's hold_final) until every live machine is flushed and each
+// its final snapshot (MachineGroup::HoldFinal) until every live machine is flushed and each
 // chunk it does not own has been answered twice more (the owners' values with those deltas
 // in), or drain_ms pass; then its "done" tells the others to stop, and it goes on saying so
 // until every live machine has said it back (or dead_ms pass).
@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "core/solver.hpp"
+#include "sync/group.hpp"
 #include "sync/segment.hpp"
 #include "transport/transport.hpp"
 
@@ -141,7 +142,7 @@ enum NetFlag : uint32_t {
   kNetDone = 16,      // the job is over (the leader's final snapshot is written; the others echo it)
   kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
   kNetKeep = 64,      // with kNetDone from the leader: its final snapshot failed; each machine
-                      // keeps its own copy (SolverGroup::final_failed) and ends in error
+                      // keeps its own copy (Group::End::kKeepCopy) and ends in error
 };
 
 // The control message's payload (MsgKind::kIteration; the header carries the run's first
@@ -225,7 +226,7 @@ class NetJob {
   // A failure that ended the job after the start (the quorum lost for good, a machine that
   // disagrees): one line, empty when none. The caller reports it after Finish.
   std::string error() const;
-  void Attach(SolverGroup* group, int local_solvers, float* weights, size_t n,
+  void Attach(MachineGroup* group, int local_solvers, float* weights, size_t n,
               const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
   // --svb, before Attach: `skip` ([begin, end) float ranges, cut at parameter boundaries) is
   // never streamed; `link` carries those weights' factors. A machine cannot then join a running
@@ -300,7 +301,7 @@ class NetJob {
   uint32_t incarnation_;
   uint32_t epoch_;  // the last epoch given to a master
   uint32_t first_epoch_;  // this run's first: told in control messages (the others' floor for our positions)
-  SolverGroup* g_ = nullptr;
+  MachineGroup* g_ = nullptr;
   int local_ = 0;
   float* w_ = nullptr;
   size_t n_ = 0;

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "core/solver.hpp"
+#include "sync/group.hpp"
 #include "sync/codec.hpp"
 #include "sync/segment.hpp"
 

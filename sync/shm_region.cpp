@@ -21,7 +21,7 @@ namespace hogstream {
 
 namespace {
 constexpr uint64_t kMagic = 0x4D41455254534F48ULL;  // "HOSTREAM"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;  // 3: the group's futex word; no network-only fields
 constexpr int kMaxProcs = 64;
 constexpr size_t kMaxSettings = 1024;
 enum State : uint32_t { kInitializing = 0, kReady = 1 };

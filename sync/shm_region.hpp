@@ -21,6 +21,7 @@
 #include <string>
 
 #include "core/solver.hpp"
+#include "sync/group.hpp"
 
 namespace hogstream {
 

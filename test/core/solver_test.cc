@@ -11,6 +11,7 @@
 
 #include "core/context.hpp"
 #include "core/io.hpp"
+#include "sync/group.hpp"
 
 namespace hogstream {
 namespace {
@@ -440,13 +441,14 @@ TEST_F(SolverSnapshot, MultiplesPassedBeforeLeadingAreNotWrittenUnderTheirNames)
     fs::create_directories(sub);
     SolverGroup g;
     g.solvers.store(1);
-    g.machine_leads.store(0);  // another machine leads at first
+    MachineGroup job(&g, false);
+    job.SetLeads(false);  // another machine leads at first
     SolverOptions o = Quiet();
-    o.group = &g;
+    o.group = &job;
     int iteration = 0;
     o.after_iteration = [&] {
       if (++iteration == 6 && other_wrote_eight) std::ofstream(sub / "l_iter_8.caffemodel") << "another leader's";
-      if (iteration == 9) g.machine_leads.store(1);  // this one leads from global iteration 9
+      if (iteration == 9) job.SetLeads(true);  // this one leads from global iteration 9
     };
     auto s = CreateSolver(LinearSolver("max_iter: 20 snapshot: 4 snapshot_prefix: '" + (sub / "l").string() + "'"), o);
     SetInputs(*s, 1);
@@ -546,7 +548,8 @@ TEST(Solver, SmoothedLossWindowInAGroup) {
   };
   auto s = CreateSolver(LinearSolver("average_loss: 4 max_iter: 1000"), o);
   solver = s.get();
-  s->JoinGroup(&group, 0);
+  SharedGroup job(&group, false);
+  s->JoinGroup(&job, 0);
   SetInputs(*s, 3);
   s->Step(40);
   ASSERT_GE(losses.size(), 10u);

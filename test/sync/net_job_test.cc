@@ -45,7 +45,8 @@ constexpr size_t kFloats = 20000;
 constexpr uint32_t kChunk = 256;  // 79 chunks
 
 struct Machine {
-  std::unique_ptr<SolverGroup> group = std::make_unique<SolverGroup>();
+  std::unique_ptr<SolverGroup> counters = std::make_unique<SolverGroup>();
+  std::unique_ptr<MachineGroup> group = std::make_unique<MachineGroup>(counters.get(), false);
   std::vector<float> w;
   std::vector<float> added;  // what this machine's stand-in solver added, per element
   std::unique_ptr<NetJob> job;
@@ -134,7 +135,7 @@ class NetJobTest : public ::testing::Test {
     m.solver = std::thread([&m, iters, seed] {
       std::mt19937 rng(seed);
       std::uniform_int_distribution<size_t> at(0, kFloats - 1);
-      for (int i = 0; i < iters && !m.group->stop.load(); ++i) {
+      for (int i = 0; i < iters && !m.group->shared().stop.load(); ++i) {
         while (m.pause.load()) std::this_thread::sleep_for(1ms);
         for (int k = 0; k < 16; ++k) {
           const size_t j = at(rng);
@@ -142,15 +143,15 @@ class NetJobTest : public ::testing::Test {
           m.w[j] += d;
           m.added[j] += d;
         }
-        m.group->iter.fetch_add(1);  // as a solver claims its iteration
-        m.group->done[0].fetch_add(1);
+        m.group->shared().iter.fetch_add(1);  // as a solver claims its iteration
+        m.group->shared().done[0].fetch_add(1);
         std::this_thread::sleep_for(1ms);
       }
     });
   }
   void EndTraining(int r) {
     if (m_[r].solver.joinable()) m_[r].solver.join();
-    m_[r].group->finished[0].store(1);
+    m_[r].group->shared().finished[0].store(1);
   }
   // What the leader's final snapshot must hold: the initial weights plus every machine's sums.
   std::vector<float> Expected(const std::vector<int>& machines) const {
@@ -189,17 +190,17 @@ void NetJobTest::TrainAllAndCheckTheLedger() {
   for (int r = 0; r < kMachines; ++r) Train(r, 300, TestSeed());
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   // The leader (rank 0) holds its snapshot until everyone's last deltas are in.
-  SolverGroup& lead = *m_[0].group;
-  ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s)) << "the leader never stopped holding";
-  EXPECT_EQ(lead.machine_leads.load(), 1);
-  EXPECT_EQ(m_[1].group->machine_leads.load(), 0);
-  EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
-  EXPECT_EQ(lead.iter.load(), 3 * 300) << "the global iteration is the sum over the machines";
+  MachineGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s)) << "the leader never stopped holding";
+  EXPECT_EQ(lead.leads(), 1);
+  EXPECT_EQ(m_[1].group->leads(), 0);
+  EXPECT_EQ(m_[2].group->leads(), 0);
+  EXPECT_EQ(lead.shared().iter.load(), 3 * 300) << "the global iteration is the sum over the machines";
   const std::vector<float> snapshot = m_[0].w;
   // Done: the others hear it and end.
-  lead.job_done.store(1);
+  lead.Ended(true);
   for (int r = 1; r < kMachines; ++r)
-    EXPECT_TRUE(WaitFor([&] { return m_[r].group->job_done.load() == 1; }, 5s)) << "machine " << r;
+    EXPECT_TRUE(WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s)) << "machine " << r;
   uint32_t owned = 0;
   for (int r = 0; r < kMachines; ++r) {
     ASSERT_TRUE(WaitFor([&] { return m_[r].job->stats().chunks > 0; }, 2s));
@@ -275,10 +276,10 @@ TEST_F(NetJobTest, EachMachineSeesTheSlowestOtherMachinesClock) {
   EXPECT_TRUE(WaitFor([&] { return m_[2].job->slowest_other() == 50; }, 5s)) << m_[2].job->slowest_other();
   EndTraining(1);
   EndTraining(2);
-  SolverGroup& lead = *m_[0].group;
-  ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s));
-  lead.job_done.store(1);
-  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->job_done.load() == 1; }, 5s);
+  MachineGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
+  lead.Ended(true);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
   FinishAll();
 }
 
@@ -303,11 +304,11 @@ TEST_F(NetJobTest, InASynchronousGroupEachMachineSeesItsMatesFlushedClock) {
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->slowest_other() == 0; }, 5s)) << m_[0].job->slowest_other();
   EndTraining(0);
   EndTraining(2);
-  SolverGroup& lead = *m_[0].group;
-  ASSERT_TRUE(WaitFor([&] { return lead.hold_final.load() == 0; }, 10s));
+  MachineGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
   EXPECT_LE(Differing(m_[0].w, Expected({1, 2})), 8u) << "the leader's weights hold every machine's progress, once";
-  lead.job_done.store(1);
-  WaitFor([&] { return m_[2].group->job_done.load() == 1; }, 5s);
+  lead.Ended(true);
+  WaitFor([&] { return m_[2].group->shared().job_done.load() == 1; }, 5s);
   m_[0].job->Finish();
   m_[2].job->Finish();
 }
@@ -337,14 +338,14 @@ TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
     Train(r, 100, TestSeed());
   }
   for (int r = 0; r < 2; ++r) EndTraining(r);
-  ASSERT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 10s))
+  ASSERT_TRUE(WaitFor([&] { return m_[0].group->holding_final() == 0; }, 10s))
       << "the leader waits on a dead machine";
   std::vector<float> want = phase1;
   for (int r = 0; r < 2; ++r)
     for (size_t j = 0; j < kFloats; ++j) want[j] += m_[r].added[j];
   EXPECT_LE(Differing(m_[0].w, want), 8u) << "all of phase 1 and the survivors' phase 2, once";
-  EXPECT_EQ(m_[0].group->iter.load(), 3 * 100 + 2 * 100);
-  m_[0].group->job_done.store(1);
+  EXPECT_EQ(m_[0].group->shared().iter.load(), 3 * 100 + 2 * 100);
+  m_[0].group->Ended(true);
   for (int r = 0; r < 2; ++r) m_[r].job->Finish();
 }
 
@@ -352,13 +353,13 @@ TEST_F(NetJobTest, TheLowestLiveMachineTakesOverWhenTheLeaderDies) {
   AttachAll();
   EXPECT_TRUE(m_[0].job->leads());
   m_[0].job.reset();  // the leader, killed
-  ASSERT_TRUE(WaitFor([&] { return m_[1].group->machine_leads.load() == 1; }, 5s)) << "no takeover";
-  EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
+  ASSERT_TRUE(WaitFor([&] { return m_[1].group->leads() == 1; }, 5s)) << "no takeover";
+  EXPECT_EQ(m_[2].group->leads(), 0);
   EXPECT_TRUE(m_[1].job->leads());
   EXPECT_TRUE(WaitFor([&] { return m_[2].job->stats().leader == 1; }, 5s));
   for (int r = 1; r < kMachines; ++r) EndTraining(r);
-  EXPECT_TRUE(WaitFor([&] { return m_[1].group->hold_final.load() == 0; }, 10s));
-  m_[1].group->job_done.store(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[1].group->holding_final() == 0; }, 10s));
+  m_[1].group->Ended(true);
   for (int r = 1; r < kMachines; ++r) m_[r].job->Finish();
 }
 
@@ -376,11 +377,12 @@ TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
   o.peer_timeout_ms = 1u << 30;
   o.max_payload = kChunk * sizeof(float);
   Open(2, o, ports_[2]);
-  m_[2].group = std::make_unique<SolverGroup>();
+  m_[2].counters = std::make_unique<SolverGroup>();
+  m_[2].group = std::make_unique<MachineGroup>(m_[2].counters.get(), false);
   std::vector<float> garbage(kFloats, 12345.f);
   Attach(2, garbage);  // returns once it has the weights
   EXPECT_TRUE(m_[2].job->joined_running());
-  EXPECT_EQ(m_[2].group->iter.load(), m_[0].group->iter.load()) << "the global iteration taken over";
+  EXPECT_EQ(m_[2].group->shared().iter.load(), m_[0].group->shared().iter.load()) << "the global iteration taken over";
   EXPECT_EQ(Differing(m_[2].w, m_[0].w), 0u) << "the newcomer holds the job's weights";
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->dead_machines() == 0 && m_[1].job->dead_machines() == 0; }, 5s))
       << "its data partition stays with the others after it is back";
@@ -390,17 +392,17 @@ TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
   }, 5s)) << "the newcomer never took back a share";
   // It contributes: its iterations reach the others' count of the global iteration, and its
   // work the leader's weights, once (chunks that moved to it are not counted twice).
-  const int64_t before = m_[0].group->iter.load();
+  const int64_t before = m_[0].group->shared().iter.load();
   std::vector<float> want = m_[0].w;
   m_[2].added.assign(kFloats, 0);
   Train(2, 50, TestSeed());
   EndTraining(2);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->iter.load() == before + 50; }, 5s));
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->shared().iter.load() == before + 50; }, 5s));
   for (int r = 0; r < 2; ++r) EndTraining(r);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 10s));
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->holding_final() == 0; }, 10s));
   for (size_t j = 0; j < kFloats; ++j) want[j] += m_[2].added[j];
   EXPECT_LE(Differing(m_[0].w, want), 8u);
-  m_[0].group->job_done.store(1);
+  m_[0].group->Ended(true);
   for (int r = 0; r < kMachines; ++r) m_[r].job->Finish();
 }
 
@@ -409,7 +411,8 @@ TEST_F(NetJobTest, AMachineThatNeverComesIsNamedInOneLine) {
   o.start_ms = 300;
   Connect(0);
   NetJob job(std::move(transports_[0]), o);
-  SolverGroup g;
+  SolverGroup counters;
+  MachineGroup g(&counters, false);
   std::vector<float> w(kFloats, 0);
   try {
     job.Attach(&g, 1, w.data(), kFloats);
@@ -428,13 +431,15 @@ TEST_F(NetJobTest, AMachineThatNeverComesIsNamedInOneLine) {
 std::vector<std::string> AttachAtOnce(const std::vector<std::unique_ptr<NetJob>>& jobs) {
   const size_t n = jobs.size();
   std::vector<std::string> errors(n);
-  std::vector<SolverGroup> groups(n);
+  std::vector<SolverGroup> counters(n);
+  std::vector<std::unique_ptr<MachineGroup>> groups;
+  for (size_t r = 0; r < n; ++r) groups.push_back(std::make_unique<MachineGroup>(&counters[r], false));
   std::vector<std::vector<float>> w(n, std::vector<float>(kFloats, 0));
   std::vector<std::thread> ts;
   for (size_t r = 0; r < n; ++r)
     ts.emplace_back([&, r] {
       try {
-        jobs[r]->Attach(&groups[r], 1, w[r].data(), kFloats);
+        jobs[r]->Attach(groups[r].get(), 1, w[r].data(), kFloats);
       } catch (const Error& e) {
         errors[r] = e.what();
       }
@@ -572,7 +577,7 @@ class HandPlayed {
   }
   ~HandPlayed() {
     if (attach.joinable()) attach.join();  // Attach ends by its start_ms at the latest
-    g.finished[0].store(1);
+    g.shared().finished[0].store(1);
     job->Finish();
   }
   static JobKey Key() {
@@ -641,7 +646,8 @@ class HandPlayed {
   FrameFormat fmt;
   uint16_t port0 = 0;
   std::unique_ptr<NetJob> job;
-  SolverGroup g;
+  SolverGroup counters;
+  MachineGroup g{&counters, false};
   std::vector<float> w;
   std::thread attach;
   std::atomic<bool> attached{false};
@@ -662,9 +668,9 @@ TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
   }
   ASSERT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kUnproven) >= 50; }, 5s)) << m.Refused(ControlRefusal::kUnproven);
   EXPECT_FALSE(m.attached.load()) << "an earlier run's messages made machine 1 count as started";
-  EXPECT_EQ(m.g.job_done.load(), 0);
-  EXPECT_EQ(m.g.stop_requested.load(), 0);
-  EXPECT_EQ(m.g.iter.load(), 0);
+  EXPECT_EQ(m.g.shared().job_done.load(), 0);
+  EXPECT_EQ(m.g.shared().stop_requested.load(), 0);
+  EXPECT_EQ(m.g.shared().iter.load(), 0);
   // 2. Machine 1 proves itself: it echoes the nonce machine 0 sends it now.
   const uint64_t nonce0 = m.MachineZeroNonce();
   ASSERT_NE(nonce0, 0u) << "machine 0 sent no control message";
@@ -679,17 +685,17 @@ TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
   // 4. "done" and "stop" from machine 1, which does not lead: done is refused; stop is a request.
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining | kNetDone, 0)));
   EXPECT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kNotLeader) > 0; }, 5s));
-  EXPECT_EQ(m.g.job_done.load(), 0) << "a machine that does not lead ended the job";
+  EXPECT_EQ(m.g.shared().job_done.load(), 0) << "a machine that does not lead ended the job";
   // 5. A clock of 1e9: taken only as far as a machine could have run (1 024 + 8 x 1 000 it/s).
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining, 1000000000)));
   EXPECT_TRUE(WaitFor([&] { return m.job->stats().clock_clamped > 0; }, 5s));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() + 10;
-  EXPECT_LT(m.g.iter.load(), 1024 + 8000 * secs) << "a forged clock moved the global iteration";
+  EXPECT_LT(m.g.shared().iter.load(), 1024 + 8000 * secs) << "a forged clock moved the global iteration";
   // 6. An earlier run's "stop", now: still not believed.
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(0x01d, 0xbad, kNetReady | kNetStop, 0)));
   std::this_thread::sleep_for(50ms);
-  EXPECT_EQ(m.g.stop_requested.load(), 0);
+  EXPECT_EQ(m.g.shared().stop_requested.load(), 0);
 }
 
 // Positions are bound to the run of their sender that proved itself: before any run of
@@ -741,10 +747,10 @@ TEST(NetJobSteerTest, AJoinerTakesTheMedianOfTheMembersViews) {
   const bool joined = WaitFor([&] {
     for (PeerId r : {3, 1, 2})  // the absurd one first
       m.From(r).SendBytes(m.port0, m.Control(0xa0 + r, nonce0, kNetReady | kNetTraining, 10, 0, r, views[r]));
-    return m.g.iter.load() != 0 || !m.attach_error.empty();
+    return m.g.shared().iter.load() != 0 || !m.attach_error.empty();
   }, 5s);
   ASSERT_TRUE(joined);
-  EXPECT_TRUE(m.g.iter.load() == 5000 || m.g.iter.load() == 5200) << m.g.iter.load() << " " << m.attach_error;
+  EXPECT_TRUE(m.g.shared().iter.load() == 5000 || m.g.shared().iter.load() == 5200) << m.g.shared().iter.load() << " " << m.attach_error;
   EXPECT_TRUE(m.job->joined_running());
 }
 
@@ -796,23 +802,23 @@ TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed)
   for (int r = 0; r < kMachines; ++r) Train(r, 2000, TestSeed() + r);
   ASSERT_TRUE(m_[0].job->leads());
   cut.store(true);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->machine_leads.load() == 0; }, 3s)) << "the cut-off leader still leads";
-  EXPECT_TRUE(WaitFor([&] { return m_[1].group->machine_leads.load() == 1; }, 3s)) << "the majority has no leader";
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->leads() == 0; }, 3s)) << "the cut-off leader still leads";
+  EXPECT_TRUE(WaitFor([&] { return m_[1].group->leads() == 1; }, 3s)) << "the majority has no leader";
   // (The lead is a lease: it stops a quarter of dead_ms before the quorum is found lost.)
   EXPECT_TRUE(WaitFor([&] { return !m_[0].job->stats().quorum; }, 3s)) << "the cut-off machine still has a quorum";
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->paused.load() == 1; }, 3s))
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->paused() == 1; }, 3s))
       << "its solvers train on, on work that will be dropped";
-  EXPECT_EQ(m_[1].group->paused.load(), 0);
-  EXPECT_EQ(m_[2].group->machine_leads.load(), 0);
-  EXPECT_EQ(m_[0].group->machine_leads.load(), 0) << "two leaders";
+  EXPECT_EQ(m_[1].group->paused(), 0);
+  EXPECT_EQ(m_[2].group->leads(), 0);
+  EXPECT_EQ(m_[0].group->leads(), 0) << "two leaders";
   cut.store(false);
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->stats().recoveries == 1 && m_[0].job->stats().quorum; }, 5s))
       << "healed, the machine did not re-take the job's weights";
-  EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads() && m_[1].group->machine_leads.load() == 0; }, 5s));
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->paused.load() == 0; }, 5s)) << "its solvers never resumed";
-  for (int r = 0; r < kMachines; ++r) m_[r].group->stop.store(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads() && m_[1].group->leads() == 0; }, 5s));
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->paused() == 0; }, 5s)) << "its solvers never resumed";
+  for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
-  m_[0].group->job_done.store(1);
+  m_[0].group->Ended(true);
   FinishAll();
 }
 
@@ -829,10 +835,10 @@ TEST_F(NetJobTest, AMachineWithoutAMajorityForTooLongGivesUpInOneLine) {
   const std::string why = m_[2].job->error();
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   EXPECT_NE(why.find("no majority"), std::string::npos) << why;
-  EXPECT_EQ(m_[2].group->job_done.load(), 1) << "its solvers were not let go";
+  EXPECT_EQ(m_[2].group->shared().job_done.load(), 1) << "its solvers were not let go";
   EXPECT_TRUE(m_[0].job->error().empty());
   EXPECT_TRUE(m_[0].job->leads());
-  m_[0].group->job_done.store(1);
+  m_[0].group->Ended(true);
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   FinishAll();
 }
@@ -875,19 +881,19 @@ TEST_F(NetJobTest, RequestsOnAnyMachineReachTheLeaderAndItsStopEndsTraining) {
   AttachAll();
   for (int r = 0; r < kMachines; ++r) Train(r, 100000, TestSeed() + r);
   std::this_thread::sleep_for(100ms);
-  m_[2].group->snapshot_requests.fetch_add(1);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->snapshot_requests.load() == 1; }, 3s)) << "the leader never heard the request";
+  m_[2].group->shared().snapshot_requests.fetch_add(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->shared().snapshot_requests.load() == 1; }, 3s)) << "the leader never heard the request";
   std::this_thread::sleep_for(200ms);
-  for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].group->snapshot_requests.load(), 1) << "machine " << r;
-  m_[2].group->stop_requested.store(1);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->stop_requested.load() == 1; }, 3s)) << "the leader never heard the stop";
-  m_[0].group->stop.store(1);  // what the leader's solver does on its stop request
+  for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].group->shared().snapshot_requests.load(), 1) << "machine " << r;
+  m_[2].group->shared().stop_requested.store(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->shared().stop_requested.load() == 1; }, 3s)) << "the leader never heard the stop";
+  m_[0].group->shared().stop.store(1);  // what the leader's solver does on its stop request
   for (int r = 1; r < kMachines; ++r)
-    EXPECT_TRUE(WaitFor([&] { return m_[r].group->stop.load() == 1; }, 3s)) << "machine " << r << " trains on";
-  for (int r = 0; r < kMachines; ++r) m_[r].group->stop.store(1);  // (where the test failed: bounded)
+    EXPECT_TRUE(WaitFor([&] { return m_[r].group->shared().stop.load() == 1; }, 3s)) << "machine " << r << " trains on";
+  for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);  // (where the test failed: bounded)
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->hold_final.load() == 0; }, 3s)) << "the drain waited for its deadline";
-  m_[0].group->job_done.store(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].group->holding_final() == 0; }, 3s)) << "the drain waited for its deadline";
+  m_[0].group->Ended(true);
   FinishAll();
 }
 

@@ -1,0 +1,74 @@
+// Group: the job a solver trains in, as the engine sees it — without knowing how the weights
+// are shared (threads on one buffer, private copies, /dev/shm processes, machines). The
+// engine asks it for the next global iteration, whether this solver leads (tests, displays,
+// snapshots), whether to pause or stop, the requests to act on, and, at the end, whether and
+// when this solver takes the job's final snapshot. Implementations: sync/group.hpp.
+//
+// Thread rules: every call may come from any solver thread of the job at any time; waits
+// (AwaitGo, Finish) block the calling solver only, each with its own deadline.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace hogstream {
+
+// What a caller (signal handler, supervisor) asks the solver to do between iterations.
+enum class SolverAction { NONE, STOP, SNAPSHOT };
+
+class Group {
+ public:
+  virtual ~Group() = default;
+
+  // --- The global iteration (the sum of every solver's iterations: the lr schedule, display,
+  // test and snapshot intervals and max_iter run on it).
+  // Claims the next iteration below stop_iter; returns >= stop_iter, claiming nothing, once
+  // the count has reached it.
+  virtual int64_t Claim(int64_t stop_iter) = 0;
+  // The global iteration reached so far (this machine's view, across machines).
+  virtual int64_t Reached() const = 0;
+  // `rank` completed an iteration (its own count, for the leader's display).
+  virtual void Completed(int rank) = 0;
+  // Iterations each rank of the job's shared counters completed so far (index: rank).
+  virtual std::vector<int64_t> Completions() const = 0;
+
+  // --- Who leads: exactly one solver of the job tests, displays and snapshots.
+  virtual bool Leads(int rank) const = 0;
+  // The leader stopped responding: the lowest live rank takes over. Returns the rank taken
+  // over from when `rank` just took the lead, else -1.
+  virtual int TakeOverIfLeaderGone(int rank) = 0;
+
+  // --- Stopping and pausing.
+  virtual bool Stopping() const = 0;
+  // Every solver finishes its current iteration and returns (a stop request acted on, an error).
+  virtual void Stop() = 0;
+  // Returns when this solver may run its next iteration: at once, or once its machine, cut
+  // off from most of its job, is back (or the job stops).
+  virtual void AwaitGo() = 0;
+
+  // --- Requests from any process of the job (a signal it received), acted on by the leader.
+  virtual void Request(SolverAction a) = 0;
+  // For the leader, the request to act on now: STOP once asked; SNAPSHOT each time the
+  // snapshot requests moved past `*seen` (which moves on); else NONE.
+  virtual SolverAction Pending(int64_t* seen) const = 0;
+  // The snapshot requests counted so far (a starting point for Pending).
+  virtual int64_t SnapshotRequests() const = 0;
+
+  // --- The end of the job: the one place its final-snapshot rule lives.
+  enum class End {
+    kTakeFinal,  // this solver leads: every other solver of the job has finished and its last
+                 // progress is in the weights; take the final snapshot, then call Ended
+    kFollow,     // the leader ended the job: return
+    kKeepCopy,   // the leader's final snapshot failed elsewhere: keep this machine's copy
+  };
+  // Called once by each solver after its last iteration (and after handing in its last
+  // progress): counts it finished and waits for its part of the end.
+  virtual End Finish(int rank) = 0;
+  // After kTakeFinal: whether the job was stopped early (a stop request, an error) rather
+  // than run to its planned iteration.
+  virtual bool StoppedEarly() const = 0;
+  // The leader's final snapshot was written (`ok`) or failed; the followers stop waiting.
+  virtual void Ended(bool ok) = 0;
+};
+
+}  // namespace hogstream

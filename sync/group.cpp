@@ -1,0 +1,197 @@
+#include "sync/group.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <ctime>
+
+#include <glog/logging.h>
+
+namespace hogstream {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t HeartbeatNowMs() {
+  // steady_clock is CLOCK_MONOTONIC on Linux: one clock for every process of a host.
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+int64_t SharedGroup::Claim(int64_t stop_iter) {
+  // Never past stop_iter: the global count ends exactly at max_iter, and no solver runs an
+  // iteration beyond it (where poly's lr is NaN) whatever its own count says.
+  std::atomic<int64_t>& next = g_->iter;
+  int64_t it = next.load(std::memory_order_relaxed);
+  while (it < stop_iter && !next.compare_exchange_weak(it, it + 1, std::memory_order_relaxed)) {
+  }
+  return it;
+}
+
+void SharedGroup::Completed(int rank) { g_->done[rank].fetch_add(1, std::memory_order_relaxed); }
+
+std::vector<int64_t> SharedGroup::Completions() const {
+  const int n = std::clamp(g_->solvers.load(), 0, SolverGroup::kMaxSolvers);
+  std::vector<int64_t> done(n);
+  for (int r = 0; r < n; ++r) done[r] = g_->done[r].load(std::memory_order_relaxed);
+  return done;
+}
+
+bool SharedGroup::Leads(int rank) const {
+  return g_->leader.load(std::memory_order_relaxed) == rank && MachineLeads();
+}
+
+bool SharedGroup::Live(int r) const {
+  // A rank read from shared memory is checked before it indexes anything.
+  if (r < 0 || r >= SolverGroup::kMaxSolvers || g_->gone[r].load(std::memory_order_relaxed)) return false;
+  const int64_t hb = g_->heartbeat_ms[r].load(std::memory_order_relaxed);
+  return hb > 0 && HeartbeatNowMs() - hb < kHeartbeatStaleMs;
+}
+
+int SharedGroup::TakeOverIfLeaderGone(int rank) {
+  // A leader whose process stopped beating is gone (killed): the lowest live rank takes over
+  // testing, display, snapshots and the end of the job.
+  const int32_t current = g_->leader.load();
+  if (current == rank || Live(current)) return -1;
+  const int n = std::min(g_->solvers.load(), SolverGroup::kMaxSolvers);
+  for (int r = 0; r < n; ++r) {
+    if (!Live(r)) continue;
+    if (r != rank) return -1;  // a lower live rank takes over
+    int32_t expected = current;
+    if (!g_->leader.compare_exchange_strong(expected, r)) return -1;
+    Changed();
+    LOG_IF(INFO, log_) << "Solver " << r << " takes over testing and snapshots from solver " << current
+                       << ", which stopped responding";
+    return current;
+  }
+  return -1;
+}
+
+void SharedGroup::Stop() {
+  g_->stop.store(1);
+  Changed();
+}
+
+void SharedGroup::Leave(int rank) {
+  if (rank >= 0 && rank < SolverGroup::kMaxSolvers) {
+    // Gone at once, though its process still beats: if it led, another takes over.
+    g_->gone[rank].store(1);
+    g_->finished[rank].store(1);
+  }
+  Stop();
+}
+
+void SharedGroup::EndJob() {
+  g_->stop.store(1);
+  g_->job_done.store(1);
+  Changed();
+}
+
+void SharedGroup::Request(SolverAction a) {
+  if (a == SolverAction::SNAPSHOT) g_->snapshot_requests.fetch_add(1);
+  if (a == SolverAction::STOP) {
+    g_->stop_requested.store(1);
+    Changed();  // a leader waiting for the others stops them
+  }
+}
+
+SolverAction SharedGroup::Pending(int64_t* seen) const {
+  if (g_->stop_requested.load()) return SolverAction::STOP;
+  const int64_t requests = g_->snapshot_requests.load();
+  if (requests == *seen) return SolverAction::NONE;
+  *seen = requests;
+  return SolverAction::SNAPSHOT;
+}
+
+Group::End SharedGroup::Finish(int rank) {
+  g_->finished[rank].store(1);
+  Changed();
+  // A follower waits for the leader's end of the job; it takes over if the leader dies (and,
+  // across machines, when its machine comes to lead the job).
+  End end = End::kTakeFinal;
+  WaitUntil(
+      [&] {
+        if (Leads(rank)) return true;
+        if (g_->job_done.load()) {
+          // The leader on another machine could not write the final snapshot: this machine's
+          // copy is kept too (by its solver that leads here), and the job ends in error.
+          end = FailedElsewhere() && !MachineLeads() && g_->leader.load() == rank ? End::kKeepCopy : End::kFollow;
+          return true;
+        }
+        TakeOverIfLeaderGone(rank);
+        return Leads(rank);
+      },
+      Clock::time_point::max());
+  if (end != End::kTakeFinal) return end;
+  // The leader ends the job once every other solver's training is over (or its process died).
+  const int n = std::min(g_->solvers.load(), SolverGroup::kMaxSolvers);
+  for (int r = 0; r < n; ++r)
+    WaitUntil(
+        [&] {
+          if (g_->stop_requested.load() && !g_->stop.load()) Stop();  // a signal to a process still training
+          return g_->finished[r].load() || !Live(r);
+        },
+        Clock::time_point::max());
+  // Across machines: the others' last deltas reach these weights first (the network daemon
+  // releases the hold, within its own deadline).
+  AwaitDrain();
+  return End::kTakeFinal;
+}
+
+void SharedGroup::Ended(bool ok) {
+  if (!ok) OnFinalFailed();  // before job_done: the others keep their copies then
+  g_->job_done.store(1);
+  Changed();
+}
+
+void SharedGroup::Changed() {
+  g_->changes.fetch_add(1);
+  // Not FUTEX_PRIVATE: the word may be in a /dev/shm mapping other processes sleep on.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_->changes), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool SharedGroup::WaitUntil(const std::function<bool()>& done, Clock::time_point deadline,
+                            std::chrono::milliseconds recheck) const {
+  for (;;) {
+    const uint32_t seen = g_->changes.load();
+    if (done()) return true;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::min<Clock::duration>(recheck, deadline - now))
+                        .count();
+    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+    // Returns at once when the word has moved since `seen` (a change this wait may be for).
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_->changes), FUTEX_WAIT, seen, &ts, nullptr, 0);
+  }
+}
+
+void MachineGroup::AwaitGo() {
+  WaitUntil([&] { return !paused() || Stopping(); }, Clock::time_point::max());
+}
+
+void MachineGroup::SetLeads(bool leads) {
+  leads_.store(leads ? 1 : 0);
+  Changed();
+}
+
+void MachineGroup::SetPaused(bool paused) {
+  paused_.store(paused ? 1 : 0);
+  Changed();
+}
+
+void MachineGroup::HoldFinal() { hold_final_.store(1); }
+
+void MachineGroup::ReleaseFinal() {
+  hold_final_.store(0);
+  Changed();
+}
+
+void MachineGroup::SetFailedElsewhere() { final_failed_.store(1); }
+
+void MachineGroup::AwaitDrain() {
+  WaitUntil([&] { return !holding_final(); }, Clock::time_point::max());
+}
+
+}  // namespace hogstream

@@ -1,0 +1,147 @@
+// The Group (core/group.hpp) of a Hogwild job, in its two forms:
+//   SharedGroup   the solvers of one process (threads) or of several (/dev/shm), on the
+//                 counters of one SolverGroup;
+//   MachineGroup  one machine of a job across machines: a SharedGroup whose lead, pauses and
+//                 end the network daemon (sync/net_job.hpp) decides as well.
+// Waits (a follower for the end of the job, the leader for the others, a machine cut off for
+// its way back) sleep on the group's futex word, which every change they may be waiting for
+// moves and wakes — across processes too — each with a recheck interval for what only time
+// tells (a process that stopped beating).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/group.hpp"
+
+namespace hogstream {
+
+// The state Hogwild solvers share: the global iteration counter (the sum of every solver's
+// iterations), a stop flag, the leader's rank, requests any process may post for the leader,
+// and per-solver progress. Lives in ordinary memory for threads or in a /dev/shm mapping for
+// processes, so only lock-free atomics, no pointers; a reader range-checks any rank it reads
+// before indexing with it. Any solver thread may touch any field; a writer of stop, leader,
+// stop_requested, job_done or finished[] calls SharedGroup::Changed after it.
+struct SolverGroup {
+  static constexpr int kMaxSolvers = 256;
+  std::atomic<int64_t> iter{0};    // next global iteration to claim; never passes max_iter
+  std::atomic<int32_t> stop{0};    // 1: everyone finishes the current iteration and returns
+  std::atomic<int32_t> leader{0};  // rank that tests, displays and snapshots
+  std::atomic<int32_t> solvers{0}; // ranks handed out so far
+  std::atomic<int32_t> job_done{0};  // 1: the leader finished the job (final test, snapshot)
+  // Requests from any process of the job (a signal it received), acted on by the leader:
+  // a snapshot each time the counter moves; stop = snapshot, then stop the whole job.
+  std::atomic<int64_t> snapshot_requests{0};
+  std::atomic<int32_t> stop_requested{0};
+  // The futex word the group's waits sleep on: moved, and its sleepers woken, by Changed.
+  std::atomic<uint32_t> changes{0};
+  std::atomic<int64_t> done[kMaxSolvers] = {};       // iterations each rank completed
+  // CLOCK_MONOTONIC ms, ticked every 100 ms by each process for its ranks while they run
+  // (alive, not necessarily progressing); 0 = not started. Stale for 2 s = dead.
+  std::atomic<int64_t> heartbeat_ms[kMaxSolvers] = {};
+  std::atomic<int32_t> finished[kMaxSolvers] = {};   // 1: the rank's training is over
+  // 1: the rank left on an error; though its process may still beat, it never acts again
+  // (so a leader that failed is replaced at once).
+  std::atomic<int32_t> gone[kMaxSolvers] = {};
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free, "shared counters must be lock-free");
+static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "the futex word is a plain 32-bit word");
+
+// Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).
+int64_t HeartbeatNowMs();
+constexpr int64_t kHeartbeatStaleMs = 2000;
+
+class SharedGroup : public Group {
+ public:
+  // `g` outlives this (ordinary memory, or a /dev/shm mapping); `log`: a takeover says so.
+  explicit SharedGroup(SolverGroup* g, bool log = true) : g_(g), log_(log) {}
+
+  int64_t Claim(int64_t stop_iter) override;
+  int64_t Reached() const override { return g_->iter.load(std::memory_order_relaxed); }
+  void Completed(int rank) override;
+  std::vector<int64_t> Completions() const override;
+  bool Leads(int rank) const override;
+  int TakeOverIfLeaderGone(int rank) override;
+  bool Stopping() const override { return g_->stop.load(std::memory_order_relaxed) != 0; }
+  void Stop() override;
+  void AwaitGo() override {}  // one process, or processes of one host: never cut off
+  void Request(SolverAction a) override;
+  SolverAction Pending(int64_t* seen) const override;
+  int64_t SnapshotRequests() const override { return g_->snapshot_requests.load(); }
+  End Finish(int rank) override;
+  bool StoppedEarly() const override { return g_->stop.load() || g_->stop_requested.load(); }
+  void Ended(bool ok) override;
+
+  SolverGroup& shared() { return *g_; }
+  const SolverGroup& shared() const { return *g_; }
+  // `rank` is a rank of the job whose process beats and which has not left on an error.
+  bool Live(int rank) const;
+  // `rank` left on an error (its process may still beat): it never acts again; the job stops.
+  void Leave(int rank);
+  // The leader's stop flag from outside a solver (another machine's), or its end of the job.
+  void EndJob();
+  // Moves the futex word and wakes every sleeper of every process on it: call after each
+  // change a wait may be for.
+  void Changed();
+  // Sleeps until done() is true (true) or `deadline` passes (false), waking on each Changed
+  // and at least every `recheck` (for what only time tells: a process that stopped beating).
+  bool WaitUntil(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline,
+                 std::chrono::milliseconds recheck = std::chrono::milliseconds(100)) const;
+
+ protected:
+  // This machine leads the job (alone: always).
+  virtual bool MachineLeads() const { return true; }
+  // Returns once the other machines' last deltas are in these weights (alone: at once).
+  virtual void AwaitDrain() {}
+  // The leader's final snapshot failed on another machine (alone: never).
+  virtual bool FailedElsewhere() const { return false; }
+  // The final snapshot failed here (before the followers are told the job is done).
+  virtual void OnFinalFailed() {}
+
+  SolverGroup* g_;
+  bool log_;
+};
+
+// One machine of a job across machines. The network daemon sets the lead (the lowest live
+// machine that has the weights, on the side with a majority), pauses this machine's solvers
+// while it is cut off from most of the job, holds the leader's final snapshot until the
+// others' last deltas are in, and passes on the end of the job and a failed final snapshot.
+class MachineGroup : public SharedGroup {
+ public:
+  using SharedGroup::SharedGroup;
+
+  void AwaitGo() override;
+
+  // --- Set by the network daemon.
+  void SetLeads(bool leads);
+  void SetPaused(bool paused);
+  // The final snapshot waits (HoldFinal, when the daemon starts) until ReleaseFinal.
+  void HoldFinal();
+  void ReleaseFinal();
+  // The leader (elsewhere) could not write the final snapshot: call before EndJob.
+  void SetFailedElsewhere();
+
+  // --- Read by the daemon and tests.
+  bool leads() const { return leads_.load() != 0; }
+  bool paused() const { return paused_.load() != 0; }
+  bool holding_final() const { return hold_final_.load() != 0; }
+  // This machine's (leading) final snapshot failed, or the leader's elsewhere did.
+  bool final_failed() const { return final_failed_.load() != 0; }
+
+ protected:
+  bool MachineLeads() const override { return leads(); }
+  void AwaitDrain() override;
+  bool FailedElsewhere() const override { return final_failed(); }
+  void OnFinalFailed() override { final_failed_.store(1); }
+
+ private:
+  std::atomic<int32_t> leads_{1};
+  std::atomic<int32_t> hold_final_{0};
+  std::atomic<int32_t> paused_{0};
+  std::atomic<int32_t> final_failed_{0};
+};
+
+}  // namespace hogstream
