@@ -107,6 +107,497 @@ class SegmentFiguresSink : public StatsSink {
   const std::vector<Local>* locals_;
 };
 
+// How this process's solvers share their progress, decided from the options before any
+// solver exists (every check a user's mistake can fail is here, so it fails at once).
+struct Plan {
+  int n = 0;  // solvers in this process: the GPU ones (ranks 0..) first, then the CPU ones
+  // Each solver trains a private copy streamed to the shared weights (else all train those).
+  bool private_copies = false;
+  // The policy among this process's private copies. Across machines the policy's rule (codec,
+  // weights) is the network's, and the copies (a tree: solvers' copies -> the machine's host
+  // buffer -> the network) stream to the host buffer as plain async, except:
+  //   bsp, gsp  the machine's solvers average their steps into the host buffer (a bsp round,
+  //             scaled by 1 / the machines of its group), and wait for the group's machines
+  //             (NetJob's flushed clocks) before the next iteration (net_rounds);
+  //   easgd     each solver's copy exchanges elastically with the host buffer, the centre's
+  //             share on this machine, which the network keeps in step with the others;
+  //   ssp, max-advance  the bound holds between machines (machine_gate).
+  Policy local;
+  bool net_rounds = false;
+  bool machine_gate = false;
+  bool rounds = false;  // the local policy averages steps in rounds (bsp, gsp): no segment per copy
+  std::vector<int> machine_group;  // net_rounds: each machine's synchronous group
+};
+
+Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
+  using PK = Policy::Kind;
+  const std::vector<int>& gpus = opt.solvers.gpus;
+  const Policy& policy = opt.policy;
+  Plan p;
+  p.n = opt.solvers.cpus + static_cast<int>(gpus.size());
+  HS_REQUIRE(p.n >= 1 && p.n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
+                                                           << " solvers, got " << p.n;
+  for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
+  HS_REQUIRE(!gpus.empty() || param.solver_mode() == pb::SolverParameter::CPU)
+      << "solver_mode: GPU with CPU solvers only; name the GPUs in SOLVERS (e.g. 0:0 for one solver on GPU 0) "
+         "or pass --cpu (or set solver_mode: CPU in the solver file)";
+  HS_REQUIRE(!opt.net || opt.shm.empty())
+      << "a job across machines runs this machine's solvers as threads of one process: leave out --shm";
+  p.net_rounds = opt.net && policy.rounds();
+  const bool net_easgd = opt.net && policy.kind == PK::kEasgd;
+  p.private_copies =
+      opt.private_copies || (!opt.net && policy.needs_private()) || p.net_rounds || net_easgd || !gpus.empty();
+  p.local = opt.net ? Policy{} : policy;
+  if (p.net_rounds) p.local.kind = PK::kBsp;
+  if (net_easgd) {
+    p.local.kind = PK::kEasgd;
+    p.local.alpha = policy.alpha;
+    p.local.period = policy.period;
+  }
+  p.local.timeout = policy.timeout;
+  p.machine_gate = opt.net && (policy.kind == PK::kSsp || policy.kind == PK::kMaxAdvance);
+  p.rounds = p.local.kind == PK::kBsp || p.local.kind == PK::kGsp;
+  HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
+      << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
+  if (p.net_rounds) {
+    p.machine_group = policy.MachineGroups(opt.net->machines(), p.n);
+    opt.net->set_machine_group(p.machine_group);
+  } else {
+    policy.CheckGroups(p.n);
+  }
+  HS_REQUIRE(!policy.svb || (policy.kind == PK::kAsync && opt.shm.empty()))
+      << "--svb runs with --policy=async (with or without --compress, --staleness-weight), in one process or "
+         "across machines: leave out --shm and --policy=" << policy.name();
+  HS_REQUIRE(!policy.svb || !(opt.net && opt.private_copies))
+      << "--svb across machines trains each machine's host copy directly: leave out --private";
+  HS_REQUIRE(!policy.svb || gpus.empty()) << "--svb runs on CPU solvers only: leave the GPUs out of SOLVERS";
+  HS_REQUIRE(!policy.svb || param.iter_size() == 1) << "--svb sends the factors of one pass: set iter_size: 1";
+  LOG_IF(INFO, opt.log && (p.n > 1 || p.private_copies || opt.net))
+      << "Hogwild: " << p.n << " solver thread" << (p.n > 1 ? "s" : "") << " in this process"
+      << (gpus.empty() ? "" : " (" + std::to_string(gpus.size()) + " on GPUs)") << ", "
+      << (p.private_copies ? "each on a private copy streamed to" : "on") << " the "
+      << (opt.shm.empty() ? "host" : "/dev/shm") << " weights"
+      << (policy.kind != PK::kAsync || policy.needs_private() ? ", policy " + policy.name() : "");
+  return p;
+}
+
+// One run of this process's solvers: what the steps below share. It lives on RunHogwild's
+// stack; the solver threads (one per Local) work on it, meeting at `sync`.
+struct Run {
+  Run(const pb::SolverParameter& param, const HogwildOptions& opt, Plan plan)
+      : param(param), opt(opt), plan(std::move(plan)), locals(this->plan.n), sync(this->plan.n), errors(this->plan.n) {}
+
+  const pb::SolverParameter& param;
+  const HogwildOptions& opt;
+  const Plan plan;
+  std::vector<Local> locals;
+  std::barrier<> sync;
+  std::vector<std::exception_ptr> errors;  // per solver: what ended it
+  std::shared_ptr<StatsSink> stats;
+  // Seeds: fixed by random_seed (replayable), fresh otherwise; distinct per rank.
+  uint64_t base_seed = 0;
+  // The shared weights and the group's counters: this process's own, or a /dev/shm job's.
+  std::unique_ptr<SolverGroup> own_group;
+  std::unique_ptr<ShmRegion> shm;
+  std::vector<float> own_weights;
+  SolverGroup* group = nullptr;
+  std::unique_ptr<SharedGroup> job;  // the solvers' view of the group (core/group.hpp)
+  MachineGroup* machine = nullptr;   // across machines: `job`, as the network daemon sets it
+  float* master = nullptr;
+  bool creator = true;
+  int base_rank = 0;
+  // The policy's state and buffers (private copies, or the clock bound between machines):
+  // gsp's group buffers, each linked to the master by its own segment; the update counts
+  // every segment of the master shares.
+  std::unique_ptr<PolicyRun> policy;
+  std::vector<std::vector<float>> group_weights;
+  std::vector<std::unique_ptr<Segment>> group_segments;
+  std::shared_ptr<ChunkUpdates> updates;
+  std::unique_ptr<SvbRun> svb;  // --svb with a layer worth it (sync/svb.hpp)
+  // This process's pulse for its ranks.
+  std::thread heartbeat;
+  std::atomic<bool> heartbeat_stop{false};
+};
+
+// The leader's display line of this process's segments (and the policy's and --svb's).
+std::string SegmentLine(const Run& r) {
+  std::ostringstream os;
+  os << "Segments:";
+  auto one = [&os](const char* who, int id, const SegmentStats& s, uint64_t lead_waits) {
+    os << " [" << who << " " << id << ": " << s.sweeps << " sweeps, " << std::fixed << std::setprecision(1)
+       << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20) << " MiB, " << s.chunks_sent << " chunks, "
+       << s.dropped << " lost";
+    if (lead_waits) os << ", " << lead_waits << " lead waits";
+    if (s.weeded) os << ", " << s.weeded << " weeded";
+    os << "]";
+  };
+  for (const Local& l : r.locals)
+    if (l.segment) one("solver", l.rank, l.segment->stats(), l.lead_waits.load(std::memory_order_relaxed));
+  for (size_t g = 0; g < r.group_segments.size(); ++g) one("group", static_cast<int>(g), r.group_segments[g]->stats(), 0);
+  if (r.policy) os << "\n" << r.policy->Line();
+  if (r.svb) os << "\n" << r.svb->Line();
+  return os.str();
+}
+
+// B. The first solver of the process finds the shared weights: creates them (the job's first
+//    process: from its own fillers, --weights or --snapshot) or attaches to a /dev/shm job's.
+void OpenSharedWeights(Run& r, Solver& first) {
+  const HogwildOptions& opt = r.opt;
+  Net& net = first.net();
+  const size_t floats = net.param_buffer_size();
+  if (!opt.shm.empty()) {
+    JobIdentity id;
+    id.floats = floats;
+    id.shape_hash = ParamShapeHash(net);
+    id.solver_settings = SolverSettings(r.param);
+    r.shm = ShmRegion::CreateOrAttach(opt.shm, id, &r.creator);
+    r.group = r.shm->group();
+    r.master = r.shm->weights();
+    LOG_IF(INFO, opt.log) << (r.creator ? "Created " : "Attached to ") << r.shm->path();
+  } else {
+    r.own_group = std::make_unique<SolverGroup>();
+    r.group = r.own_group.get();
+    r.own_weights.resize(floats);
+    r.master = r.own_weights.data();
+  }
+  if (opt.net) {
+    auto m = std::make_unique<MachineGroup>(r.group, opt.log);
+    r.machine = m.get();
+    r.job = std::move(m);
+  } else {
+    r.job = std::make_unique<SharedGroup>(r.group, opt.log);
+  }
+  const int n = r.plan.n;
+  r.base_rank = r.group->solvers.fetch_add(n);
+  HS_REQUIRE(r.base_rank + n <= SolverGroup::kMaxSolvers)
+      << "the job already has " << r.base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
+  if (r.creator) {
+    if (!opt.weights.empty()) net.CopyTrainedLayersFromFiles(opt.weights);
+    if (!opt.resume.empty()) {
+      first.Restore(opt.resume);
+      r.group->iter.store(first.iter());
+    }
+    std::memcpy(r.master, net.param_data(), floats * sizeof(float));
+  }
+}
+
+// --svb: the big InnerProduct weights travel as sufficient vectors (after OpenSharedWeights).
+void SetUpSvb(Run& r, Net& net) {
+  const HogwildOptions& opt = r.opt;
+  std::vector<SvbLayer> layers = FindSvbLayers(net);
+  std::string names;
+  for (const SvbLayer& l : layers) names += " " + l.name;
+  LOG_IF(INFO, opt.log && layers.empty())
+      << "SVB: no InnerProduct layer has batch x (outputs + inputs) < outputs x inputs: nothing to do, "
+         "every parameter streams as usual";
+  LOG_IF(INFO, opt.log && !layers.empty()) << "SVB:" << names << " travel as sufficient vectors";
+  if (!layers.empty() && opt.net) {
+    // W never travels as values: every machine starts from the same one (or the same file).
+    if (r.creator && opt.weights.empty() && opt.resume.empty())
+      FillSvbWeights(net, layers, r.param.random_seed() >= 0 ? r.param.random_seed() : 0x5eedULL, r.master);
+    auto link = std::make_shared<SvbLink>(layers);
+    opt.net->UseSvb(link, SvbRanges(layers));
+    r.svb = std::make_unique<SvbRun>(std::move(layers), link);
+  } else if (!layers.empty()) {
+    r.svb = std::make_unique<SvbRun>(std::move(layers), r.plan.n, r.master);
+  }
+}
+
+// Across machines: links the host copy to the others' and waits for them (or, joining a
+// running job, for the weights and the global iteration).
+void JoinMachines(Run& r, Net& net) {
+  std::vector<size_t> params;
+  for (Blob* p : net.learnable_params()) params.push_back(p->cpu_data() - net.param_data());
+  const size_t floats = net.param_buffer_size();
+  NetJob* job = r.opt.net;
+  job->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
+  job->set_agreement(kAgreeSolver, Digest64(SolverSettings(r.param)));
+  job->Attach(r.machine, r.plan.n, r.master, floats, params,
+              [&opt = r.opt] { return opt.action && opt.action() == SolverAction::STOP; });
+}
+
+// C. Solver i joins the group. Its place decides its random stream and data: solvers of one
+//    process, and of a job across machines, read disjoint partitions (PlaceSolver); processes
+//    of a --shm job, which do not know how many will join, start at golden-ratio steps of the
+//    rank. Returns the leader's extra display lines.
+std::function<std::string()> PlaceInJob(Run& r, int i) {
+  const HogwildOptions& opt = r.opt;
+  const int n = r.plan.n;
+  Local& me = r.locals[i];
+  me.rank = r.base_rank + i;
+  if (opt.shm.empty()) {
+    const SolverPlace place = PlaceSolver(opt.net ? opt.net->rank() : 0, opt.net ? opt.net->machines() : 1, i, n);
+    me.ctx->set_seed(SolverSeed(r.base_seed, place.seed_rank));
+    me.ctx->set_data_partition(place.begin, place.length);
+    if (opt.net)  // a dead machine's partition is read by the others until it is back
+      me.ctx->set_data_takeover([net = opt.net, i, n] {
+        return TakenOverPartitions(net->rank(), net->machines(), i, n, net->dead_machines());
+      });
+  } else {
+    me.ctx->set_seed(SolverSeed(r.base_seed, me.rank));
+    me.ctx->set_data_shard(std::fmod(0.6180339887498949 * me.rank, 1.0));
+  }
+  std::function<std::string()> extra;
+  if (me.rank == 0 && r.plan.private_copies) extra = [&r] { return SegmentLine(r); };
+  if (me.rank == 0 && opt.net)
+    extra = [&r] {
+      std::string lines = r.opt.net->Line();
+      if (r.plan.private_copies) lines.append("\n").append(SegmentLine(r));
+      return lines;
+    };
+  me.solver->JoinGroup(r.job.get(), me.rank, extra);
+  return extra;
+}
+
+// The copies' policy (first solver, once every copy exists): its buffers (gsp's groups and
+// their segments), its state over every copy, and across machines its rounds.
+void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
+  using PK = Policy::Kind;
+  const Plan& plan = r.plan;
+  const size_t floats = r.locals[0].solver->net().param_buffer_size();
+  r.updates = std::make_shared<ChunkUpdates>(ChunkLayout(floats, seg.chunk_floats, seg.boundaries).count);
+  std::vector<int> ranks;
+  std::vector<float*> copies;
+  for (Local& l : r.locals) {
+    ranks.push_back(r.base_rank + l.index);
+    copies.push_back(l.solver->net().param_data());
+  }
+  std::vector<float*> targets;
+  if (plan.local.kind == PK::kBsp) targets.push_back(r.master);
+  if (plan.local.kind == PK::kGsp) {  // each group trains its own buffer, streamed to the master
+    r.group_weights.assign(plan.local.groups.size(), std::vector<float>(r.master, r.master + floats));
+    for (auto& gw : r.group_weights) {
+      targets.push_back(gw.data());
+      SegmentOptions gs = seg;
+      gs.rule = plan.local.Rule(r.updates);
+      r.group_segments.push_back(std::make_unique<Segment>(r.master, gw.data(), gw.size(), gs));
+    }
+  }
+  r.policy = std::make_unique<PolicyRun>(plan.local, r.group, ranks, copies, targets, floats,
+                                         [&r](int k) { return !r.group->gone[r.locals[k].rank].load(); });
+  r.policy->set_exchange([&r](int k) { r.locals[k].segment->Sweep(); });
+  r.policy->set_refresh([&r](int k) { r.locals[k].segment->AwaitSweeps(2, r.plan.local.timeout); });
+  if (plan.net_rounds) {
+    NetJob* job = r.opt.net;
+    const int mates = static_cast<int>(
+        std::count(plan.machine_group.begin(), plan.machine_group.end(), plan.machine_group[job->rank()]));
+    r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); });
+    r.policy->set_machine_rounds(1.f / static_cast<float>(mates), r.opt.policy.name());
+  }
+}
+
+// The hooks of a private copy: its last progress handed in before it counts as finished (so
+// the final snapshot holds everyone's work), and before each iteration the lead bound
+// (HogwildOptions::copy_lead: one sweep awaited, for at most 2 s; a daemon that stopped, at
+// the end, lets the solver go on at once) and the policy's wait.
+void SetCopyHooks(Run& r, int i) {
+  Local& me = r.locals[i];
+  me.solver->UseMaster(r.master, [&r, i] {
+    if (r.svb) r.svb->OnTrainEnd(i, r.locals[i].solver->net());
+    const bool last_of_group = r.policy->End(i);
+    if (Segment* s = r.locals[i].segment.get()) {
+      s->Stop();
+      s->Sweep();
+    }
+    if (r.plan.local.kind == Policy::Kind::kGsp && last_of_group) {
+      Segment* gs = r.group_segments[r.policy->group_of(i)].get();
+      gs->Stop();
+      gs->Sweep();
+    }
+  });
+  const int lead = r.opt.copy_lead;
+  me.solver->SetIterationHooks(
+      [&r, i, lead] {
+        Local& l = r.locals[i];
+        if (lead > 0 && l.segment && l.segment->running()) {
+          const uint64_t sweeps = l.segment->stats().sweeps;
+          if (sweeps != l.seen_sweeps) {
+            l.seen_sweeps = sweeps;
+            l.ahead = 0;
+          }
+          if (++l.ahead > lead) {
+            l.lead_waits.fetch_add(1, std::memory_order_relaxed);
+            l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
+            l.seen_sweeps = l.segment->stats().sweeps;
+            l.ahead = 1;
+          }
+        }
+        return r.policy->Before(i);
+      },
+      [&r, i] { r.policy->After(i); });
+}
+
+// Solver i on a private copy: the shared weights copied in, its segment (or the policy's
+// rounds) linking it to them, and its hooks. Every solver calls it (it meets the others).
+void WirePrivateCopy(Run& r, int i) {
+  using PK = Policy::Kind;
+  const HogwildOptions& opt = r.opt;
+  const Policy& local = r.plan.local;
+  Local& me = r.locals[i];
+  Net& net = me.solver->net();
+  std::memcpy(net.param_data(), r.master, net.param_buffer_size() * sizeof(float));
+  SegmentOptions seg;
+  seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
+  seg.pause_us = static_cast<uint32_t>(opt.sweep_pause_us >= 0 ? opt.sweep_pause_us
+                                                                : me.ctx->mode() == Mode::GPU ? 0 : 2000);
+  if (r.svb) {  // W travels as factors: chunks cut at the params, W's left out
+    seg.boundaries = net.learnable_offsets();
+    std::sort(seg.boundaries.begin(), seg.boundaries.end());
+    seg.skip = SvbRanges(r.svb->layers());
+  }
+  r.sync.arrive_and_wait();  // every copy made, before the policy's state reads them
+  if (i == 0) MakeCopiesPolicy(r, seg);
+  r.sync.arrive_and_wait();  // the policy's state is made
+  if (!r.plan.rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
+    seg.rule = local.Rule(r.updates);
+    // Private copies in one process move the master only by their deltas: from 3 up,
+    // each is weighted min(1, 2/staleness) by default (whole, 4 copies under load went
+    // NaN; 1/staleness alone held but averaged the copies' steps). Not for easgd (its
+    // elastic rule) nor weed-out (its own), nor under a job across machines.
+    // (--aggregate=scale=1 gives MXNet-G's 1/staleness exactly.)
+    if (!opt.net && local.kind != PK::kEasgd && local.kind != PK::kWeedout)
+      ParseAggregate(opt.aggregate, r.plan.n, &seg.rule, 2.f);
+    if (local.kind == PK::kEasgd) seg.elastic = local.alpha;
+    me.segment = std::make_unique<Segment>(r.master, net.param_data(), net.param_buffer_size(), seg);
+  }
+  SetCopyHooks(r, i);
+}
+
+// ssp, max-advance across machines: the clock bound holds between machines. Every solver
+// calls it (it meets the others); the leader's display gains the policy's line.
+void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
+  Local& me = r.locals[i];
+  r.sync.arrive_and_wait();  // every rank known
+  if (i == 0) {
+    std::vector<int> ranks;
+    for (Local& l : r.locals) ranks.push_back(l.rank);
+    r.policy = std::make_unique<PolicyRun>(r.opt.policy, r.group, ranks, std::vector<float*>(r.plan.n, nullptr),
+                                           std::vector<float*>{}, me.solver->net().param_buffer_size(),
+                                           [](int) { return true; });
+    r.policy->set_machines([job = r.opt.net] { return job->slowest_other(); },
+                           [job = r.opt.net] { return job->fresh_rounds(); });
+  }
+  r.sync.arrive_and_wait();
+  me.solver->SetIterationHooks([&r, i] { return r.policy->Before(i); }, [&r, i] { r.policy->After(i); });
+  if (me.rank == 0)
+    me.solver->JoinGroup(r.job.get(), me.rank, [before = std::move(extra), &r] { return before() + "\n" + r.policy->Line(); });
+}
+
+// This process's pulse for its ranks: alive (not necessarily progressing), so a long test
+// pass never looks like death.
+void StartHeartbeat(Run& r) {
+  r.heartbeat = std::thread([&r] {
+    while (!r.heartbeat_stop.load()) {
+      const int64_t now = HeartbeatNowMs();
+      for (int k = r.base_rank; k < r.base_rank + r.plan.n; ++k) r.group->heartbeat_ms[k].store(now);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+}
+
+// Solver i's thread, from its nets to the end of its training.
+void TrainOne(Run& r, int i) {
+  const HogwildOptions& opt = r.opt;
+  Local& me = r.locals[i];
+  try {
+    ContextScope scope(me.ctx.get());
+    // A. Every solver builds its nets: fillers draw from its own stream. Data readers start
+    //    at the first batch, once the solver's rank (and so its seed and shard) is known.
+    SolverOptions so;
+    so.input_shapes = opt.input_shapes;
+    so.action = opt.action;
+    so.log = opt.log;
+    so.reseed = false;
+    so.device_update = false;  // a GPU solver's segment streams its host copy
+    so.stats = r.stats;
+    me.solver = CreateSolver(r.param, so);
+    Net& net = me.solver->net();
+    r.sync.arrive_and_wait();
+    if (i == 0) {  // B.
+      OpenSharedWeights(r, *me.solver);
+      if (opt.policy.svb) SetUpSvb(r, net);
+      if (opt.net) JoinMachines(r, net);
+    }
+    r.sync.arrive_and_wait();
+    HS_REQUIRE(r.master != nullptr) << "the first solver failed to set up the shared weights";
+    // C. Join the group on the shared weights, or on a private copy plus a segment.
+    std::function<std::string()> extra = PlaceInJob(r, i);
+    if (r.plan.private_copies) WirePrivateCopy(r, i);
+    else net.UseParamBuffer(r.master, /*copy_in=*/false);
+    if (r.plan.machine_gate) WireMachineGate(r, i, std::move(extra));
+    if (r.svb) me.solver->SetGradientHook([&r, i] { r.svb->OnGradient(i, r.locals[i].solver->net()); });
+    // Across machines a copy that went non-finite is re-taken from the others (on the host
+    // copy, which every local solver trains; a private copy follows it through its segment).
+    if (opt.net && !r.plan.private_copies)
+      me.solver->SetDivergenceHook([job = opt.net](std::string* why) { return job->Recover(why); });
+    r.sync.arrive_and_wait();
+    if (i == 0) {
+      if (r.shm && r.creator) r.shm->MarkReady();
+      StartHeartbeat(r);
+    }
+    if (me.segment && r.plan.local.kind != Policy::Kind::kEasgd) me.segment->Start();
+    if (i == 0)
+      for (auto& gs : r.group_segments) gs->Start();
+    // D. Train until the global iteration reaches max_iter (or the leader stops the job).
+    me.solver->Solve();
+  } catch (...) {
+    r.errors[i] = std::current_exception();
+    // Gone at once, though this process still beats: if it led, another takes over; one
+    // solver's error (a corrupt record, say) ends the job.
+    if (r.job) r.job->Leave(me.rank);
+    r.sync.arrive_and_drop();
+  }
+}
+
+// After the last solver: the network's end, then this process's first error, if any.
+void FinishRun(Run& r) {
+  r.heartbeat_stop.store(true);
+  if (r.heartbeat.joinable()) r.heartbeat.join();
+  if (NetJob* job = r.opt.net) {
+    job->Finish();
+    // The machines that did not lead end as Caffe's log tools expect a run to end.
+    bool ok = true;
+    for (auto& e : r.errors) ok = ok && !e;
+    const std::string failed = job->error();  // the job went on without this machine
+    HS_REQUIRE(!ok || failed.empty()) << failed;
+    if (ok && !job->leads() && r.opt.log)
+      LOG(INFO) << "Optimization Done. (machine " << job->rank() << "; the final test and snapshot are the leader's)";
+  }
+  for (auto& e : r.errors)
+    if (e) std::rethrow_exception(e);
+}
+
+HogwildReport MakeReport(const Run& r) {
+  HogwildReport report;
+  report.created = r.creator;
+  report.global_iter = r.group ? r.group->iter.load() : 0;
+  for (const Local& l : r.locals) {
+    report.ranks.push_back(l.rank);
+    report.done.push_back(r.group && l.rank >= 0 ? r.group->done[l.rank].load() : 0);
+    report.seeds.push_back(l.ctx->seed());
+    report.shards.push_back(l.ctx->data_shard());
+    if (l.segment) report.segments.push_back(l.segment->stats());
+  }
+  for (auto& gs : r.group_segments) report.segments.push_back(gs->stats());
+  if (r.policy) report.policy = r.policy->figures();
+  if (r.svb) report.svb = r.svb->figures();
+  if (r.master && r.group) report.weights.assign(r.master, r.master + r.locals[0].solver->net().param_buffer_size());
+  if (r.opt.log && (r.policy || !report.segments.empty() || r.svb)) {  // what sharing cost, once, at the end
+    uint64_t bytes = 0;
+    for (const SegmentStats& st : report.segments) bytes += st.bytes_moved;
+    int64_t mine = 0;
+    for (int64_t d : report.done) mine += d;
+    std::ostringstream os;
+    os << "Sharing: " << (r.policy ? r.policy->Line() : "Policy " + r.opt.policy.name()) << "; segments moved "
+       << std::fixed << std::setprecision(1) << bytes / 1048576.0 << " MiB, " << (mine ? bytes / 1024.0 / mine : 0)
+       << " KiB per iteration of this process";
+    if (r.svb)
+      os << "; " << r.svb->Line() << ", " << (mine ? report.svb.bytes_sent / 1024.0 / mine : 0) << " KiB per iteration";
+    LOG(INFO) << os.str();
+  }
+  return report;
+}
+
 }  // namespace
 
 HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions& opt) {
@@ -117,419 +608,22 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
     const std::string line = ShareMomentum(opt.net->machines(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
-  // GPU solvers first (ranks 0..), then the CPU ones. A GPU solver trains a private copy on its
-  // device; its host copy is what the segment streams to the shared weights (each iteration's
-  // update is made on the host and uploaded with the next pass).
+  Run r(param, opt, MakePlan(param, opt));
+  if (opt.stats) r.stats = r.plan.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &r.locals) : opt.stats;
+  r.base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
   const std::vector<int>& gpus = opt.solvers.gpus;
-  const int n = opt.solvers.cpus + static_cast<int>(gpus.size());
-  HS_REQUIRE(n >= 1 && n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
-                                                       << " solvers, got " << n;
-  for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
-  HS_REQUIRE(!gpus.empty() || param.solver_mode() == pb::SolverParameter::CPU)
-      << "solver_mode: GPU with CPU solvers only; name the GPUs in SOLVERS (e.g. 0:0 for one solver on GPU 0) "
-         "or pass --cpu (or set solver_mode: CPU in the solver file)";
-  HS_REQUIRE(!opt.net || opt.shm.empty())
-      << "a job across machines runs this machine's solvers as threads of one process: leave out --shm";
-  const Policy& policy = opt.policy;
-  using PK = Policy::Kind;
-  // Across machines the policy's rule (codec, weights) is the network's, and private copies
-  // (a tree: solvers' copies -> the machine's host buffer -> the network) stream to the host
-  // buffer as plain async, except:
-  //   bsp, gsp  the machine's solvers average their steps into the host buffer (a bsp round,
-  //             scaled by 1 / the machines of its group), and wait for the group's machines
-  //             (NetJob's flushed clocks) before the next iteration;
-  //   easgd     each solver's copy exchanges elastically with the host buffer, the centre's
-  //             share on this machine, which the network keeps in step with the others.
-  //   ssp, max-advance  the bound holds between machines (machine_gate).
-  const bool net_rounds = opt.net && policy.rounds();
-  const bool net_easgd = opt.net && policy.kind == PK::kEasgd;
-  const bool private_copies =
-      opt.private_copies || (!opt.net && policy.needs_private()) || net_rounds || net_easgd || !gpus.empty();
-  Policy local_policy = opt.net ? Policy{} : policy;
-  if (net_rounds) local_policy.kind = PK::kBsp;
-  if (net_easgd) {
-    local_policy.kind = PK::kEasgd;
-    local_policy.alpha = policy.alpha;
-    local_policy.period = policy.period;
-  }
-  local_policy.timeout = policy.timeout;
-  const bool machine_gate = opt.net && (policy.kind == PK::kSsp || policy.kind == PK::kMaxAdvance);
-  HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
-      << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
-  std::vector<int> machine_group;
-  if (net_rounds) {
-    machine_group = policy.MachineGroups(opt.net->machines(), n);
-    opt.net->set_machine_group(machine_group);
-  } else {
-    policy.CheckGroups(n);
-  }
-  HS_REQUIRE(!policy.svb || (policy.kind == PK::kAsync && opt.shm.empty()))
-      << "--svb runs with --policy=async (with or without --compress, --staleness-weight), in one process or "
-         "across machines: leave out --shm and --policy=" << policy.name();
-  HS_REQUIRE(!policy.svb || !(opt.net && opt.private_copies))
-      << "--svb across machines trains each machine's host copy directly: leave out --private";
-  HS_REQUIRE(!policy.svb || gpus.empty()) << "--svb runs on CPU solvers only: leave the GPUs out of SOLVERS";
-  HS_REQUIRE(!policy.svb || param.iter_size() == 1) << "--svb sends the factors of one pass: set iter_size: 1";
-  LOG_IF(INFO, opt.log && (n > 1 || private_copies || opt.net))
-      << "Hogwild: " << n << " solver thread" << (n > 1 ? "s" : "") << " in this process"
-      << (gpus.empty() ? "" : " (" + std::to_string(gpus.size()) + " on GPUs)") << ", "
-      << (private_copies ? "each on a private copy streamed to" : "on") << " the "
-      << (opt.shm.empty() ? "host" : "/dev/shm") << " weights"
-      << (policy.kind != PK::kAsync || policy.needs_private() ? ", policy " + policy.name() : "");
-  std::unique_ptr<SolverGroup> own_group;
-  std::unique_ptr<ShmRegion> shm;
-  std::vector<float> own_weights;
-  SolverGroup* group = nullptr;  // the counters (ordinary memory, or /dev/shm)
-  std::unique_ptr<SharedGroup> job;  // the solvers' view of them (core/group.hpp)
-  MachineGroup* machine = nullptr;   // across machines: job, as the network daemon sets it
-  float* master = nullptr;
-  bool creator = true;
-  int base_rank = 0;
-
-  std::vector<Local> locals(n);
-  std::barrier sync(n);
-  std::thread heartbeat;
-  std::atomic<bool> heartbeat_stop{false};
-  std::vector<std::exception_ptr> errors(n);
-  std::shared_ptr<StatsSink> stats;
-  if (opt.stats) stats = private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &locals) : opt.stats;
-  // The policy's state and buffers (private copies only): gsp's group buffers, each linked to
-  // the master by its own segment; the update counts every segment of the master shares.
-  std::unique_ptr<PolicyRun> run;
-  std::vector<std::vector<float>> group_weights;
-  std::vector<std::unique_ptr<Segment>> group_segments;
-  std::shared_ptr<ChunkUpdates> updates;
-  const bool rounds = local_policy.kind == PK::kBsp || local_policy.kind == PK::kGsp;
-  std::unique_ptr<SvbRun> svb;  // --svb with a layer worth it (sync/svb.hpp)
-
-  auto segment_stats = [&locals, &group_segments, &run, &svb]() {
-    std::ostringstream os;
-    os << "Segments:";
-    auto one = [&os](const char* who, int id, const SegmentStats& s, uint64_t lead_waits) {
-      os << " [" << who << " " << id << ": " << s.sweeps << " sweeps, " << std::fixed << std::setprecision(1)
-         << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20) << " MiB, " << s.chunks_sent << " chunks, "
-         << s.dropped << " lost";
-      if (lead_waits) os << ", " << lead_waits << " lead waits";
-      if (s.weeded) os << ", " << s.weeded << " weeded";
-      os << "]";
-    };
-    for (const Local& l : locals)
-      if (l.segment) one("solver", l.rank, l.segment->stats(), l.lead_waits.load(std::memory_order_relaxed));
-    for (size_t g = 0; g < group_segments.size(); ++g)
-      one("group", static_cast<int>(g), group_segments[g]->stats(), 0);
-    if (run) os << "\n" << run->Line();
-    if (svb) os << "\n" << svb->Line();
-    return os.str();
-  };
-
-  // Seeds: fixed by random_seed (replayable), fresh otherwise; distinct per rank.
-  const uint64_t base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
-
-  auto body = [&](int i) {
-    Local& me = locals[i];
-    try {
-      ContextScope scope(me.ctx.get());
-      // A. Every solver builds its nets: fillers draw from its own stream. Data readers start
-      //    at the first batch, once the solver's rank (and so its seed and shard) is known.
-      SolverOptions so;
-      so.input_shapes = opt.input_shapes;
-      so.action = opt.action;
-      so.log = opt.log;
-      so.reseed = false;
-      so.device_update = false;  // a GPU solver's segment streams its host copy
-      so.stats = stats;
-      me.solver = CreateSolver(param, so);
-      Net& net = me.solver->net();
-      sync.arrive_and_wait();
-      // B. The first solver of the process finds the shared weights: creates them (the job's
-      //    first process: from its own fillers, --weights or --snapshot) or attaches.
-      if (i == 0) {
-        const size_t floats = net.param_buffer_size();
-        if (!opt.shm.empty()) {
-          JobIdentity id;
-          id.floats = floats;
-          id.shape_hash = ParamShapeHash(net);
-          id.solver_settings = SolverSettings(param);
-          shm = ShmRegion::CreateOrAttach(opt.shm, id, &creator);
-          group = shm->group();
-          master = shm->weights();
-          LOG_IF(INFO, opt.log) << (creator ? "Created " : "Attached to ") << shm->path();
-        } else {
-          own_group = std::make_unique<SolverGroup>();
-          group = own_group.get();
-          own_weights.resize(floats);
-          master = own_weights.data();
-        }
-        if (opt.net) {
-          auto m = std::make_unique<MachineGroup>(group, opt.log);
-          machine = m.get();
-          job = std::move(m);
-        } else {
-          job = std::make_unique<SharedGroup>(group, opt.log);
-        }
-        base_rank = group->solvers.fetch_add(n);
-        HS_REQUIRE(base_rank + n <= SolverGroup::kMaxSolvers)
-            << "the job already has " << base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
-        if (creator) {
-          if (!opt.weights.empty()) net.CopyTrainedLayersFromFiles(opt.weights);
-          if (!opt.resume.empty()) {
-            me.solver->Restore(opt.resume);
-            group->iter.store(me.solver->iter());
-          }
-          std::memcpy(master, net.param_data(), floats * sizeof(float));
-        }
-        if (policy.svb) {  // big InnerProduct weights as sufficient vectors
-          std::vector<SvbLayer> layers = FindSvbLayers(net);
-          std::string names;
-          for (const SvbLayer& l : layers) names += " " + l.name;
-          LOG_IF(INFO, opt.log && layers.empty())
-              << "SVB: no InnerProduct layer has batch x (outputs + inputs) < outputs x inputs: nothing to do, "
-                 "every parameter streams as usual";
-          LOG_IF(INFO, opt.log && !layers.empty()) << "SVB:" << names << " travel as sufficient vectors";
-          if (!layers.empty() && opt.net) {
-            // W never travels as values: every machine starts from the same one (or the same file).
-            if (creator && opt.weights.empty() && opt.resume.empty())
-              FillSvbWeights(net, layers, param.random_seed() >= 0 ? param.random_seed() : 0x5eedULL, master);
-            auto link = std::make_shared<SvbLink>(layers);
-            opt.net->UseSvb(link, SvbRanges(layers));
-            svb = std::make_unique<SvbRun>(std::move(layers), link);
-          } else if (!layers.empty()) {
-            svb = std::make_unique<SvbRun>(std::move(layers), n, master);
-          }
-        }
-        // Across machines: link the host copy to the others' and wait for them (or, joining a
-        // running job, for the weights and the global iteration).
-        if (opt.net) {
-          std::vector<size_t> params;
-          for (Blob* p : net.learnable_params()) params.push_back(p->cpu_data() - net.param_data());
-          opt.net->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
-          opt.net->set_agreement(kAgreeSolver, Digest64(SolverSettings(param)));
-          opt.net->Attach(machine, n, master, floats, params,
-                          [&] { return opt.action && opt.action() == SolverAction::STOP; });
-        }
-      }
-      sync.arrive_and_wait();
-      HS_REQUIRE(master != nullptr) << "the first solver failed to set up the shared weights";
-      // C. Join the group on the shared weights, or on a private copy plus a segment. The
-      //    place decides the random stream and the data: solvers of one process, and of a job
-      //    across machines, read disjoint partitions (PlaceSolver); processes of a --shm job,
-      //    which do not know how many will join, start at golden-ratio steps of the rank.
-      me.rank = base_rank + i;
-      if (opt.shm.empty()) {
-        const SolverPlace place = PlaceSolver(opt.net ? opt.net->rank() : 0, opt.net ? opt.net->machines() : 1, i, n);
-        me.ctx->set_seed(SolverSeed(base_seed, place.seed_rank));
-        me.ctx->set_data_partition(place.begin, place.length);
-        if (opt.net)  // a dead machine's partition is read by the others until it is back
-          me.ctx->set_data_takeover([net = opt.net, i, n] {
-            return TakenOverPartitions(net->rank(), net->machines(), i, n, net->dead_machines());
-          });
-      } else {
-        me.ctx->set_seed(SolverSeed(base_seed, me.rank));
-        me.ctx->set_data_shard(std::fmod(0.6180339887498949 * me.rank, 1.0));
-      }
-      std::function<std::string()> extra;
-      if (me.rank == 0 && private_copies) extra = segment_stats;
-      if (me.rank == 0 && opt.net)
-        extra = [net = opt.net, private_copies, &segment_stats] {
-          std::string lines = net->Line();
-          if (private_copies) lines.append("\n").append(segment_stats());
-          return lines;
-        };
-      me.solver->JoinGroup(job.get(), me.rank, extra);
-      if (private_copies) {
-        std::memcpy(net.param_data(), master, net.param_buffer_size() * sizeof(float));
-        SegmentOptions seg;
-        seg.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
-        seg.pause_us = static_cast<uint32_t>(opt.sweep_pause_us >= 0 ? opt.sweep_pause_us
-                                                                      : me.ctx->mode() == Mode::GPU ? 0 : 2000);
-        if (svb) {  // W travels as factors: chunks cut at the params, W's left out
-          seg.boundaries = net.learnable_offsets();
-          std::sort(seg.boundaries.begin(), seg.boundaries.end());
-          seg.skip = SvbRanges(svb->layers());
-        }
-        sync.arrive_and_wait();  // every copy made, before the policy's state reads them
-        if (i == 0) {
-          updates = std::make_shared<ChunkUpdates>(ChunkLayout(net.param_buffer_size(), seg.chunk_floats, seg.boundaries).count);
-          std::vector<int> ranks;
-          std::vector<float*> copies;
-          for (Local& l : locals) {
-            ranks.push_back(base_rank + l.index);
-            copies.push_back(l.solver->net().param_data());
-          }
-          std::vector<float*> targets;
-          if (local_policy.kind == PK::kBsp) targets.push_back(master);
-          if (local_policy.kind == PK::kGsp) {  // each group trains its own buffer, streamed to the master
-            group_weights.assign(local_policy.groups.size(), std::vector<float>(master, master + net.param_buffer_size()));
-            for (auto& gw : group_weights) {
-              targets.push_back(gw.data());
-              SegmentOptions gs = seg;
-              gs.rule = local_policy.Rule(updates);
-              group_segments.push_back(std::make_unique<Segment>(master, gw.data(), gw.size(), gs));
-            }
-          }
-          run = std::make_unique<PolicyRun>(local_policy, group, ranks, copies, targets, net.param_buffer_size(),
-                                            [&locals, group](int k) { return !group->gone[locals[k].rank].load(); });
-          run->set_exchange([&locals](int k) { locals[k].segment->Sweep(); });
-          run->set_refresh([&locals, &local_policy](int k) { locals[k].segment->AwaitSweeps(2, local_policy.timeout); });
-          if (net_rounds) {
-            const int mates = static_cast<int>(
-                std::count(machine_group.begin(), machine_group.end(), machine_group[opt.net->rank()]));
-            run->set_machines([job = opt.net] { return job->slowest_other(); },
-                              [job = opt.net] { return job->fresh_rounds(); });
-            run->set_machine_rounds(1.f / static_cast<float>(mates), policy.name());
-          }
-        }
-        sync.arrive_and_wait();  // the policy's state is made
-        if (!rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
-          seg.rule = local_policy.Rule(updates);
-          // Private copies in one process move the master only by their deltas: from 3 up,
-          // each is weighted min(1, 2/staleness) by default (whole, 4 copies under load went
-          // NaN; 1/staleness alone held but averaged the copies' steps). Not for easgd (its
-          // elastic rule) nor weed-out (its own), nor under a job across machines.
-          // (--aggregate=scale=1 gives MXNet-G's 1/staleness exactly.)
-          if (!opt.net && local_policy.kind != PK::kEasgd && local_policy.kind != PK::kWeedout)
-            ParseAggregate(opt.aggregate, n, &seg.rule, 2.f);
-          if (local_policy.kind == PK::kEasgd) seg.elastic = local_policy.alpha;
-          me.segment = std::make_unique<Segment>(master, net.param_data(), net.param_buffer_size(), seg);
-        }
-        // The leader tests and snapshots the master; each solver hands in its last progress
-        // before it counts as finished, so the final snapshot holds everyone's work.
-        me.solver->UseMaster(master, [&, i] {
-          if (svb) svb->OnTrainEnd(i, locals[i].solver->net());
-          const bool last_of_group = run->End(i);
-          if (Segment* s = locals[i].segment.get()) {
-            s->Stop();
-            s->Sweep();
-          }
-          if (local_policy.kind == PK::kGsp && last_of_group) {
-            Segment* gs = group_segments[run->group_of(i)].get();
-            gs->Stop();
-            gs->Sweep();
-          }
-        });
-        // The lead bound (HogwildOptions::copy_lead): one sweep awaited, for at most 2 s (a
-        // daemon that stopped, at the end, lets the solver go on at once).
-        const int lead = opt.copy_lead;
-        me.solver->SetIterationHooks(
-            [&, i, lead] {
-              Local& l = locals[i];
-              if (lead > 0 && l.segment && l.segment->running()) {
-                const uint64_t sweeps = l.segment->stats().sweeps;
-                if (sweeps != l.seen_sweeps) {
-                  l.seen_sweeps = sweeps;
-                  l.ahead = 0;
-                }
-                if (++l.ahead > lead) {
-                  l.lead_waits.fetch_add(1, std::memory_order_relaxed);
-                  l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
-                  l.seen_sweeps = l.segment->stats().sweeps;
-                  l.ahead = 1;
-                }
-              }
-              return run->Before(i);
-            },
-            [&, i] { run->After(i); });
-      } else {
-        net.UseParamBuffer(master, /*copy_in=*/false);
-      }
-      if (machine_gate) {  // the clock bound holds between machines
-        sync.arrive_and_wait();  // every rank known
-        if (i == 0) {
-          std::vector<int> ranks;
-          for (Local& l : locals) ranks.push_back(l.rank);
-          run = std::make_unique<PolicyRun>(policy, group, ranks, std::vector<float*>(n, nullptr), std::vector<float*>{},
-                                            net.param_buffer_size(), [](int) { return true; });
-          run->set_machines([job = opt.net] { return job->slowest_other(); },
-                            [job = opt.net] { return job->fresh_rounds(); });
-        }
-        sync.arrive_and_wait();
-        me.solver->SetIterationHooks([&, i] { return run->Before(i); }, [&, i] { run->After(i); });
-        if (me.rank == 0) extra = [before = extra, &run] { return before() + "\n" + run->Line(); };
-        if (me.rank == 0) me.solver->JoinGroup(job.get(), me.rank, extra);
-      }
-      if (svb) me.solver->SetGradientHook([&, i] { svb->OnGradient(i, locals[i].solver->net()); });
-      // Across machines a copy that went non-finite is re-taken from the others (on the host
-      // copy, which every local solver trains; a private copy follows it through its segment).
-      if (opt.net && !private_copies) me.solver->SetDivergenceHook([job = opt.net](std::string* why) { return job->Recover(why); });
-      sync.arrive_and_wait();
-      if (i == 0) {
-        if (shm && creator) shm->MarkReady();
-        // This process's pulse for its ranks: alive (not necessarily progressing), so a long
-        // test pass never looks like death.
-        heartbeat = std::thread([&] {
-          while (!heartbeat_stop.load()) {
-            const int64_t now = HeartbeatNowMs();
-            for (int r = base_rank; r < base_rank + n; ++r) group->heartbeat_ms[r].store(now);
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-          }
-        });
-      }
-      if (me.segment && policy.kind != PK::kEasgd) me.segment->Start();
-      if (i == 0)
-        for (auto& gs : group_segments) gs->Start();
-      // D. Train until the global iteration reaches max_iter (or the leader stops the job).
-      me.solver->Solve();
-    } catch (...) {
-      errors[i] = std::current_exception();
-      // Gone at once, though this process still beats: if it led, another takes over; one
-      // solver's error (a corrupt record, say) ends the job.
-      if (job) job->Leave(me.rank);
-      sync.arrive_and_drop();
-    }
-  };
-
-  for (int i = 0; i < n; ++i) {
-    locals[i].index = i;
+  for (int i = 0; i < r.plan.n; ++i) {
+    r.locals[i].index = i;
     const bool on_gpu = i < static_cast<int>(gpus.size());
-    locals[i].ctx = std::make_unique<Context>(on_gpu ? Mode::GPU : Mode::CPU, on_gpu ? gpus[i] : 0, 1);
-    locals[i].ctx->set_seed(SolverSeed(base_seed, i));
+    r.locals[i].ctx = std::make_unique<Context>(on_gpu ? Mode::GPU : Mode::CPU, on_gpu ? gpus[i] : 0, 1);
+    r.locals[i].ctx->set_seed(SolverSeed(r.base_seed, i));
   }
   std::vector<std::thread> threads;
-  for (int i = 1; i < n; ++i) threads.emplace_back(body, i);
-  body(0);
+  for (int i = 1; i < r.plan.n; ++i) threads.emplace_back(TrainOne, std::ref(r), i);
+  TrainOne(r, 0);
   for (auto& t : threads) t.join();
-  heartbeat_stop.store(true);
-  if (heartbeat.joinable()) heartbeat.join();
-  if (opt.net) {
-    opt.net->Finish();
-    // The machines that did not lead end as Caffe's log tools expect a run to end.
-    bool ok = true;
-    for (auto& e : errors) ok = ok && !e;
-    const std::string failed = opt.net->error();  // the job went on without this machine
-    HS_REQUIRE(!ok || failed.empty()) << failed;
-    if (ok && !opt.net->leads() && opt.log)
-      LOG(INFO) << "Optimization Done. (machine " << opt.net->rank() << "; the final test and snapshot are the leader's)";
-  }
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  HogwildReport report;
-  report.created = creator;
-  report.global_iter = group ? group->iter.load() : 0;
-  for (const Local& l : locals) {
-    report.ranks.push_back(l.rank);
-    report.done.push_back(group && l.rank >= 0 ? group->done[l.rank].load() : 0);
-    report.seeds.push_back(l.ctx->seed());
-    report.shards.push_back(l.ctx->data_shard());
-    if (l.segment) report.segments.push_back(l.segment->stats());
-  }
-  for (auto& gs : group_segments) report.segments.push_back(gs->stats());
-  if (run) report.policy = run->figures();
-  if (svb) report.svb = svb->figures();
-  if (master && group) report.weights.assign(master, master + locals[0].solver->net().param_buffer_size());
-  if (opt.log && (run || !report.segments.empty() || svb)) {  // what sharing cost, once, at the end
-    uint64_t bytes = 0;
-    for (const SegmentStats& st : report.segments) bytes += st.bytes_moved;
-    int64_t mine = 0;
-    for (int64_t d : report.done) mine += d;
-    std::ostringstream os;
-    os << "Sharing: " << (run ? run->Line() : "Policy " + policy.name()) << "; segments moved " << std::fixed
-       << std::setprecision(1) << bytes / 1048576.0 << " MiB, " << (mine ? bytes / 1024.0 / mine : 0)
-       << " KiB per iteration of this process";
-    if (svb)
-      os << "; " << svb->Line() << ", " << (mine ? report.svb.bytes_sent / 1024.0 / mine : 0) << " KiB per iteration";
-    LOG(INFO) << os.str();
-  }
-  return report;
+  FinishRun(r);
+  return MakeReport(r);
 }
 
 }  // namespace hogstream
