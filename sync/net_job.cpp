@@ -788,6 +788,15 @@ void NetJob::Post() {
 
 void NetJob::Bridge() {
   const Clock::time_point now = Clock::now();
+  CountOthers();
+  if (!WatchQuorum(now)) return;
+  ChooseLeader(now);
+  PassRequests();
+  Drain(now);
+  if (g_->shared().job_done.load() && leader_ == opt_.rank) done_ = true;
+}
+
+void NetJob::CountOthers() {
   // The others' new iterations join this machine's count of the global iteration.
   for (int r = 0; r < opt_.machines; ++r) {
     Peer& p = *peers_[r];
@@ -795,6 +804,9 @@ void NetJob::Bridge() {
     g_->shared().iter.fetch_add(p.count - p.counted, std::memory_order_relaxed);
     p.counted = p.count;
   }
+}
+
+bool NetJob::WatchQuorum(Clock::time_point now) {
   // Quorum: a machine cut off from most of the job neither leads nor tests nor snapshots (two
   // sides of a partition would each write the job's files) and its solvers wait; back with the
   // others, it re-takes their weights as a joiner does, so that the two sides' chunks are
@@ -828,8 +840,12 @@ void NetJob::Bridge() {
     }
     g_->EndJob();  // its solvers return; the caller reports error()
     quit_.store(true);
-    return;
+    return false;
   }
+  return true;
+}
+
+void NetJob::ChooseLeader(Clock::time_point now) {
   // Leader: the lowest live rank that has the weights, on the side with a quorum.
   int leader = -1;
   for (int r = 0; quorum_ && r < opt_.machines && leader < 0; ++r)
@@ -845,6 +861,9 @@ void NetJob::Bridge() {
     lead_.store(leader);
     g_->SetLeads(leader == opt_.rank);
   }
+}
+
+void NetJob::PassRequests() {
   // Requests and the end of the job, to and from the others. A signal on any machine is a
   // request (its stop flag) to the leader; the leader's own stop flag tells every machine to
   // stop training now, so that the job ends at one global iteration and the leader's drain
@@ -874,6 +893,13 @@ void NetJob::Bridge() {
   for (int r = 0; r < opt_.machines; ++r)
     if (r != opt_.rank && peers_[r]->live) heard_done = heard_done && (peers_[r]->flags & kNetDone);
   all_done_.store(done_ && heard_done);
+}
+
+void NetJob::Drain(Clock::time_point now) {
+  // This machine's solvers done: its progress goes out (flushed once every chunk it does not
+  // own has been answered since). The leader's final snapshot waits for the others' last
+  // deltas: every live machine flushed, then each chunk it does not own answered twice more
+  // (the owners' values with those deltas in), or drain_ms.
   bool local_done = local_ > 0;
   for (int r = 0; r < local_; ++r) local_done = local_done && g_->shared().finished[r].load();
   if (local_done && !finished_) {
@@ -889,7 +915,7 @@ void NetJob::Bridge() {
   };
   if (finished_ && !flushed_)
     flushed_ = answered_since(answers_at_finish_, 1) || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms);
-  if (finished_ && g_->holding_final() && leader == opt_.rank) {
+  if (finished_ && g_->holding_final() && leader_ == opt_.rank) {
     bool others = true;
     for (int r = 0; r < opt_.machines; ++r)
       if (r != opt_.rank && peers_[r]->live) others = others && (peers_[r]->flags & kNetFlushed);
@@ -905,7 +931,6 @@ void NetJob::Bridge() {
       g_->ReleaseFinal();
     }
   }
-  if (g_->shared().job_done.load() && leader == opt_.rank) done_ = true;
 }
 
 std::vector<bool> NetJob::Reached(Clock::time_point now, Clock::duration within) const {

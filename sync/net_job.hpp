@@ -277,7 +277,15 @@ class NetJob {
   void CheckLiveness();
   void Reshare();
   void Post();
+  // The bridge between the job and this machine's group, each daemon pass: the others'
+  // iterations counted, the quorum watched (false: this machine gave up), the leader chosen,
+  // requests and the end of the job passed on both ways, and the end-of-job drain.
   void Bridge();
+  void CountOthers();
+  bool WatchQuorum(std::chrono::steady_clock::time_point now);
+  void ChooseLeader(std::chrono::steady_clock::time_point now);
+  void PassRequests();
+  void Drain(std::chrono::steady_clock::time_point now);
   void Figures();
   void Clocks();  // slowest_other_, fresh_rounds_
   void SendFactors();  // --svb
