@@ -354,9 +354,9 @@ uint32_t NetJob::Flags() const {
 // ---------------------------------------------------------------- the daemon
 
 void NetJob::Run() {
-  const Clock::time_point started = Clock::now();
-  last_post_ = last_figures_ = started;
-  last_control_ = started - std::chrono::hours(1);
+  started_ = Clock::now();
+  last_post_ = last_figures_ = started_;
+  last_control_ = started_ - std::chrono::hours(1);
   const int fd = t_->wait_fd();
   bool reported_status = false;
   while (!quit_.load(std::memory_order_relaxed)) {
@@ -375,111 +375,9 @@ void NetJob::Run() {
     }
     CheckLiveness();
     if (phase_ == Phase::kStart) {
-      // A newcomer to a running job joins it; otherwise a new job starts once every machine
-      // is heard from and ready (each is ready as soon as it has heard every other one).
-      bool all = true, running = false;
-      std::vector<int64_t> views;  // of the machines training: a joiner takes their median
-      for (int r = 0; r < opt_.machines; ++r) {
-        if (r == opt_.rank) continue;
-        const Peer& p = *peers_[r];
-        all = all && p.live;
-        if (p.live && (p.flags & kNetTraining)) {
-          running = true;
-          views.push_back(p.view);
-        }
-      }
-      // The global iteration a joiner starts from: the median of the members' views (the lower
-      // one of two: a view too high would end this machine's training at once), so that no
-      // single member, mistaken or lying, sets it where three or more are heard; every
-      // member's own count only grows by what it could have run (OnControl).
-      std::sort(views.begin(), views.end());
-      const int64_t view = views.empty() ? 0 : views[(views.size() - 1) / 2];
-      if (running && !ready_ && svb_) {
-        start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
-        start_failed_.store(true);
-        return;
-      }
-      // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
-      // a strict majority of the job, whose views it takes (Quorum's tie rule, exactly half
-      // with machine 0, would let machine 0 join on one other's view alone).
-      const std::vector<bool> reached = Reached(now);
-      if (running && !ready_ && 2 * std::count(reached.begin(), reached.end(), true) > opt_.machines) {
-        phase_ = Phase::kJoining;
-        joined_running_.store(true);
-        g_->shared().iter.store(view);
-        for (auto& p : peers_) p->counted = p->count;  // their past is in `view` already
-        LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
-                               << view << "; receiving the weights";
-        Reshare();
-      } else if (all) {
-        ready_ = true;
-        bool all_ready = true;
-        for (int r = 0; r < opt_.machines; ++r)
-          if (r != opt_.rank) all_ready = all_ready && (peers_[r]->flags & kNetReady);
-        if (all_ready || running) {
-          phase_ = Phase::kTraining;
-          Reshare();
-          LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
-                                 << Name(opt_.rank) << " masters " << owned_.size() << " of "
-                                 << slave_->layout().count << " chunks of " << chunk_floats_ << " floats"
-                                 << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
-          start_ok_.store(true);
-        }
-      } else if (now - started > std::chrono::milliseconds(opt_.start_ms)) {
-        std::ostringstream os;
-        os << "no word from";
-        for (int r = 0; r < opt_.machines; ++r)
-          if (r != opt_.rank && !peers_[r]->live) os << " " << Name(r);
-        os << " after " << opt_.start_ms / 1000.0 << " s";
-        const Losses l = LossesOf(t_->counters());
-        uint64_t unproven = control_refused_[static_cast<size_t>(ControlRefusal::kUnproven)];
-        if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
-        if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
-                          << "(or claiming another machine's rank): is every machine given the same --peers, in the same order, and --job?";
-        if (!l.mac && !l.foreign && unproven)
-          os << "; its messages arrive but never echo this run (do its frames come back to it?)";
-        if (!l.mac && !l.foreign && !unproven) os << " (is it started, with the same --peers list and job?)";
-        start_error_ = os.str();
-        start_failed_.store(true);
-        return;
-      }
+      if (!Start(now)) return;
     } else {
-      if (phase_ == Phase::kJoining) {
-        bool others_sound = false;  // another machine has the weights (a recovery takes them from it)
-        for (int r = 0; r < opt_.machines; ++r)
-          others_sound = others_sound || (r != opt_.rank && peers_[r]->live && (peers_[r]->flags & kNetReady));
-        if (others_sound) owner_seen_ = now;
-        if (slave_->chunks_heard() == slave_->layout().count && slave_->retaking() == 0) {
-          ready_ = true;
-          phase_ = Phase::kTraining;
-          if (recovering_) {
-            recovering_ = false;
-            ++recoveries_;
-            g_->SetPaused(false);
-            LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
-                                   << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
-            recover_done_.store(recover_target_);
-          } else {
-            LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
-                                   << std::setprecision(3) << Seconds(now - started) << " s; taking a share";
-            start_ok_.store(true);
-          }
-        } else if (recovering_) {
-          if (now - owner_seen_ > std::chrono::milliseconds(opt_.dead_ms)) {
-            recover_error_ = "every machine's copy of the weights diverged (non-finite) and none is left to recover "
-                             "from: the job cannot go on (lower base_lr, or check the data)";
-            recover_failed_.store(true);
-            return;
-          }
-        } else if (now - started > std::chrono::milliseconds(opt_.start_ms)) {
-          std::ostringstream os;
-          os << "joining a running job: only " << slave_->chunks_heard() << " of " << slave_->layout().count
-             << " chunks received after " << opt_.start_ms / 1000.0 << " s";
-          start_error_ = os.str();
-          start_failed_.store(true);
-          return;
-        }
-      }
+      if (phase_ == Phase::kJoining && !Join(now)) return;
       if (phase_ == Phase::kTraining && recover_asked_.load() > recover_done_.load() && !recovering_) BeginRecovery("lost its copy of the weights (non-finite)");
       Reshare();
       Bridge();
@@ -506,6 +404,116 @@ void NetJob::Run() {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+}
+
+bool NetJob::Start(Clock::time_point now) {
+    // A newcomer to a running job joins it; otherwise a new job starts once every machine
+    // is heard from and ready (each is ready as soon as it has heard every other one).
+    bool all = true, running = false;
+    std::vector<int64_t> views;  // of the machines training: a joiner takes their median
+    for (int r = 0; r < opt_.machines; ++r) {
+      if (r == opt_.rank) continue;
+      const Peer& p = *peers_[r];
+      all = all && p.live;
+      if (p.live && (p.flags & kNetTraining)) {
+        running = true;
+        views.push_back(p.view);
+      }
+    }
+    // The global iteration a joiner starts from: the median of the members' views (the lower
+    // one of two: a view too high would end this machine's training at once), so that no
+    // single member, mistaken or lying, sets it where three or more are heard; every
+    // member's own count only grows by what it could have run (OnControl).
+    std::sort(views.begin(), views.end());
+    const int64_t view = views.empty() ? 0 : views[(views.size() - 1) / 2];
+    if (running && !ready_ && svb_) {
+      start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
+      start_failed_.store(true);
+      return false;
+    }
+    // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
+    // a strict majority of the job, whose views it takes (Quorum's tie rule, exactly half
+    // with machine 0, would let machine 0 join on one other's view alone).
+    const std::vector<bool> reached = Reached(now);
+    if (running && !ready_ && 2 * std::count(reached.begin(), reached.end(), true) > opt_.machines) {
+      phase_ = Phase::kJoining;
+      joined_running_.store(true);
+      g_->shared().iter.store(view);
+      for (auto& p : peers_) p->counted = p->count;  // their past is in `view` already
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
+                             << view << "; receiving the weights";
+      Reshare();
+    } else if (all) {
+      ready_ = true;
+      bool all_ready = true;
+      for (int r = 0; r < opt_.machines; ++r)
+        if (r != opt_.rank) all_ready = all_ready && (peers_[r]->flags & kNetReady);
+      if (all_ready || running) {
+        phase_ = Phase::kTraining;
+        Reshare();
+        LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
+                               << Name(opt_.rank) << " masters " << owned_.size() << " of "
+                               << slave_->layout().count << " chunks of " << chunk_floats_ << " floats"
+                               << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
+        start_ok_.store(true);
+      }
+    } else if (now - started_ > std::chrono::milliseconds(opt_.start_ms)) {
+      std::ostringstream os;
+      os << "no word from";
+      for (int r = 0; r < opt_.machines; ++r)
+        if (r != opt_.rank && !peers_[r]->live) os << " " << Name(r);
+      os << " after " << opt_.start_ms / 1000.0 << " s";
+      const Losses l = LossesOf(t_->counters());
+      uint64_t unproven = control_refused_[static_cast<size_t>(ControlRefusal::kUnproven)];
+      if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
+      if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
+                        << "(or claiming another machine's rank): is every machine given the same --peers, in the same order, and --job?";
+      if (!l.mac && !l.foreign && unproven)
+        os << "; its messages arrive but never echo this run (do its frames come back to it?)";
+      if (!l.mac && !l.foreign && !unproven) os << " (is it started, with the same --peers list and job?)";
+      start_error_ = os.str();
+      start_failed_.store(true);
+      return false;
+    }
+  return true;
+}
+
+bool NetJob::Join(Clock::time_point now) {
+  bool others_sound = false;  // another machine has the weights (a recovery takes them from it)
+  for (int r = 0; r < opt_.machines; ++r)
+    others_sound = others_sound || (r != opt_.rank && peers_[r]->live && (peers_[r]->flags & kNetReady));
+  if (others_sound) owner_seen_ = now;
+  if (slave_->chunks_heard() == slave_->layout().count && slave_->retaking() == 0) {
+    ready_ = true;
+    phase_ = Phase::kTraining;
+    if (recovering_) {
+      recovering_ = false;
+      ++recoveries_;
+      g_->SetPaused(false);
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
+                             << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
+      recover_done_.store(recover_target_);
+    } else {
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
+                             << std::setprecision(3) << Seconds(now - started_) << " s; taking a share";
+      start_ok_.store(true);
+    }
+  } else if (recovering_) {
+    if (now - owner_seen_ > std::chrono::milliseconds(opt_.dead_ms)) {
+      recover_error_ = "every machine's copy of the weights diverged (non-finite) and none is left to recover "
+                       "from: the job cannot go on (lower base_lr, or check the data)";
+      recover_failed_.store(true);
+      return false;
+    }
+  } else if (now - started_ > std::chrono::milliseconds(opt_.start_ms)) {
+    std::ostringstream os;
+    os << "joining a running job: only " << slave_->chunks_heard() << " of " << slave_->layout().count
+       << " chunks received after " << opt_.start_ms / 1000.0 << " s";
+    start_error_ = os.str();
+    start_failed_.store(true);
+    return false;
+  }
+  return true;
 }
 
 size_t NetJob::Receive() {

@@ -265,7 +265,12 @@ class NetJob {
 
  private:
   struct Peer;
-  void Run();
+  void Run();  // the daemon loop
+  // The daemon's phases before training (false: the daemon ends, start_failed_ or
+  // recover_failed_ set): a new job's start (every machine heard and ready) or a joiner's
+  // first step; then, joining (a newcomer, a recovery), until every chunk is received.
+  bool Start(std::chrono::steady_clock::time_point now);
+  bool Join(std::chrono::steady_clock::time_point now);
   size_t Receive();  // handles what came in; returns how many messages
   int64_t LocalIterations() const;  // this machine's solvers' iterations
   void OnControl(const Message& m);
@@ -334,6 +339,7 @@ class NetJob {
   std::chrono::steady_clock::time_point finished_at_, last_control_, last_post_, last_figures_;
   bool answer_now_ = false;  // a control message due before the next interval (a new peer run heard)
   std::chrono::steady_clock::time_point attached_at_;  // owner thread
+  std::chrono::steady_clock::time_point started_;      // daemon: when it began
   int leader_ = -1;
   Message batch_[32];
   size_t polled_ = 0, next_ = 0;
