@@ -1,17 +1,6 @@
 // hogstream: the command-line front end. Each command is a few lines over the libraries;
-// every Error ends here as one line on stderr and exit status 1.
-//
-//   hogstream describe --model=NET [--phase=TRAIN|TEST] [--stage=S] [--level=N] [--input=TOP:N,C,H,W]
-//   hogstream time     --model=NET [--iterations=50] [--threads=1] [--phase=...] [--input=...]
-//   hogstream train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL] [--iterations=N]
-//   hogstream test     --model=NET --weights=MODEL [--iterations=50]
-//   hogstream convert  mnist IMAGES LABELS OUT | cifar10 BIN... OUT | imageset ROOT LIST OUT
-//                      | mean LMDB OUT.binaryproto
-//   hogstream bench    --transport=inproc|udp|raw --loopback [--chunk=4k,16k,...] [--batch=1,16]
-//                      [--netns=A,B] [--where=ADDR_A,ADDR_B] [--multicast=GROUP] [--json]
-//   hogstream bench    --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC  (each host)
-//   hogstream plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]
-//   hogstream upgrade  NET|SOLVER [OUT]
+// every Error ends here as one line on stderr and exit status 1. `hogstream --help` lists the
+// commands and `hogstream COMMAND --help` a command's flags, declared in bin/commands.cpp.
 #include <glog/logging.h>
 
 #include <algorithm>
@@ -37,61 +26,25 @@
 namespace hogstream {
 namespace {
 
-const char kUsage[] =
-    "usage: hogstream COMMAND [flags]\n"
-    "commands:\n"
-    "  describe --model=NET [--phase=TRAIN|TEST] [--level=N] [--stage=S]... [--input=TOP:N,C,H,W]...\n"
-    "           one row per layer (name, type, top shapes, parameters), then 'params: N'\n"
-    "  time     --model=NET [--iterations=50] [--threads=1] [--gpu=ID] [--phase=...] [--input=...]\n"
-    "           per-layer forward/backward ms and the total per batch (--gpu: on that GPU)\n"
-    "  train    --solver=SOLVER [--snapshot=STATE | --weights=MODEL[,MODEL]] [--iterations=N]\n"
-    "           [--cpu | --gpu=ID]  (over the file's solver_mode and device_id, as caffe train -gpu)\n"
-    "           [--sigint_effect=stop|snapshot|none] [--sighup_effect=snapshot|stop|none]\n"
-    "           [--solvers=[gpu:]*N [--shm=NAME] [--private] [--chunk=FLOATS]]  Hogwild\n"
-    "           [--policy=async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:0,1;2,3]\n"
-    "            [--staleness-weight] [--compress=fp16|int8|topk:F] [--policy_timeout=120]\n"
-    "            [--svb]  big InnerProduct weights as sufficient vectors (async; --private in one process)\n"
-    "            [--copy_lead=4] [--sweep_pause_us=US]  private copies: iterations without a sweep, daemon's pause\n"
-    "           [--peers=udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE\n"
-    "            [--multicast=GROUP:PORT|on] [--rank=N] [--iface=NAME|RDMA_DEVICE[:PORT]] [--job=NAME] [--job-key=FILE] [--loss=P]\n"
-    "            [--sweep_ms=20] [--dead_ms=2000] [--start_timeout=60] [--chunk_at_params] [--aggregate=auto|sum|share|K=V,...]\n"
-    "            [--payload=BYTES (default: what one datagram or frame carries within the MTU)]]\n"
-    "           [--metrics=[HOST:]PORT] [--stats_json=FILE]  Prometheus endpoint, JSON lines\n"
-    "           trains like `caffe train`; logs in Caffe's format on stderr\n"
-    "  test     --model=NET --weights=MODEL [--iterations=50]\n"
-    "           scores a trained model on the TEST phase of NET\n"
-    "  extract  --model=NET --weights=MODEL --blobs=BLOB[,BLOB...] [--iterations=1] OUT[,OUT...]\n"
-    "           the blobs' values, item by item, into one LMDB of float Datums per blob\n"
-    "           (Caffe's extract_features; the TEST phase unless --phase=TRAIN)\n"
-    "  convert  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not) to an LMDB of Datums\n"
-    "           cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches to an LMDB\n"
-    "           imageset ROOT LIST OUT_LMDB     JPEG/PNG files listed as 'PATH LABEL' lines\n"
-    "             [--resize_height=H --resize_width=W] [--shuffle [--seed=N]] [--gray] [--check_size]\n"
-    "             [--encoded [--encode_type=jpg|png]]  (Caffe's convert_imageset)\n"
-    "           mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB (encoded ones decoded)\n"
-    "  bench    --transport=inproc|udp|raw|verbs --loopback [--chunk=4k,16k,32k] [--batch=16]\n"
-    "           or --transport=udp|raw --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC [--timeout=30]\n"
-    "           (the same command on both hosts; the local entry picks the end)\n"
-    "           [--seconds=1] [--repeat=1] [--slots=64] [--window=N] [--netns=NS_A,NS_B]\n"
-    "           [--where=A,B (udp: IPv4 per end; raw: interface per end)] [--multicast=GROUP]\n"
-    "           [--gso=on|off] [--job-key=FILE] [--buffer=16M] [--json]\n"
-    "           segment rate over a link next to the link's raw rate, per chunk and batch size\n"
-    "  plot     LOG... -o OUT.png|OUT.svg [--x=iters|seconds] [--y=accuracy,loss,lr,img/s]\n"
-    "           training curves from Caffe-format logs (ours or Caffe's), one colour per log\n"
-    "  upgrade  NET|SOLVER [OUT]\n"
-    "           a V1/V0 net (or a solver with solver_type) in the current format, to OUT or stdout\n"
-    "--input gives the shape of a top whose Data layer's source is absent (a label top\n"
-    "defaults to the batch size).\n";
-
-const std::vector<std::string> kNetFlags = {"model", "phase", "level", "stage", "input"};
+// `hogstream --help`: the commands, each with the first line of what it does.
+std::string Usage() {
+  std::string text = "usage: hogstream COMMAND [flags] [ARGS]\ncommands:\n";
+  for (const Command& c : HogstreamCommands()) {
+    std::string name = c.name.substr(c.name.find(' ') + 1);
+    name.resize(std::max<size_t>(name.size() + 1, 10), ' ');
+    text += "  " + name + c.about.substr(0, c.about.find('\n')) + "\n";
+  }
+  return text + "`hogstream COMMAND --help` gives a command's arguments and every flag with its default;\n"
+                "`hogstream --version` the version.\n";
+}
 
 std::unique_ptr<Net> LoadNet(const Flags& f) {
   HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
   NetOptions opt;
-  const std::string phase = f.get("phase", "TRAIN");
+  const std::string phase = f.get("phase");
   HS_REQUIRE(phase == "TRAIN" || phase == "TEST") << "--phase must be TRAIN or TEST, got '" << phase << "'";
   opt.phase = phase == "TRAIN" ? pb::TRAIN : pb::TEST;
-  opt.level = static_cast<int>(f.get_int("level", 0));
+  opt.level = static_cast<int>(f.int_in("level", INT_MIN, INT_MAX));
   opt.stages = f.all("stage");
   opt.input_shapes = InputShapes(f);
   pb::NetParameter param = ReadNetText(f.get("model"), &opt.source);
@@ -99,30 +52,29 @@ std::unique_ptr<Net> LoadNet(const Flags& f) {
 }
 
 int Describe(int argc, char** argv) {
-  Flags f(argc, argv, 2, kNetFlags);
+  Flags f(HogstreamCommand("describe"), argc, argv, 2);
   auto net = LoadNet(f);
   DescribeNet(*net, std::cout);
   return 0;
 }
 
 int Time(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(kNetFlags, {"iterations", "threads", "gpu"}));
+  Flags f(HogstreamCommand("time"), argc, argv, 2);
   // --gpu=ID times the GPU passes (each layer's time then ends when the device is idle).
   const bool gpu = f.has("gpu");
   const int device = gpu ? static_cast<int>(f.get_int("gpu", 0, 0, 1023)) : 0;
   if (gpu) RequireGpu(device, "--gpu=" + std::to_string(device));
   Context ctx(gpu ? Mode::GPU : Mode::CPU, device, 1);
-  ctx.set_threads(static_cast<int>(f.get_int("threads", 1, 1, 1024)));
+  ctx.set_threads(static_cast<int>(f.int_in("threads", 1, 1024)));
   ContextScope scope(&ctx);
   auto net = LoadNet(f);
-  const auto report = TimeNet(*net, static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX)));
+  const auto report = TimeNet(*net, static_cast<int>(f.int_in("iterations", 1, INT_MAX)));
   PrintTiming(*net, report, std::cout);
   return 0;
 }
 
 int Train(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(With(kHogwildFlags, kNetJobFlags), {"solver", "solvers", "cpu", "gpu"}),
-          {"private", "chunk_at_params", "staleness-weight", "svb", "cpu"});
+  Flags f(HogstreamCommand("train"), argc, argv, 2);
   HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
   pb::SolverParameter param = ReadSolverText(f.get("solver"));
   // `caffe train -gpu ID` and its CPU counterpart: the file's solver_mode is overridden, not
@@ -168,20 +120,22 @@ int Train(int argc, char** argv) {
 }
 
 int Test(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(kNetFlags, {"weights", "iterations"}));
+  Flags f(HogstreamCommand("test"), argc, argv, 2);
   HS_REQUIRE(f.has("weights")) << "--weights=MODEL.caffemodel is required";
   HS_REQUIRE(f.has("model")) << "--model=NET.prototxt is required";
   Context ctx(Mode::CPU, 0, 1);
   ContextScope scope(&ctx);
   NetOptions opt;
   opt.phase = pb::TEST;
+  opt.level = static_cast<int>(f.int_in("level", INT_MIN, INT_MAX));
+  opt.stages = f.all("stage");
   opt.input_shapes = InputShapes(f);
   Net net(ReadNetText(f.get("model"), &opt.source), opt);
   net.CopyTrainedLayersFromFiles(f.get("weights"));
   // `caffe test`'s lines, outputs in Caffe's order (by name): "Batch i, NAME = v" per batch,
   // then "Loss: L" and "NAME = mean (* w = w*mean loss)".
   const std::vector<OutputSlot> slots = CaffeOutputOrder(net);
-  const int iterations = static_cast<int>(f.get_int("iterations", 50, 1, INT_MAX));
+  const int iterations = static_cast<int>(f.int_in("iterations", 1, INT_MAX));
   LOG(INFO) << "Running for " << iterations << " iterations.";
   double loss = 0;
   const std::vector<double> mean = net.ForwardMean(iterations, &loss, [&](int i, double) {
@@ -199,9 +153,7 @@ int Test(int argc, char** argv) {
 }
 
 int Convert(int argc, char** argv) {
-  Flags f(argc, argv, 2,
-          {"resize_height", "resize_width", "shuffle", "gray", "encoded", "encode_type", "check_size", "seed"},
-          {"shuffle", "gray", "encoded", "check_size"});
+  Flags f(HogstreamCommand("convert"), argc, argv, 2);
   const auto& a = f.positional();
   HS_REQUIRE(!a.empty()) << "convert needs a kind: mnist, cifar10, imageset or mean (see hogstream help)";
   HS_REQUIRE(a[0] == "imageset" || (!f.has("resize_height") && !f.has("resize_width") && !f.has("shuffle") &&
@@ -219,14 +171,14 @@ int Convert(int argc, char** argv) {
     HS_REQUIRE(a.size() == 4) << "usage: hogstream convert imageset ROOT LIST OUT_LMDB [--resize_height=H "
                                  "--resize_width=W] [--shuffle] [--gray] [--encoded] [--encode_type=jpg|png]";
     ImagesetOptions o;
-    o.resize_height = static_cast<int>(f.get_int("resize_height", 0, 0, 1 << 16));
-    o.resize_width = static_cast<int>(f.get_int("resize_width", 0, 0, 1 << 16));
+    o.resize_height = static_cast<int>(f.int_in("resize_height", 0, 1 << 16));
+    o.resize_width = static_cast<int>(f.int_in("resize_width", 0, 1 << 16));
     o.shuffle = f.get("shuffle") == "true";
     o.gray = f.get("gray") == "true";
     o.encoded = f.get("encoded") == "true";
     o.check_size = f.get("check_size") == "true";
     o.encode_type = f.get("encode_type");
-    o.seed = static_cast<uint32_t>(f.get_int("seed", 0, 0, UINT32_MAX));
+    o.seed = static_cast<uint32_t>(f.int_in("seed", 0, UINT32_MAX));
     n = ConvertImageset(a[1], a[2], a[3], o);
   } else if (a[0] == "mean") {
     HS_REQUIRE(a.size() == 3) << "usage: hogstream convert mean LMDB OUT.binaryproto";
@@ -242,7 +194,7 @@ int Convert(int argc, char** argv) {
 // item (channels x height x width as Caffe's 4-d view of the blob, values in float_data),
 // keyed "%010d" by the item's index, one LMDB per blob.
 int Extract(int argc, char** argv) {
-  Flags f(argc, argv, 2, With(kNetFlags, {"weights", "blobs", "iterations"}));
+  Flags f(HogstreamCommand("extract"), argc, argv, 2);
   const auto& a = f.positional();
   HS_REQUIRE(a.size() == 1 && f.has("model") && f.has("weights") && f.has("blobs"))
       << "usage: hogstream extract --model=NET --weights=MODEL --blobs=BLOB[,BLOB...] [--iterations=N] "
@@ -259,9 +211,11 @@ int Extract(int argc, char** argv) {
   Context ctx(Mode::CPU, 0, 1);
   ContextScope scope(&ctx);
   NetOptions opt;
-  const std::string phase = f.get("phase", "TEST");
+  const std::string phase = f.get("phase");
   HS_REQUIRE(phase == "TRAIN" || phase == "TEST") << "--phase must be TRAIN or TEST, got '" << phase << "'";
   opt.phase = phase == "TRAIN" ? pb::TRAIN : pb::TEST;
+  opt.level = static_cast<int>(f.int_in("level", INT_MIN, INT_MAX));
+  opt.stages = f.all("stage");
   opt.input_shapes = InputShapes(f);
   Net net(ReadNetText(f.get("model"), &opt.source), opt);
   net.CopyTrainedLayersFromFiles(f.get("weights"));
@@ -273,7 +227,7 @@ int Extract(int argc, char** argv) {
   }
   std::vector<std::unique_ptr<LmdbWriter>> dbs;
   for (const std::string& o : outs) dbs.push_back(std::make_unique<LmdbWriter>(o));
-  const int iterations = static_cast<int>(f.get_int("iterations", 1, 1, INT_MAX));
+  const int iterations = static_cast<int>(f.int_in("iterations", 1, INT_MAX));
   std::vector<size_t> items(blobs.size(), 0);
   pb::Datum datum;
   std::string value;
@@ -306,7 +260,7 @@ int Extract(int argc, char** argv) {
 }
 
 int Upgrade(int argc, char** argv) {
-  Flags f(argc, argv, 2, {});
+  Flags f(HogstreamCommand("upgrade"), argc, argv, 2);
   const auto& a = f.positional();
   HS_REQUIRE(a.size() == 1 || a.size() == 2) << "usage: hogstream upgrade NET|SOLVER [OUT]";
   const UpgradedFile u = UpgradeFile(a[0]);
@@ -356,15 +310,12 @@ std::array<std::string, 2> PerEnd(const std::string& flag, const std::string& v)
 }
 
 int Bench(int argc, char** argv) {
-  Flags f(argc, argv, 2,
-          {"transport", "loopback", "chunk", "batch", "seconds", "repeat", "slots", "window", "netns",
-           "where", "multicast", "gso", "job-key", "json", "peers", "buffer", "timeout"},
-          {"loopback", "json"});
+  Flags f(HogstreamCommand("bench"), argc, argv, 2);
   HS_REQUIRE(f.has("loopback") != f.has("peers"))
       << "bench needs --loopback (both ends in this process; --netns=A,B for two namespaces) or "
          "--peers=udp://IP:PORT,IP:PORT | raw://MAC,MAC (one end per host, same command on both)";
   LinkBenchOptions o;
-  o.transport = f.get("transport", "udp");
+  o.transport = f.get("transport");
   if (f.has("chunk")) o.chunk_bytes = ByteSizes(f.get("chunk"));
   if (f.has("batch")) {
     o.batches.clear();
@@ -377,23 +328,23 @@ int Bench(int argc, char** argv) {
       o.batches.push_back(static_cast<uint32_t>(v));
     }
   }
-  const std::string secs = f.get("seconds", "1");
+  const std::string secs = f.get("seconds");
   try {
     o.seconds = std::stod(secs);
   } catch (...) {
     HS_FAIL() << "--seconds wants a number, got '" << secs << "'";
   }
-  o.repeat = f.get_int("repeat", 1, 1, 100);
-  o.slots = static_cast<uint32_t>(f.get_int("slots", 64, 1, 4096));
-  o.window = static_cast<uint32_t>(f.get_int("window", 0, 0, 65536));
+  o.repeat = static_cast<int>(f.int_in("repeat", 1, 100));
+  o.slots = static_cast<uint32_t>(f.int_in("slots", 1, 4096));
+  o.window = static_cast<uint32_t>(f.int_in("window", 0, 65536));
   if (f.has("netns")) o.netns = PerEnd("netns", f.get("netns"));
   if (f.has("where")) o.where = PerEnd("where", f.get("where"));
-  o.multicast = f.get("multicast", "");
-  const std::string gso = f.get("gso", "on");
+  o.multicast = f.get("multicast");
+  const std::string gso = f.get("gso");
   HS_REQUIRE(gso == "on" || gso == "off") << "--gso is on or off, got '" << gso << "'";
   o.gso = gso == "on";
-  o.job_key = f.get("job-key", "");
-  o.peers = f.get("peers", "");
+  o.job_key = f.get("job-key");
+  o.peers = f.get("peers");
   if (f.has("timeout")) {
     const std::string t = f.get("timeout");
     try {
@@ -417,24 +368,11 @@ int Bench(int argc, char** argv) {
 }
 
 int PlotCommand(int argc, char** argv) {
-  Flags f(argc, argv, 2, {"out", "x", "y"});
+  Flags f(HogstreamCommand("plot"), argc, argv, 2);
   PlotOptions o;
-  // `-o OUT` (one dash, as the usage has it) arrives among the positional arguments.
-  const auto& a = f.positional();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] == "-o") {
-      HS_REQUIRE(i + 1 < a.size()) << "-o needs a file name (OUT.png or OUT.svg)";
-      o.out = a[++i];
-    } else if (a[i].rfind("-o", 0) == 0 && a[i].size() > 2 && a[i][2] != '-') {
-      o.out = a[i].substr(2);
-    } else {
-      HS_REQUIRE(a[i].empty() || a[i][0] != '-' || a[i] == "-")
-          << "unknown option '" << a[i] << "' (plot takes -o, --x, --y)";
-      o.logs.push_back(a[i]);
-    }
-  }
-  if (f.has("out")) o.out = f.get("out");
-  o.x = f.get("x", o.x);
+  o.logs = f.positional();
+  o.out = f.has("out") ? f.get("out") : f.get("-o");  // -o OUT, -oOUT or --out=OUT
+  o.x = f.get("x");
   if (f.has("y")) {
     o.y.clear();
     std::stringstream ss(f.get("y"));
@@ -448,11 +386,21 @@ int PlotCommand(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
-  if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help")) {
-    std::cout << kUsage;
-    return argc < 2 ? 1 : 0;
+  const std::string cmd = argc < 2 ? "" : argv[1];
+  if (cmd == "help" && argc > 2) {  // `hogstream help train`: as `hogstream train --help`
+    const Command* c = FindHogstreamCommand(argv[2]);
+    HS_REQUIRE(c) << "unknown command '" << argv[2] << "' (try: hogstream help)";
+    std::cout << HelpText(*c);
+    return 0;
   }
-  const std::string cmd = argv[1];
+  if (cmd.empty() || cmd == "help" || cmd == "--help" || cmd == "-h") {
+    std::cout << Usage();
+    return cmd.empty() ? 1 : 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "hogstream " << Version() << "\n";
+    return 0;
+  }
   if (cmd == "describe") return Describe(argc, argv);
   if (cmd == "time") return Time(argc, argv);
   if (cmd == "train") return Train(argc, argv);

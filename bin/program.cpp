@@ -24,6 +24,8 @@ int RunProgram(const char* name, const char* argv0, const std::function<int()>& 
   google::InitGoogleLogging(argv0);
   try {
     return body();
+  } catch (const ProgramExit& e) {
+    return e.code;
   } catch (const Error& e) {
     std::cerr << name << ": " << e.what() << "\n";
   } catch (const Bug& e) {
@@ -78,18 +80,18 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
   h.private_copies = f.has("private") || (mine && mine->private_copies);
   h.policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
   h.policy.svb = f.has("svb");
-  h.policy.timeout = std::chrono::seconds(f.get_int("policy_timeout", 120, 1, 86400));
-  h.aggregate = f.get("aggregate", "auto");
-  const long chunk = f.get_int("chunk", 16384, 1, INT_MAX);
+  h.policy.timeout = std::chrono::seconds(f.int_in("policy_timeout", 1, 86400));
+  h.aggregate = f.get("aggregate");
+  const long chunk = f.int_in("chunk", 1, INT_MAX);
   HS_REQUIRE(chunk > 0) << "--chunk must be > 0";
   h.chunk_floats = static_cast<size_t>(chunk);
-  h.copy_lead = static_cast<int>(f.get_int("copy_lead", h.copy_lead, 0, 1 << 20));
-  h.sweep_pause_us = static_cast<int>(f.get_int("sweep_pause_us", h.sweep_pause_us, -1, 1000000));
+  h.copy_lead = static_cast<int>(f.int_in("copy_lead", 0, 1 << 20));
+  h.sweep_pause_us = static_cast<int>(f.int_in("sweep_pause_us", -1, 1000000));
   h.resume = f.get("snapshot");
   h.weights = f.get("weights");
   h.input_shapes = InputShapes(f);
   // Before any solver thread exists, so that every thread inherits the blocked signals.
-  h.action = InstallSignalActions(f.get("sigint_effect", "stop"), f.get("sighup_effect", "snapshot"));
+  h.action = InstallSignalActions(f.get("sigint_effect"), f.get("sighup_effect"));
   // After the signals are blocked: the metrics server's threads must not take a SIGINT (it
   // would kill the process instead of stopping the job cleanly).
   h.stats = StatsFromFlags(f);
@@ -109,9 +111,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
   o.iface = f.get("iface", list.peers[self.rank].iface);
   o.multicast = f.get("multicast");
-  o.max_payload = static_cast<uint32_t>(f.get_int("payload", 0, 16, 1 << 20));
+  o.max_payload = static_cast<uint32_t>(f.int_in("payload", 16, 1 << 20));
   HS_REQUIRE(o.max_payload % 16 == 0) << "--payload must be a multiple of 16 bytes, got " << o.max_payload;
-  const int64_t start_s = f.get_int("start_timeout", 60, 1, 86400);
+  const int64_t start_s = f.int_in("start_timeout", 1, 86400);
   o.exchange_timeout = std::chrono::seconds(start_s);  // verbs: every machine up within it
   std::unique_ptr<Transport> t = OpenPeers(list, self, o);
   if (f.has("loss")) {  // injected loss on the data messages, to see how a job takes it
@@ -135,13 +137,13 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.rule = policy.Rule(nullptr);
   // (bsp and gsp average their rounds' steps themselves: their deltas are never reweighted)
   const bool rounds = policy.kind == Policy::Kind::kBsp || policy.kind == Policy::Kind::kGsp;
-  const std::string aggregate = f.get("aggregate", "auto");
+  const std::string aggregate = f.get("aggregate");
   // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
   ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, 1,
                  rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_momentum);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
-  n.sweep_ms = static_cast<uint32_t>(f.get_int("sweep_ms", n.sweep_ms, 0, 60000));
-  n.dead_ms = static_cast<uint32_t>(f.get_int("dead_ms", n.dead_ms, 100, 3600000));
+  n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
+  n.dead_ms = static_cast<uint32_t>(f.int_in("dead_ms", 100, 3600000));
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;
   // What every machine must share (checked in each control message): the list, in order, with
   // the job's name; and the exchange's settings.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bin/commands.hpp"
 #include "bin/flags.hpp"
 #include "bin/peers.hpp"
 #include "sync/hogwild.hpp"
@@ -15,35 +16,22 @@
 namespace hogstream {
 
 // Sets up glog in Caffe's log format on stderr, runs `body`, and turns any exception into one
-// line "NAME: message" and exit status 1.
+// line "NAME: message" and exit status 1 (ProgramExit, after --help or --version: its code).
 int RunProgram(const char* name, const char* argv0, const std::function<int()>& body);
 
 // --input=TOP:N,C,H,W (repeatable): stand-in shapes for Data layers without a source.
 std::map<std::string, std::vector<int>> InputShapes(const Flags& f);
 
-// Flag lists joined.
-inline std::vector<std::string> With(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// The flags both `hogstream train --solvers=...` and hogwild.bin take.
-inline const std::vector<std::string> kHogwildFlags = {
-    "shm", "private", "chunk", "snapshot", "weights", "iterations", "sigint_effect",
-    "sighup_effect", "input", "metrics", "stats_json", "policy", "staleness-weight", "compress", "policy_timeout", "svb", "copy_lead", "sweep_pause_us"};
 // --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to (null when
 // neither is given). The endpoint starts here, so a port in use fails before any training.
 std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f);
-// HogwildOptions from those flags, for the SOLVERS spec `solvers`; `mine` (a job across
-// machines) adds this machine's own settings from its --peers entry (private).
+// HogwildOptions from the Hogwild flags (bin/commands.cpp), for the SOLVERS spec `solvers`;
+// `mine` (a job across machines) adds this machine's own settings from its --peers entry
+// (private).
 HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, const PeerEntry* mine = nullptr);
 
-// The flags of a job across machines (`hogstream train --peers=...`, raw.bin).
-inline const std::vector<std::string> kNetJobFlags = {
-    "peers", "multicast", "rank", "iface", "job", "job-key", "loss", "sweep_ms", "dead_ms", "start_timeout",
-    "chunk_at_params", "payload", "aggregate"};
-// This machine's network daemon from those flags: `peers` is the --peers text (or raw.bin's
-// MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
+// This machine's network daemon from the flags of a job across machines (bin/commands.cpp):
+// `peers` is the --peers text (or raw.bin's MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
 // in the log; `mine` receives this machine's entry (its own settings, from a topology file).
 // --iface overrides the entry's iface=. Errors (a bad list, no local entry, a port in use) are
 // one line.

@@ -13,6 +13,7 @@ HS_PACKAGES=(
   libjpeg62-turbo-dev libpng-dev      # data: JPEG and PNG images
   libleveldb-dev libhdf5-dev          # data: LevelDB backend, HDF5Data / HDF5Output
   libgoogle-glog-dev libgflags-dev    # Caffe-format logs
+  libcli11-dev                        # the programs' flags and --help
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS
   libcairo2-dev                       # hogstream plot (PNG and SVG)

@@ -1,0 +1,235 @@
+#include "bin/commands.hpp"
+
+#include "bin/link_bench.hpp"
+#include "data/convert.hpp"
+#include "observe/plot.hpp"
+#include "sync/hogwild.hpp"
+#include "sync/net_job.hpp"
+
+namespace hogstream {
+namespace {
+
+using Specs = std::vector<FlagSpec>;
+
+Specs Join(Specs a, const Specs& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// "a,b,c" from a list.
+template <typename T, typename F>
+std::string Listed(const std::vector<T>& items, F text) {
+  std::string s;
+  for (const T& item : items) {
+    if (!s.empty()) s += ',';
+    s += text(item);
+  }
+  return s;
+}
+
+const FlagSpec kInput = {"input", "TOP:N,C,H,W", "",
+                         "the shape of a top whose Data layer's source is absent; repeatable (a label top "
+                         "defaults to the batch size)"};
+
+// A net from a file: describe, time, test, extract. `phase`: the default phase.
+Specs NetFlags(const std::string& phase, const std::string& phase_help = "which phase's layers") {
+  return {{"model", "NET.prototxt", "", "the net (required)"},
+          {"phase", "TRAIN|TEST", phase, phase_help},
+          {"level", "N", "0", "the net state's level (layers' include/exclude rules)"},
+          {"stage", "S", "", "a stage of the net state; repeatable"},
+          kInput};
+}
+
+// Training on one host: `hogstream train`, hogwild.bin, gpus.bin, raw.bin.
+Specs HogwildFlags() {
+  const HogwildOptions h;
+  return {
+      {"snapshot", "STATE", "", "resume from this .solverstate (not with --weights)"},
+      {"weights", "MODEL[,MODEL]", "", "start from these trained .caffemodel files (not with --snapshot)"},
+      {"iterations", "N", "", "train N iterations (default: the solver's max_iter)"},
+      {"sigint_effect", "stop|snapshot|none", "stop", "what SIGINT and SIGTERM do"},
+      {"sighup_effect", "snapshot|stop|none", "snapshot", "what SIGHUP does"},
+      {"shm", "NAME", "", "train one copy of the weights in /dev/shm NAME with every process given it "
+                          "(default: this process alone)"},
+      {"private", "", "", "each solver trains its own copy, synced through a segment"},
+      {"chunk", "FLOATS", std::to_string(h.chunk_floats), "floats per chunk of the segment"},
+      {"policy", "async|bsp|ssp:S|max-advance:K|weedout:N|easgd:A[:P]|gsp:0,1;2,3", "",
+       "how the copies share their progress (default: async)"},
+      {"staleness-weight", "", "", "weigh each delta by 1/staleness"},
+      {"compress", "fp16|int8|topk:F", "", "compress the deltas exchanged (default: none, float32)"},
+      {"policy_timeout", "SECONDS", std::to_string(Policy{}.timeout.count() / 1000),
+       "the longest a policy waits for a solver, then an error"},
+      {"svb", "", "", "big InnerProduct weights as sufficient vectors (async; --private in one process)"},
+      {"copy_lead", "K", std::to_string(h.copy_lead),
+       "private copies: iterations a solver runs without a completed sweep before it waits (0: never)"},
+      {"sweep_pause_us", "US", std::to_string(h.sweep_pause_us),
+       "private copies: the daemon's pause between sweeps (-1: 2000 for a CPU copy, 0 for a GPU one)"},
+      {"aggregate", "auto|sum|share|K=V,...", h.aggregate,
+       "how deltas are weighted (keys weight, scale, warmup, from, budget, absurd)"},
+      kInput,
+      {"metrics", "[HOST:]PORT", "", "serve the leader's figures as a Prometheus endpoint"},
+      {"stats_json", "FILE", "", "append the leader's figures to FILE as JSON lines"},
+  };
+}
+
+// One machine of a job across machines: `hogstream train --peers`, raw.bin.
+Specs NetJobFlags() {
+  const NetJobOptions n;
+  return {
+      {"multicast", "GROUP:PORT|on", "",
+       "send positions to a group (udp: GROUP:PORT in 239.0.0.0/8; raw: on or a group MAC) (default: none)"},
+      {"rank", "N", "", "this machine's index in the list (default: the entry with a local address)"},
+      {"iface", "NAME|RDMA_DEVICE[:PORT]", "",
+       "the interface or RDMA device (default: the entry's iface=; verbs: the first device, port 1)"},
+      {"job", "NAME", "", "the job's name; jobs on one wire tell each other apart by it (default: the list)"},
+      {"job-key", "FILE", "", "a keyed MAC on every frame, with the key in FILE (default: none)"},
+      {"loss", "P", "", "drop this fraction of the data messages, to see how a job takes it (default: 0)"},
+      {"sweep_ms", "MS", std::to_string(n.sweep_ms), "a master sweeps its chunks at most once per MS"},
+      {"dead_ms", "MS", std::to_string(n.dead_ms), "silence after which a machine is dead"},
+      {"start_timeout", "SECONDS", std::to_string(n.start_ms / 1000),
+       "how long every machine is waited for at the start"},
+      {"chunk_at_params", "", "", "chunk boundaries at the parameter blobs' boundaries"},
+      {"payload", "BYTES", "0",
+       "bytes per datagram or frame, a multiple of 16 (default: what one carries within the MTU)"},
+  };
+}
+
+Specs TrainFlags() {
+  return Join(Join({{"solver", "SOLVER.prototxt", "", "the solver (required)"},
+                    {"cpu", "", "", "train on the CPU whatever the solver's solver_mode says"},
+                    {"gpu", "ID", "", "train one solver on GPU ID (as caffe train -gpu) (default: the solver's "
+                                      "solver_mode and device_id)"},
+                    {"solvers", "[gpu:]*N", "",
+                     "Hogwild solvers: 4 = four CPU threads, 0:0:2 = two on GPU 0 and two CPU (default: 1, or "
+                     "this machine's solvers= in a topology file)"},
+                    {"peers", "udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE", "",
+                     "one machine of a job across these machines (default: this host alone)"}},
+                   HogwildFlags()),
+              NetJobFlags());
+}
+
+std::vector<Command> MakeHogstreamCommands() {
+  const LinkBenchOptions bench;
+  const PlotOptions plot;
+  const ImagesetOptions imageset;
+  auto kib = [](uint32_t b) { return b % 1024 ? std::to_string(b) : std::to_string(b / 1024) + "k"; };
+  return {
+      {"hogstream describe", "--model=NET.prototxt",
+       "one row per layer (name, type, top shapes, parameters), then 'params: N'",
+       NetFlags("TRAIN")},
+      {"hogstream time", "--model=NET.prototxt",
+       "per-layer forward/backward ms and the total per batch (--gpu: on that GPU)",
+       Join(NetFlags("TRAIN"), {{"iterations", "N", "50", "batches timed"},
+                                {"threads", "N", "1", "CPU threads"},
+                                {"gpu", "ID", "", "time on GPU ID (default: the CPU)"}})},
+      {"hogstream train", "--solver=SOLVER.prototxt",
+       "trains like `caffe train`; logs in Caffe's format on stderr\n"
+       "(--solvers, --shm, --private or a --policy other than async: Hogwild; --peers: one machine of a\n"
+       "job across machines)",
+       TrainFlags()},
+      {"hogstream test", "--model=NET.prototxt --weights=MODEL",
+       "scores a trained model on the TEST phase of NET",
+       Join(NetFlags("TEST", "ignored: test scores the TEST phase"),
+            {{"weights", "MODEL", "", "the trained weights (required)"},
+             {"iterations", "N", "50", "batches scored"}})},
+      {"hogstream extract", "--model=NET.prototxt --weights=MODEL --blobs=BLOB[,BLOB...] OUT[,OUT...]",
+       "the blobs' values, item by item, into one LMDB of float Datums per blob\n"
+       "(Caffe's extract_features); OUT: one LMDB per blob, in --blobs' order",
+       Join(NetFlags("TEST"), {{"weights", "MODEL", "", "the trained weights (required)"},
+                               {"blobs", "BLOB[,BLOB...]", "", "the blobs to extract (required)"},
+                               {"iterations", "N", "1", "batches run"}})},
+      {"hogstream convert",
+       "mnist IMAGES LABELS OUT | cifar10 BATCH.bin... OUT | imageset ROOT LIST OUT | mean LMDB OUT",
+       "data sets to LMDBs of Datums, and an LMDB's mean image\n"
+       "  mnist IMAGES LABELS OUT_LMDB     IDX files (gzipped or not)\n"
+       "  cifar10 BATCH.bin... OUT_LMDB   CIFAR-10 binary batches\n"
+       "  imageset ROOT LIST OUT_LMDB     JPEG/PNG files listed as 'PATH LABEL' lines (Caffe's convert_imageset)\n"
+       "  mean LMDB OUT.binaryproto       per-pixel mean image of an LMDB (encoded ones decoded)\n"
+       "(the flags are for imageset)",
+       {{"resize_height", "H", std::to_string(imageset.resize_height),
+         "resize to H rows (with --resize_width; 0: as is)"},
+        {"resize_width", "W", std::to_string(imageset.resize_width),
+         "resize to W columns (with --resize_height; 0: as is)"},
+        {"shuffle", "", "", "shuffle the list"},
+        {"seed", "N", std::to_string(imageset.seed), "the shuffle's seed"},
+        {"gray", "", "", "decode as one gray channel"},
+        {"check_size", "", "", "require every image to have the first one's size"},
+        {"encoded", "", "", "store the encoded image, not pixels"},
+        {"encode_type", "jpg|png", "", "re-encode as this (with --encoded) (default: the file's own)"}}},
+      {"hogstream bench", "--loopback | --peers=udp://IP:PORT,IP:PORT|raw://MAC,MAC",
+       "segment rate over a link next to the link's raw rate, per chunk and batch size\n"
+       "(--loopback: both ends in this process; --peers: the same command on both hosts, the local\n"
+       "entry picks the end)",
+       {{"transport", "inproc|udp|raw|verbs", bench.transport, "the link"},
+        {"loopback", "", "", "both ends in this process (--netns=A,B for two namespaces)"},
+        {"peers", "udp://IP:PORT,IP:PORT|raw://MAC,MAC", "", "one end per host (default: none)"},
+        {"timeout", "SECONDS", "", "--peers: how long a silent peer is waited for (default: " +
+                                       std::to_string(static_cast<int>(bench.peer_timeout_s)) + ")"},
+        {"chunk", "SIZES", "", "chunk sizes, like 4096,16k,1M (default: " + Listed(bench.chunk_bytes, kib) + ")"},
+        {"batch", "SIZES", "", "frames per flush, 1 to 1024 each (default: " +
+                                   Listed(bench.batches, [](uint32_t b) { return std::to_string(b); }) + ")"},
+        {"seconds", "S", "1", "per measurement"},
+        {"repeat", "N", std::to_string(bench.repeat), "interleaved rounds; the table shows medians"},
+        {"slots", "N", std::to_string(bench.slots), "send/receive slots per endpoint"},
+        {"window", "N", std::to_string(bench.window), "positions awaiting a delta (0: 2 MiB worth)"},
+        {"netns", "NS_A,NS_B", "", "a network namespace per end (default: this one)"},
+        {"where", "A,B", "", "per end: udp, an IPv4 address (default: 127.0.0.1); raw, an interface"},
+        {"multicast", "GROUP", "", "positions to a group (udp: IPv4; raw: MAC) (default: none, unicast)"},
+        {"gso", "on|off", "on", "udp: UDP GSO where the kernel has it"},
+        {"job-key", "FILE", "", "a keyed MAC on every frame (default: none)"},
+        {"buffer", "SIZE", "", "the weights kept in sync, like 16M (default: " +
+                                   std::to_string(bench.buffer_bytes >> 20) + "M)"},
+        {"json", "", "", "one JSON object per row instead of the table"}}},
+      {"hogstream plot", "-o OUT.png|OUT.svg LOG...",
+       "training curves from Caffe-format logs (ours or Caffe's), one colour per log",
+       {{"-o", "OUT", "", "the image: OUT.png or OUT.svg (required; or --out)"},
+        {"out", "OUT", "", "the same as -o"},
+        {"x", "iters|seconds", plot.x, "the x axis"},
+        {"y", "Q[,Q...]", "", "the panels, of " + Listed(PlotQuantities(), [](const std::string& q) { return q; }) +
+                                  " (default: " + Listed(plot.y, [](const std::string& q) { return q; }) + ")"}}},
+      {"hogstream upgrade", "NET|SOLVER [OUT]",
+       "a V1/V0 net (or a solver with solver_type) in the current format, to OUT or stdout", {}},
+  };
+}
+
+}  // namespace
+
+const std::vector<Command>& HogstreamCommands() {
+  static const std::vector<Command> commands = MakeHogstreamCommands();
+  return commands;
+}
+
+const Command* FindHogstreamCommand(const std::string& name) {
+  for (const Command& c : HogstreamCommands())
+    if (c.name == "hogstream " + name) return &c;
+  return nullptr;
+}
+
+const Command& HogstreamCommand(const std::string& name) {
+  const Command* c = FindHogstreamCommand(name);
+  if (!c) throw Bug("no hogstream command '" + name + "'");
+  return *c;
+}
+
+Command HogwildBinCommand(const std::string& program) {
+  return {program, "SOLVER.prototxt SOLVERS",
+          "Hogwild training on this host; the same as `hogstream train --solver=SOLVER --solvers=SOLVERS`.\n"
+          "  SOLVERS: [gpu_id:]*cpu_count, e.g. 4 (four CPU solver threads), 0:0:2 (two on GPU 0, two\n"
+          "  CPU), 0:1:0 (one on each of GPUs 0 and 1). The same line in several shells, each with\n"
+          "  --shm=NAME, and the processes train one shared copy of the weights.",
+          HogwildFlags()};
+}
+
+const Command& RawBinCommand() {
+  static const Command command = {
+      "raw.bin", "SOLVER.prototxt SOLVERS MAC1:MAC2[:MAC3...]",
+      "one machine of a Hogwild job across machines over raw Ethernet; the same as `hogstream train\n"
+      "--solver=SOLVER --solvers=SOLVERS --peers=raw://MAC1,MAC2,...`. Needs CAP_NET_RAW (root).\n"
+      "  SOLVERS: [gpu_id:]*cpu_count, this machine's solver threads (e.g. 4)\n"
+      "  MACs: every machine's, in the same order everywhere (12 hex digits each); each machine\n"
+      "  finds its rank as the position of a MAC of one of its own NICs",
+      Join(HogwildFlags(), NetJobFlags())};
+  return command;
+}
+
+}  // namespace hogstream
