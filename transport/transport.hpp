@@ -225,6 +225,11 @@ class Transport {
   }
   Counters counters_;
 
+  // Sender thread: counts one message committed (and its payload bytes).
+  void CountSent(const Header& h) {
+    Bump(counters_.sent);
+    Bump(counters_.bytes_sent, h.length);
+  }
   // Receiver thread: counts the n messages a Poll hands out (messages and payload bytes).
   void CountReceived(const Message* out, size_t n);
   // Receiver thread: latches kPeerDown for the first peer in `heard` (peer -> when last heard)

@@ -89,8 +89,7 @@ void FaultEndpoint::CommitSend(Dest to, const Header& h) {
   HS_CHECK_LE(h.length, inner_->caps().max_payload);
   std::byte* slot = acquired_;
   acquired_ = nullptr;
-  Bump(counters_.sent);
-  Bump(counters_.bytes_sent, h.length);
+  CountSent(h);
   const uint64_t ticket = ++tickets_;
   const bool faulty = enabled_ && (f_.kinds & FaultOptions::Kind(h.kind));
   std::uniform_real_distribution<double> coin(0.0, 1.0);

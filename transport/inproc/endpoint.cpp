@@ -124,8 +124,7 @@ void InprocEndpoint::CommitSend(Dest to, const Header& h) {
   Header stamped = h;
   stamped.source = self_;
   out_->Commit(stamped);
-  Bump(counters_.sent);
-  Bump(counters_.bytes_sent, h.length);
+  CountSent(h);
 }
 
 size_t InprocEndpoint::Poll(Message* out, size_t max) {

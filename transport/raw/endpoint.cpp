@@ -13,9 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "transport/netns.hpp"
 
@@ -64,12 +62,6 @@ uint64_t Pack(const void* mac) {
   uint64_t v = 0;
   std::memcpy(&v, mac, 6);
   return v;
-}
-
-std::unique_ptr<std::byte[], void (*)(void*)> Slots(size_t bytes) {
-  std::unique_ptr<std::byte[], void (*)(void*)> p{static_cast<std::byte*>(std::aligned_alloc(kLine, bytes)), std::free};
-  if (!p) throw std::bad_alloc();
-  return p;
 }
 
 bool IsPowerOfTwo(uint32_t v) { return v && !(v & (v - 1)); }
@@ -177,10 +169,7 @@ RawEndpoint::RawEndpoint(PeerId self, const RawOptions& opt)
   }
 
   send_stride_ = Up(kSlotFrame + max_wire, kLine);
-  send_mem_ = Slots(send_stride_ * opt_.send_slots);
-  std::memset(send_mem_.get(), 0, send_stride_ * opt_.send_slots);
-  for (uint32_t s = opt_.send_slots; s-- > 0;) free_.push_back(s);
-  queue_.reserve(opt_.send_slots);
+  send_mem_ = AllocSlots(send_stride_ * opt_.send_slots, kLine, /*zero=*/true);
   send_msgs_.resize(opt_.max_batch);
   send_iov_.resize(opt_.max_batch);
 
@@ -192,11 +181,16 @@ RawEndpoint::RawEndpoint(PeerId self, const RawOptions& opt)
   block_read_.assign(opt_.recv_blocks, 0);
   bounce_slots_ = opt_.max_batch;
   bounce_stride_ = Up(max_payload_, kLine);
-  bounce_mem_ = Slots(bounce_stride_ * bounce_slots_);
+  bounce_mem_ = AllocSlots(bounce_stride_ * bounce_slots_, kLine);
 
-  last_refill_ = last_stats_ = Clock::now();
-  last_heartbeat_ = Clock::time_point{};  // the first Flush or AcquireSend beats at once
-  tokens_ = static_cast<double>(max_wire * opt_.max_batch);  // one full batch may go at once
+  const auto now = Clock::now();
+  // One full batch of the longest frames may go at once; the bucket holds a batch of slots.
+  const double burst = static_cast<double>(send_stride_ * opt_.max_batch);
+  sq_ = SendQueue<Queued>(opt_.send_slots,
+                          Pacer(opt_.pace_bytes_per_s, burst, static_cast<double>(max_wire * opt_.max_batch), now));
+  const std::chrono::milliseconds beat(opt_.heartbeat_ms);
+  beat_ = Interval(beat, Clock::time_point{});  // the first Flush or AcquireSend beats at once
+  stats_ = Interval(beat, now);
 }
 
 RawEndpoint::~RawEndpoint() {
@@ -275,58 +269,35 @@ uint32_t RawEndpoint::Frame(std::byte* slot, const Mac& to, size_t frame_bytes) 
 }
 
 std::byte* RawEndpoint::AcquireSend() {
-  if (acquired_ < 0) {
-    Heartbeats();
-    if (free_.empty()) {  // every slot committed and not yet taken by the kernel: Flush
-      Bump(counters_.send_full);
-      return nullptr;
-    }
-    acquired_ = free_.back();
-    free_.pop_back();
-  }
-  return SendSlot(static_cast<uint32_t>(acquired_)) + kSlotFrame + FrameFormat::kHeaderBytes;
+  if (!sq_.acquired()) Heartbeats();
+  const std::optional<uint32_t> s = sq_.Acquire();
+  if (!s) Bump(counters_.send_full);  // every slot committed and not yet taken by the kernel: Flush
+  return s ? SendSlot(*s) + kSlotFrame + FrameFormat::kHeaderBytes : nullptr;
 }
 
 void RawEndpoint::CommitSend(Dest to, const Header& h) {
-  HS_CHECK(acquired_ >= 0) << "CommitSend without AcquireSend";
+  const uint32_t s = sq_.acquired_slot();
   HS_CHECK_LE(h.length, max_payload_);
-  const Mac* dst;
-  if (to.group) {
-    auto it = groups_.find(to.id);
-    HS_REQUIRE(it != groups_.end()) << "raw: no MAC for group " << to.id;
-    dst = &it->second;
-  } else {
-    auto it = peers_.find(to.id);
-    HS_REQUIRE(it != peers_.end()) << "raw: no MAC for peer " << to.id;
-    dst = &it->second;
-  }
+  const Mac& dst = RouteOf(peers_, groups_, to, "raw: no MAC for");
   Header stamped = h;
   stamped.source = self_;
-  const uint32_t s = static_cast<uint32_t>(acquired_);
-  acquired_ = -1;
   const size_t frame = fmt_.Seal(SendSlot(s) + kSlotFrame, stamped);
-  queue_.push_back({s, Frame(SendSlot(s), *dst, frame)});
-  Bump(counters_.sent);
-  Bump(counters_.bytes_sent, h.length);
+  sq_.Commit({s, Frame(SendSlot(s), dst, frame)});
+  CountSent(h);
 }
 
 void RawEndpoint::Flush() {
   Heartbeats();
-  if (opt_.pace_bytes_per_s) {
-    const auto now = Clock::now();
-    const double burst = static_cast<double>(send_stride_ * opt_.max_batch);
-    tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - last_refill_).count() *
-                                            static_cast<double>(opt_.pace_bytes_per_s));
-    last_refill_ = now;
-  }
-  while (queue_head_ < queue_.size()) {
+  Pacer& pacer = sq_.pacer();
+  pacer.Refill(Clock::now());
+  while (sq_.waiting()) {
     size_t k = 0;
     double cost = 0;
-    while (queue_head_ + k < queue_.size() && k < opt_.max_batch) {
-      const Queued& q = queue_[queue_head_ + k];
-      if (opt_.pace_bytes_per_s && cost + q.wire > tokens_) break;
-      cost += q.wire;
-      send_iov_[k] = {SendSlot(q.slot) + kSlotEth, q.wire};
+    while (k < sq_.waiting() && k < opt_.max_batch) {
+      const Queued& q = sq_.at(k);
+      if (!pacer.Fits(cost + q.bytes)) break;
+      cost += q.bytes;
+      send_iov_[k] = {SendSlot(q.slot) + kSlotEth, q.bytes};
       send_msgs_[k] = {};
       send_msgs_[k].msg_hdr.msg_iov = &send_iov_[k];  // no address: the socket is bound to the interface
       send_msgs_[k].msg_hdr.msg_iovlen = 1;
@@ -341,26 +312,16 @@ void RawEndpoint::Flush() {
       // Anything else (the interface went down or away, the MTU shrank) will not get better by
       // retrying: latch it, drop the frame, go on.
       Latch(Status::kIoError, kNoPeer, "raw: sendmmsg on '" + opt_.iface + "': " + ErrnoText(err));
-      free_.push_back(queue_[queue_head_++].slot);
+      sq_.Dropped(1);
       continue;
     }
-    for (int i = 0; i < sent; ++i) {
-      const Queued& q = queue_[queue_head_++];
-      if (opt_.pace_bytes_per_s) tokens_ -= q.wire;
-      free_.push_back(q.slot);
-    }
+    sq_.Sent(static_cast<size_t>(sent));
     if (static_cast<size_t>(sent) < k) break;
-  }
-  if (queue_head_ == queue_.size()) {
-    queue_.clear();
-    queue_head_ = 0;
   }
 }
 
 void RawEndpoint::Heartbeats() {
-  const auto now = Clock::now();
-  if (now - last_heartbeat_ < std::chrono::milliseconds(opt_.heartbeat_ms)) return;
-  last_heartbeat_ = now;
+  if (!beat_.Due(Clock::now())) return;
   alignas(kLine) std::byte slot[kSlotFrame + FrameFormat::kHeaderBytes + 16 + 16];
   Header h;
   h.kind = MsgKind::kHeartbeat;
@@ -418,7 +379,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* b
     return Seen::kSkip;
   }
   if (!ClaimMatches(h, peer->second)) return Seen::kSkip;  // another peer's frame from this MAC
-  heard_[peer->second] = Clock::now();
+  live_.Heard(peer->second, Clock::now());
   if (h.kind == MsgKind::kHeartbeat) return Seen::kSkip;  // liveness only
   if (reinterpret_cast<uintptr_t>(payload) % 16 != 0) {
     if (bounce_used_ == bounce_slots_) return Seen::kStall;  // read it again after a Release
@@ -450,11 +411,7 @@ void RawEndpoint::FinishBlock() {
 }
 
 size_t RawEndpoint::Poll(Message* out, size_t max) {
-  const auto now = Clock::now();
-  if (now - last_stats_ >= std::chrono::milliseconds(opt_.heartbeat_ms)) {
-    last_stats_ = now;
-    ReadKernelStats();
-  }
+  if (stats_.Due(Clock::now())) ReadKernelStats();
   size_t n = 0;
   bool drained = false;  // read through every block the kernel has handed over
   while (n < max) {
@@ -493,8 +450,7 @@ size_t RawEndpoint::Poll(Message* out, size_t max) {
 
   // Peer down: judged only with nothing left unread, so a backlog cannot fake silence.
   if (drained)
-    LatchSilentPeer(heard_, std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms),
-                    "raw");
+    LatchSilentPeer(live_.heard(), live_.timeout(), "raw");
   CountReceived(out, n);
   return n;
 }

@@ -67,6 +67,7 @@
 
 #include "transport/frame.hpp"
 #include "transport/raw/device.hpp"
+#include "transport/send_queue.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {
@@ -109,7 +110,7 @@ class RawEndpoint final : public Transport {
  private:
   struct Queued {
     uint32_t slot;
-    uint32_t wire;  // Ethernet frame bytes (header + frame + pad)
+    uint32_t bytes;  // wire bytes: the Ethernet frame (header + frame + pad)
   };
   enum class Seen { kSkip, kDeliver, kStall };
   std::byte* SendSlot(uint32_t s) { return send_mem_.get() + size_t{s} * send_stride_; }
@@ -138,15 +139,12 @@ class RawEndpoint final : public Transport {
   std::map<uint64_t, PeerId> by_mac_;  // a MAC packed in 48 bits -> the peer that owns it
   std::map<uint16_t, Mac> groups_;
   std::vector<uint64_t> joined_;       // group MACs we receive (packed)
-  std::unique_ptr<std::byte[], void (*)(void*)> send_mem_{nullptr, nullptr}, bounce_mem_{nullptr, nullptr};
+  SlotMemory send_mem_{nullptr, nullptr}, bounce_mem_{nullptr, nullptr};
 
-  // Sender thread.
-  std::vector<uint32_t> free_;  // free send slots (a stack)
-  std::vector<Queued> queue_;   // committed, not yet taken by the kernel, oldest first
-  size_t queue_head_ = 0;
-  int64_t acquired_ = -1;
-  double tokens_ = 0;           // pacer: wire bytes we may send now
-  std::chrono::steady_clock::time_point last_refill_, last_heartbeat_;
+  // Sender thread. The queue: committed, not yet taken by the kernel; its pacer counts wire
+  // bytes.
+  SendQueue<Queued> sq_;
+  Interval beat_;
   std::vector<::mmsghdr> send_msgs_;
   std::vector<::iovec> send_iov_;
 
@@ -162,8 +160,8 @@ class RawEndpoint final : public Transport {
   std::vector<uint32_t> held_;
   size_t held_first_ = 0, held_count_ = 0;
   uint32_t bounce_slots_ = 0, bounce_first_ = 0, bounce_used_ = 0;
-  std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
-  std::chrono::steady_clock::time_point last_stats_;
+  Liveness live_{opt_.heartbeat_ms, opt_.peer_timeout_ms};
+  Interval stats_;  // PACKET_STATISTICS read in Poll at least every heartbeat_ms
   std::atomic<uint64_t> unknown_sources_{0}, realigned_{0};
   mutable std::atomic<uint64_t> kernel_drops_{0};
 };

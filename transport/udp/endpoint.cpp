@@ -9,9 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "transport/netns.hpp"
 
@@ -47,12 +45,6 @@ sockaddr_in Addr(const std::string& ip, uint16_t port) {
 
 bool Same(const sockaddr_in& a, const sockaddr_in& b) {
   return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
-}
-
-std::unique_ptr<std::byte[], void (*)(void*)> Slots(size_t bytes) {
-  std::unique_ptr<std::byte[], void (*)(void*)> p{static_cast<std::byte*>(std::aligned_alloc(kLine, bytes)), std::free};
-  if (!p) throw std::bad_alloc();
-  return p;
 }
 
 // A receive buffer that holds a full burst: every receive slot's frame twice over (the kernel
@@ -140,10 +132,8 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
 
   gro_ = opt_.gro && EnableGro(fd_);
   recv_stride_ = gro_ ? kGroRun : frame_stride_;
-  send_mem_ = Slots(frame_stride_ * opt_.send_slots);
-  recv_mem_ = Slots(recv_stride_ * opt_.recv_slots);
-  for (uint32_t s = opt_.send_slots; s-- > 0;) free_.push_back(s);
-  queue_.reserve(opt_.send_slots);
+  send_mem_ = AllocSlots(frame_stride_ * opt_.send_slots, kLine);
+  recv_mem_ = AllocSlots(recv_stride_ * opt_.recv_slots, kLine);
   ring_.resize(opt_.recv_slots);
   for (uint32_t s = 0; s < opt_.recv_slots; ++s) ring_[s] = s;
   msgs_.assign(opt_.recv_slots, 0);
@@ -158,8 +148,10 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
   recv_iov_.resize(opt_.max_batch);
   recv_from_.resize(opt_.max_batch);
   recv_cmsg_.resize(opt_.max_batch);
-  last_refill_ = last_heartbeat_ = Clock::now();
-  tokens_ = static_cast<double>(frame_stride_ * opt_.max_batch);  // one full batch may go at once
+  const auto now = Clock::now();
+  const double batch = static_cast<double>(frame_stride_ * opt_.max_batch);  // one full batch may go at once
+  sq_ = SendQueue<Queued>(opt_.send_slots, Pacer(opt_.pace_bytes_per_s, batch, batch, now));
+  beat_ = Interval(std::chrono::milliseconds(opt_.heartbeat_ms), now);
 }
 
 UdpEndpoint::~UdpEndpoint() {
@@ -231,77 +223,54 @@ Caps UdpEndpoint::caps() const {
 // ---------------------------------------------------------------- sender thread
 
 std::byte* UdpEndpoint::AcquireSend() {
-  if (acquired_ < 0) {
-    Heartbeats();
-    if (free_.empty()) {  // every slot committed and not yet taken by the kernel: Flush
-      Bump(counters_.send_full);
-      return nullptr;
-    }
-    acquired_ = free_.back();
-    free_.pop_back();
-  }
-  return SendSlot(static_cast<uint32_t>(acquired_)) + FrameFormat::kHeaderBytes;
+  if (!sq_.acquired()) Heartbeats();
+  const std::optional<uint32_t> s = sq_.Acquire();
+  if (!s) Bump(counters_.send_full);  // every slot committed and not yet taken by the kernel: Flush
+  return s ? SendSlot(*s) + FrameFormat::kHeaderBytes : nullptr;
 }
 
 void UdpEndpoint::CommitSend(Dest to, const Header& h) {
-  HS_CHECK(acquired_ >= 0) << "CommitSend without AcquireSend";
+  const uint32_t s = sq_.acquired_slot();
   HS_CHECK_LE(h.length, opt_.max_payload);
-  sockaddr_in addr;
-  if (to.group) {
-    auto it = groups_.find(to.id);
-    HS_REQUIRE(it != groups_.end()) << "udp: no address for group " << to.id;
-    addr = it->second;
-  } else {
-    auto it = peers_.find(to.id);
-    HS_REQUIRE(it != peers_.end()) << "udp: no address for peer " << to.id;
-    addr = it->second;
-  }
+  const sockaddr_in& addr = RouteOf(peers_, groups_, to, "udp: no address for");
   Header stamped = h;
   stamped.source = self_;
-  const uint32_t s = static_cast<uint32_t>(acquired_);
-  acquired_ = -1;
   size_t bytes = fmt_.Seal(SendSlot(s), stamped);
   const size_t pad = Pad16(bytes);
   std::memset(SendSlot(s) + bytes, 0, pad);
   bytes += pad;
-  queue_.push_back({s, addr, static_cast<uint32_t>(bytes)});
-  Bump(counters_.sent);
-  Bump(counters_.bytes_sent, h.length);
+  sq_.Commit({s, static_cast<uint32_t>(bytes), addr});
+  CountSent(h);
 }
 
 void UdpEndpoint::Flush() {
   Heartbeats();
-  if (opt_.pace_bytes_per_s) {
-    const auto now = Clock::now();
-    const double burst = static_cast<double>(frame_stride_ * opt_.max_batch);
-    tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - last_refill_).count() *
-                                            static_cast<double>(opt_.pace_bytes_per_s));
-    last_refill_ = now;
-  }
-  while (queue_head_ < queue_.size()) {
+  Pacer& pacer = sq_.pacer();
+  pacer.Refill(Clock::now());
+  while (sq_.waiting()) {
     // The batch: up to max_batch datagrams. With GSO, one datagram entry carries a run of
     // frames to one destination, all of one size but the last (the kernel cuts them apart
     // again at gso_size; a receiver without UDP_GRO gets them one by one).
     size_t entries = 0, frames = 0;
     double cost = 0;
     run_frames_.clear();
-    while (queue_head_ + frames < queue_.size() && entries < opt_.max_batch) {
-      const size_t first = queue_head_ + frames;
-      const Queued& q = queue_[first];
-      if (opt_.pace_bytes_per_s && cost + q.bytes > tokens_) break;
+    while (frames < sq_.waiting() && entries < opt_.max_batch) {
+      const size_t first = frames;
+      const Queued& q = sq_.at(first);
+      if (!pacer.Fits(cost + q.bytes)) break;
       size_t run = 1, total = q.bytes;
       cost += q.bytes;
-      while (gso_ && q.bytes < gso_too_big_ && first + run < queue_.size() && run < kMaxSegments) {
-        const Queued& next = queue_[first + run];
-        if (!Same(next.to, q.to) || next.bytes > q.bytes || queue_[first + run - 1].bytes != q.bytes ||
-            total + next.bytes > kMaxGsoBytes || (opt_.pace_bytes_per_s && cost + next.bytes > tokens_))
+      while (gso_ && q.bytes < gso_too_big_ && first + run < sq_.waiting() && run < kMaxSegments) {
+        const Queued& next = sq_.at(first + run);
+        if (!Same(next.to, q.to) || next.bytes > q.bytes || sq_.at(first + run - 1).bytes != q.bytes ||
+            total + next.bytes > kMaxGsoBytes || !pacer.Fits(cost + next.bytes))
           break;
         total += next.bytes;
         cost += next.bytes;
         ++run;
       }
       for (size_t i = 0; i < run; ++i)
-        send_iov_[frames + i] = {SendSlot(queue_[first + i].slot), queue_[first + i].bytes};
+        send_iov_[frames + i] = {SendSlot(sq_.at(first + i).slot), sq_.at(first + i).bytes};
       mmsghdr& m = send_msgs_[entries];
       m = {};
       m.msg_hdr.msg_name = const_cast<sockaddr_in*>(&q.to);
@@ -341,29 +310,19 @@ void UdpEndpoint::Flush() {
       }
       // Anything else will not get better by retrying: latch it, drop the frames, go on.
       Latch(Status::kIoError, kNoPeer, "udp: sendmmsg: " + ErrnoText(err));
-      for (size_t i = 0; i < run_frames_[0]; ++i) free_.push_back(queue_[queue_head_++].slot);
+      sq_.Dropped(run_frames_[0]);
       continue;
     }
     for (int e = 0; e < sent; ++e) {
       if (run_frames_[e] > 1) ++gso_sends_;
-      for (size_t i = 0; i < run_frames_[e]; ++i) {
-        const Queued& q = queue_[queue_head_++];
-        if (opt_.pace_bytes_per_s) tokens_ -= q.bytes;
-        free_.push_back(q.slot);
-      }
+      sq_.Sent(run_frames_[e]);
     }
     if (static_cast<size_t>(sent) < entries) break;
-  }
-  if (queue_head_ == queue_.size()) {
-    queue_.clear();
-    queue_head_ = 0;
   }
 }
 
 void UdpEndpoint::Heartbeats() {
-  const auto now = Clock::now();
-  if (now - last_heartbeat_ < std::chrono::milliseconds(opt_.heartbeat_ms)) return;
-  last_heartbeat_ = now;
+  if (!beat_.Due(Clock::now())) return;
   alignas(kLine) std::byte frame[FrameFormat::kHeaderBytes + 32]{};  // header, trailer, pad
   Header h;
   h.kind = MsgKind::kHeartbeat;
@@ -485,7 +444,7 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
       continue;
     }
     if (!ClaimMatches(h, from)) continue;
-    heard_[from] = now;  // only a good frame from a peer's address says it is alive
+    live_.Heard(from, now);  // only a good frame from a peer's address says it is alive
     if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
     ready_.push_back(Message{h, payload});
     ++kept;
@@ -503,8 +462,7 @@ void UdpEndpoint::Handout(Message* out, size_t max, size_t* n) {
 
 size_t UdpEndpoint::Poll(Message* out, size_t max) {
   const auto now = Clock::now();
-  LatchSilentPeer(heard_, std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms),
-                  "udp");
+  LatchSilentPeer(live_.heard(), live_.timeout(), "udp");
   const size_t R = ring_.size();
   size_t n = 0;
   Handout(out, max, &n);  // frames of a run that did not fit the last call

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "transport/frame.hpp"
+#include "transport/send_queue.hpp"
 #include "transport/transport.hpp"
 #include "transport/udp/device.hpp"
 
@@ -73,8 +74,8 @@ class UdpEndpoint final : public Transport {
  private:
   struct Queued {
     uint32_t slot;
-    sockaddr_in to;
     uint32_t bytes;  // frame bytes
+    sockaddr_in to;
   };
   std::byte* SendSlot(uint32_t s) { return send_mem_.get() + size_t{s} * frame_stride_; }
   std::byte* RecvSlot(uint32_t s) { return recv_mem_.get() + size_t{s} * recv_stride_; }
@@ -97,15 +98,12 @@ class UdpEndpoint final : public Transport {
   std::map<PeerId, sockaddr_in> peers_;
   std::map<uint16_t, sockaddr_in> groups_;
   std::vector<int> group_fds_;
-  std::unique_ptr<std::byte[], void (*)(void*)> send_mem_{nullptr, nullptr}, recv_mem_{nullptr, nullptr};
+  SlotMemory send_mem_{nullptr, nullptr}, recv_mem_{nullptr, nullptr};
 
-  // Sender thread.
-  std::vector<uint32_t> free_;  // free send slots (a stack)
-  std::vector<Queued> queue_;   // committed, not yet taken by the kernel, oldest first
-  size_t queue_head_ = 0;
-  int64_t acquired_ = -1;
-  double tokens_ = 0;           // pacer: frame bytes we may send now
-  std::chrono::steady_clock::time_point last_refill_, last_heartbeat_;
+  // Sender thread. The queue: committed, not yet taken by the kernel; its pacer counts frame
+  // bytes.
+  SendQueue<Queued> sq_;
+  Interval beat_;
   std::vector<::mmsghdr> send_msgs_;
   std::vector<::iovec> send_iov_;
   std::vector<std::array<char, CMSG_SPACE(sizeof(uint16_t))>> send_cmsg_;  // UDP_SEGMENT per entry
@@ -132,7 +130,7 @@ class UdpEndpoint final : public Transport {
   std::vector<std::array<char, CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))>> recv_cmsg_;
   std::vector<uint32_t> overflow_;  // per socket (unicast, then groups): the last SO_RXQ_OVFL count
   void CountKernelDrops(int fd);    // set-up: SO_RXQ_OVFL on, a counter for the socket
-  std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
+  Liveness live_{opt_.heartbeat_ms, opt_.peer_timeout_ms};
   size_t next_fd_ = 0;  // round-robin over the unicast and group sockets
 };
 

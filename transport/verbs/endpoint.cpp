@@ -9,9 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <new>
 
 namespace hogstream {
 
@@ -28,13 +26,7 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 // Page aligned (what registration pins is whole pages anyway), zeroed: nothing uninitialised
 // ever goes on a wire.
-std::unique_ptr<std::byte[], void (*)(void*)> Region(size_t bytes) {
-  const size_t n = RoundUp(bytes, kPage);
-  std::unique_ptr<std::byte[], void (*)(void*)> p{static_cast<std::byte*>(std::aligned_alloc(kPage, n)), std::free};
-  if (!p) throw std::bad_alloc();
-  std::memset(p.get(), 0, n);
-  return p;
-}
+SlotMemory Region(size_t bytes) { return AllocSlots(bytes, kPage, /*zero=*/true); }
 
 uint32_t MtuBytes(ibv_mtu m) { return 128u << static_cast<int>(m); }  // IBV_MTU_256 = 1, ...
 
@@ -164,8 +156,7 @@ VerbsEndpoint::VerbsEndpoint(PeerId self, const VerbsOptions& opt, const VerbsAp
   send_sges_.resize(sq_depth_);
   send_wcs_.resize(32);
   inflight_.resize(sq_depth_);
-  for (uint32_t s = opt_.send_slots; s-- > 0;) free_.push_back(s);
-  queue_.reserve(opt_.send_slots);
+  sq_ = SendQueue<Queued>(opt_.send_slots);
   held_.resize(opt_.recv_slots);
   repost_.reserve(opt_.recv_slots);
   rwrs_.resize(opt_.recv_slots);
@@ -202,7 +193,7 @@ VerbsEndpoint::VerbsEndpoint(PeerId self, const VerbsOptions& opt, const VerbsAp
   rc = api->req_notify_cq(r_.recv_cq, 0);
   HS_REQUIRE(rc == 0) << "verbs: cannot arm the receive completion queue" << where << ": " << ErrnoText(rc);
   armed_ = true;
-  last_heartbeat_ = Clock::now();
+  beat_ = Interval(std::chrono::milliseconds(opt_.heartbeat_ms), Clock::now());
 }
 
 VerbsEndpoint::~VerbsEndpoint() = default;  // r_ frees the verbs objects in order
@@ -235,7 +226,7 @@ void VerbsEndpoint::AddPeer(PeerId peer, const VerbsAddress& a) {
   peers_[peer] = Route{ah, a.qpn};  // an old handle stays in r_.ahs until teardown (set-up only)
   by_source_[{a.lid, a.qpn}] = peer;
   beats_.clear();
-  for (const auto& [p, route] : peers_) beats_.push_back(Queued{beat_slot_, route, beat_bytes_});
+  for (const auto& [p, route] : peers_) beats_.push_back(Queued{beat_slot_, beat_bytes_, route});
   beat_cursor_ = 0;
 }
 
@@ -296,57 +287,37 @@ std::string VerbsEndpoint::WcText(const ibv_wc& wc) const {
 // ---------------------------------------------------------------- sender thread
 
 std::byte* VerbsEndpoint::AcquireSend() {
-  if (acquired_ < 0) {
+  if (!sq_.acquired()) {
     Heartbeats();
-    if (free_.empty()) Reap();
-    if (free_.empty()) {  // every slot committed or in flight, not yet completed
-      Bump(counters_.send_full);
-      return nullptr;
-    }
-    acquired_ = free_.back();
-    free_.pop_back();
+    if (sq_.exhausted()) Reap();
   }
-  return SendSlot(static_cast<uint32_t>(acquired_)) + FrameFormat::kHeaderBytes;
+  const std::optional<uint32_t> s = sq_.Acquire();
+  if (!s) Bump(counters_.send_full);  // every slot committed or in flight, not yet completed
+  return s ? SendSlot(*s) + FrameFormat::kHeaderBytes : nullptr;
 }
 
 void VerbsEndpoint::CommitSend(Dest to, const Header& h) {
-  HS_CHECK(acquired_ >= 0) << "CommitSend without AcquireSend";
+  const uint32_t s = sq_.acquired_slot();
   HS_CHECK_LE(h.length, max_payload_);
-  Route route;
-  if (to.group) {
-    auto it = groups_.find(to.id);
-    HS_REQUIRE(it != groups_.end()) << "verbs: no address for group " << to.id;
-    route = it->second;
-  } else {
-    auto it = peers_.find(to.id);
-    HS_REQUIRE(it != peers_.end()) << "verbs: no address for peer " << to.id;
-    route = it->second;
-  }
+  const Route& route = RouteOf(peers_, groups_, to, "verbs: no address for");
   Header stamped = h;
   stamped.source = self_;
-  const uint32_t s = static_cast<uint32_t>(acquired_);
-  acquired_ = -1;
   const size_t bytes = fmt_.Seal(SendSlot(s), stamped);
-  queue_.push_back({s, route, static_cast<uint32_t>(bytes)});
-  Bump(counters_.sent);
-  Bump(counters_.bytes_sent, h.length);
+  sq_.Commit({s, static_cast<uint32_t>(bytes), route});
+  CountSent(h);
 }
 
 void VerbsEndpoint::Flush() {
   Reap();
   Heartbeats();
-  const size_t waiting = queue_.size() - queue_head_;
+  const size_t waiting = sq_.waiting();
   const size_t room = sq_depth_ - inflight_count_;
   if (waiting && room) {
     // All that fits the send queue, as one list. When no slot is left free, the last one is
     // signalled whatever the count: one completion then gives the whole window back, instead
     // of the sender waiting for a later send to reach the count.
     const size_t n = std::min(waiting, room);
-    queue_head_ += Post(&queue_[queue_head_], n, free_.empty());
-  }
-  if (queue_head_ == queue_.size()) {
-    queue_.clear();
-    queue_head_ = 0;
+    sq_.Posted(Post(sq_.oldest(), n, sq_.exhausted()));
   }
 }
 
@@ -390,7 +361,7 @@ size_t VerbsEndpoint::Post(const Queued* q, size_t n, bool signal_last) {
   // Anything else will not get better by retrying: latch it, drop the rest, go on.
   Latch(Status::kIoError, kNoPeer, "verbs: post_send: " + ErrnoText(rc));
   for (size_t i = posted; i < n; ++i)
-    if (q[i].slot != beat_slot_) free_.push_back(q[i].slot);
+    if (q[i].slot != beat_slot_) sq_.Free(q[i].slot);
   return n;
 }
 
@@ -407,7 +378,7 @@ void VerbsEndpoint::Reap() {
       // This completion retires every request posted up to it.
       while (inflight_count_ && inflight_[inflight_head_].seq <= wc.wr_id) {
         const uint32_t s = inflight_[inflight_head_].slot;
-        if (s != beat_slot_) free_.push_back(s);
+        if (s != beat_slot_) sq_.Free(s);
         inflight_head_ = (inflight_head_ + 1) % inflight_.size();
         --inflight_count_;
       }
@@ -417,10 +388,7 @@ void VerbsEndpoint::Reap() {
 }
 
 void VerbsEndpoint::Heartbeats() {
-  const auto now = Clock::now();
-  if (now - last_heartbeat_ < std::chrono::milliseconds(opt_.heartbeat_ms)) return;
-  last_heartbeat_ = now;
-  if (beats_.empty()) return;
+  if (!beat_.Due(Clock::now()) || beats_.empty()) return;
   Reap();
   // Best effort: a send queue without room skips the rest of this beat; the next round starts
   // where this one stopped, so with many peers every one still hears from us.
@@ -493,7 +461,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
     repost_.push_back(slot);
     return;
   }
-  heard_[src->second] = now;
+  live_.Heard(src->second, now);
   if (h.kind == MsgKind::kHeartbeat) {  // liveness only
     repost_.push_back(slot);
     return;
@@ -506,8 +474,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
 size_t VerbsEndpoint::Poll(Message* out, size_t max) {
   if (max == 0) return 0;
   const auto now = Clock::now();
-  LatchSilentPeer(heard_, std::chrono::milliseconds(opt_.peer_timeout_ms ? opt_.peer_timeout_ms : 10 * opt_.heartbeat_ms),
-                  "verbs");
+  LatchSilentPeer(live_.heard(), live_.timeout(), "verbs");
   // Channel events: each says the armed CQ got a completion (and disarmed it). Ack them now:
   // destroying the CQ waits for every event to be acked.
   ibv_cq* cq = nullptr;

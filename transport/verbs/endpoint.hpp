@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "transport/frame.hpp"
+#include "transport/send_queue.hpp"
 #include "transport/transport.hpp"
 #include "transport/verbs/api.hpp"
 #include "transport/verbs/device.hpp"
@@ -111,8 +112,8 @@ class VerbsEndpoint final : public Transport {
   };
   struct Queued {
     uint32_t slot;
-    Route to;
     uint32_t bytes;  // frame bytes
+    Route to;
   };
   struct InFlight {  // a posted send work request, oldest first
     uint64_t seq;    // its wr_id
@@ -143,7 +144,7 @@ class VerbsEndpoint final : public Transport {
   const VerbsOptions opt_;
   const FrameFormat fmt_;
   // Declared before r_, so destroyed after it: memory is freed only once deregistered.
-  std::unique_ptr<std::byte[], void (*)(void*)> send_mem_{nullptr, nullptr}, recv_mem_{nullptr, nullptr};
+  SlotMemory send_mem_{nullptr, nullptr}, recv_mem_{nullptr, nullptr};
   Resources r_;
   uint32_t max_payload_ = 0;
   uint32_t mtu_ = 0;           // the port's active MTU, bytes
@@ -160,17 +161,15 @@ class VerbsEndpoint final : public Transport {
   std::vector<Queued> beats_;  // one heartbeat per peer (rebuilt by AddPeer)
   mutable std::mutex reg_mu_;  // Register / Deregister
 
-  // Sender thread.
-  std::vector<uint32_t> free_;     // free send slots (a stack)
-  std::vector<Queued> queue_;      // committed, not yet posted, oldest first
-  size_t queue_head_ = 0;
-  int64_t acquired_ = -1;
+  // Sender thread. The queue: committed, not yet posted (unpaced); a posted slot is in flight
+  // until its completion is reaped.
+  SendQueue<Queued> sq_;
   std::vector<InFlight> inflight_;  // ring of sq_depth_ entries
   size_t inflight_head_ = 0, inflight_count_ = 0;
   uint64_t next_seq_ = 1;
   uint32_t since_signal_ = 0;       // posted work requests since the last signalled one
   size_t beat_cursor_ = 0;          // the peer the next heartbeat round starts at
-  std::chrono::steady_clock::time_point last_heartbeat_;
+  Interval beat_;
   std::vector<ibv_send_wr> wrs_;
   std::vector<ibv_sge> send_sges_;
   std::vector<ibv_wc> send_wcs_;
@@ -184,7 +183,7 @@ class VerbsEndpoint final : public Transport {
   std::vector<ibv_wc> recv_wcs_;
   bool armed_ = false;               // the receive CQ is armed and nothing was seen since
   bool more_set_ = false;            // r_.more_fd holds a count
-  std::map<PeerId, std::chrono::steady_clock::time_point> heard_;
+  Liveness live_{opt_.heartbeat_ms, opt_.peer_timeout_ms};
   std::atomic<uint64_t> unknown_{0};
 };
 
