@@ -351,7 +351,8 @@ TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
 
 TEST_F(NetJobTest, TheLowestLiveMachineTakesOverWhenTheLeaderDies) {
   AttachAll();
-  EXPECT_TRUE(m_[0].job->leads());
+  // (Attach returns once the job has started; the lead is chosen on the daemon's next pass.)
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads(); }, 5s)) << "machine 0 never led";
   m_[0].job.reset();  // the leader, killed
   ASSERT_TRUE(WaitFor([&] { return m_[1].group->leads() == 1; }, 5s)) << "no takeover";
   EXPECT_EQ(m_[2].group->leads(), 0);
