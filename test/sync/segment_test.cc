@@ -1020,13 +1020,17 @@ TEST(SegmentValuesTest, SlaveRefusesNonFinitePositionsAndRetakesAChunkWhole) {
   }
   EXPECT_EQ(se.retaking(), 0u);
   EXPECT_EQ(se.chunks_heard(), 2u);
-  // After that, the rule as ever: progress made since goes out.
+  // After that, the rule as ever: progress made since goes out (0.25, as float arithmetic
+  // on this w[0] rounds it).
+  const float taken = w[0];
   w[0] += 0.25f;
+  const float progress = w[0] - taken;
   p.chunk = 0;
   p.seq = 3;
   t.Deliver(p, 5, RandomVector(4, gen));
   ASSERT_EQ(se.PollPositions(), 1u);
-  EXPECT_FLOAT_EQ(t.sent.back().payload[0], 0.25f);
+  EXPECT_FLOAT_EQ(t.sent.back().payload[0], progress);
+  EXPECT_NEAR(t.sent.back().payload[0], 0.25f, 1e-6f);
 }
 
 // The ramp and the age damping of SegmentRule, hand-computed: at clock 0 a delta counts
