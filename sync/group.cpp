@@ -168,6 +168,7 @@ bool SharedGroup::WaitUntil(const std::function<bool()>& done, Clock::time_point
 }
 
 void MachineGroup::AwaitGo() {
+  if (!paused()) return;  // (each iteration: no wait set up while the machine is not cut off)
   WaitUntil([&] { return !paused() || Stopping(); }, Clock::time_point::max());
 }
 
