@@ -34,9 +34,8 @@ class Group {
 
   // --- Who leads: exactly one solver of the job tests, displays and snapshots.
   virtual bool Leads(int rank) const = 0;
-  // The leader stopped responding: the lowest live rank takes over. Returns the rank taken
-  // over from when `rank` just took the lead, else -1.
-  virtual int TakeOverIfLeaderGone(int rank) = 0;
+  // The leader stopped responding: the lowest live rank takes over (and says so in the log).
+  virtual void TakeOverIfLeaderGone(int rank) = 0;
 
   // --- Stopping and pausing.
   virtual bool Stopping() const = 0;

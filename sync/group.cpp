@@ -49,23 +49,22 @@ bool SharedGroup::Live(int r) const {
   return hb > 0 && HeartbeatNowMs() - hb < kHeartbeatStaleMs;
 }
 
-int SharedGroup::TakeOverIfLeaderGone(int rank) {
+void SharedGroup::TakeOverIfLeaderGone(int rank) {
   // A leader whose process stopped beating is gone (killed): the lowest live rank takes over
   // testing, display, snapshots and the end of the job.
   const int32_t current = g_->leader.load();
-  if (current == rank || Live(current)) return -1;
+  if (current == rank || Live(current)) return;
   const int n = std::min(g_->solvers.load(), SolverGroup::kMaxSolvers);
   for (int r = 0; r < n; ++r) {
     if (!Live(r)) continue;
-    if (r != rank) return -1;  // a lower live rank takes over
+    if (r != rank) return;  // a lower live rank takes over
     int32_t expected = current;
-    if (!g_->leader.compare_exchange_strong(expected, r)) return -1;
+    if (!g_->leader.compare_exchange_strong(expected, r)) return;
     Changed();
     LOG_IF(INFO, log_) << "Solver " << r << " takes over testing and snapshots from solver " << current
                        << ", which stopped responding";
-    return current;
+    return;
   }
-  return -1;
 }
 
 void SharedGroup::Stop() {

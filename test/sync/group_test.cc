@@ -32,6 +32,16 @@ void Beat(SolverGroup& g, int ranks) {
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
+// Whatever a test asserted, its Finish threads return before their futures are destroyed (a
+// future of std::async waits for its thread): every rank finished, the job ended, bounded.
+struct EndsTheJob {
+  SharedGroup& group;
+  ~EndsTheJob() {
+    for (int r = 0; r < SolverGroup::kMaxSolvers; ++r) group.shared().finished[r].store(1);
+    group.EndJob();
+  }
+};
+
 // A wait sleeps until a change wakes it, not until its recheck interval comes round.
 TEST(GroupTest, AWaitWakesOnAChangeNotOnItsRecheck) {
   SolverGroup g;
@@ -83,6 +93,7 @@ TEST(GroupTest, TheLeaderWaitsForTheOthersAndPassesOnAStopRequest) {
   Beat(g, 2);
   SharedGroup group(&g, false);
   auto finish = std::async(std::launch::async, [&] { return group.Finish(0); });
+  EndsTheJob bounded{group};
   EXPECT_EQ(finish.wait_for(200ms), std::future_status::timeout) << "the leader did not wait for rank 1";
   EXPECT_EQ(g.stop.load(), 0);
   group.Request(SolverAction::STOP);  // a signal to rank 1's process
@@ -103,6 +114,7 @@ TEST(GroupTest, AFollowerTakesTheEndOverFromALeaderThatStoppedBeating) {
   g.heartbeat_ms[0].store(HeartbeatNowMs() - 2 * kHeartbeatStaleMs);  // rank 0, the leader, is dead
   SharedGroup group(&g, false);
   auto finish = std::async(std::launch::async, [&] { return group.Finish(1); });
+  EndsTheJob bounded{group};
   ASSERT_EQ(finish.wait_for(5s), std::future_status::ready) << "the follower waits for a dead leader";
   EXPECT_EQ(finish.get(), Group::End::kTakeFinal);
   EXPECT_EQ(g.leader.load(), 1);
@@ -119,6 +131,7 @@ TEST(GroupTest, AMachineThatDoesNotLeadFollowsOrKeepsItsCopy) {
     group.SetLeads(false);
     auto first = std::async(std::launch::async, [&] { return group.Finish(0); });
     auto second = std::async(std::launch::async, [&] { return group.Finish(1); });
+    EndsTheJob bounded{group};
     EXPECT_EQ(first.wait_for(200ms), std::future_status::timeout) << "it ended before the leader did";
     if (failed) group.SetFailedElsewhere();
     group.EndJob();  // the network daemon hears the leader's "done"
