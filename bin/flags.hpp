@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

@@ -18,7 +18,7 @@
 #include <memory>
 #include <thread>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "sync/segment.hpp"
 #include "transport/frame.hpp"
 #include "transport/inproc/device.hpp"

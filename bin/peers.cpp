@@ -19,7 +19,7 @@
 #include <thread>
 #include <chrono>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "sync/net_job.hpp"
 #include "transport/netns.hpp"
 #include "transport/raw/endpoint.hpp"

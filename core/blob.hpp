@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/synced_memory.hpp"
 
 namespace hogstream {

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/gpu_engine.hpp"
 
 #ifdef HOGSTREAM_CUDA

@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/context.hpp"
 
 namespace hogstream {

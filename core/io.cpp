@@ -21,7 +21,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/layer.hpp"
 #include "core/upgrade.hpp"
 

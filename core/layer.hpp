@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/blob.hpp"
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/proto/hogstream.pb.h"
 
 namespace hogstream {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <random>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/context.hpp"
 
 namespace hogstream {

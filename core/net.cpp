@@ -161,6 +161,27 @@ void CheckBottomsProduced(const pb::NetParameter& param, const NetSource& source
     for (const auto& t : l.top()) produced.insert(t);
   }
 }
+
+// A Data layer without its source takes a stand-in shape: an Input layer of
+// options.input_shapes (the first top's shape, or its batch size for the other tops).
+pb::LayerParameter StandInForData(const pb::LayerParameter& lp, const NetOptions& options) {
+  static const std::set<std::string> kSourced = {"Data", "ImageData", "HDF5Data", "WindowData", "MemoryData"};
+  if (!kSourced.count(lp.type()) || lp.top_size() == 0 || !options.input_shapes.count(lp.top(0))) return lp;
+  const auto& shape0 = options.input_shapes.at(lp.top(0));
+  pb::LayerParameter input;
+  input.set_name(lp.name());
+  input.set_type("Input");
+  input.set_phase(lp.phase());
+  for (int t = 0; t < lp.top_size(); ++t) {
+    input.add_top(lp.top(t));
+    auto it = options.input_shapes.find(lp.top(t));
+    std::vector<int> s = it != options.input_shapes.end() ? it->second
+                                                          : std::vector<int>{shape0.empty() ? 1 : shape0[0]};
+    auto* bs = input.mutable_input_param()->add_shape();
+    for (int d : s) bs->add_dim(d);
+  }
+  return input;
+}
 }  // namespace
 
 Net::Net(const pb::NetParameter& param, const NetOptions& options) { Init(param, options); }
@@ -187,126 +208,135 @@ void Net::Init(const pb::NetParameter& in_param, const NetOptions& options) {
     pb::LayerParameter lp = param.layer(li);
     if (!lp.has_phase()) lp.set_phase(phase_);
     const std::string where = options.source.Where(lp.name());
-    const std::string who = "layer '" + lp.name() + "' (" + lp.type() + "): ";
-    // Data layers without their source take a stand-in shape.
-    static const std::set<std::string> kSourced = {"Data", "ImageData", "HDF5Data", "WindowData", "MemoryData"};
-    if (kSourced.count(lp.type()) && lp.top_size() > 0 && options.input_shapes.count(lp.top(0))) {
-      const auto& shape0 = options.input_shapes.at(lp.top(0));
-      pb::LayerParameter input;
-      input.set_name(lp.name());
-      input.set_type("Input");
-      input.set_phase(lp.phase());
-      for (int t = 0; t < lp.top_size(); ++t) {
-        input.add_top(lp.top(t));
-        auto it = options.input_shapes.find(lp.top(t));
-        std::vector<int> s = it != options.input_shapes.end()
-                                 ? it->second
-                                 : std::vector<int>{shape0.empty() ? 1 : shape0[0]};
-        auto* bs = input.mutable_input_param()->add_shape();
-        for (int d : s) bs->add_dim(d);
-      }
-      lp = input;
-    }
-    const int layer_id = static_cast<int>(layers_.size());
-    try {
-      layers_.push_back(CreateLayer(lp));
-    } catch (const Error& e) {
-      throw Error(where + e.what());
-    }
-    Layer* layer = layers_.back().get();
-    layer_names_.push_back(lp.name());
-    layer_index_.emplace(lp.name(), layer_id);  // Caffe allows repeated names; first wins
-    bottom_vecs_.emplace_back();
-    top_vecs_.emplace_back();
-    bottom_ids_.emplace_back();
-    top_ids_.emplace_back();
-    bottom_need_backward_.emplace_back();
-
-    bool need_backward = false;
-    for (int b = 0; b < lp.bottom_size(); ++b) {
-      auto it = blob_index_.find(lp.bottom(b));
-      HS_REQUIRE(it != blob_index_.end() && available.count(lp.bottom(b)))
-          << where << who << "unknown bottom blob '" << lp.bottom(b) << "'";
-      const int id = it->second;
-      bottom_vecs_[layer_id].push_back(blobs_[id].get());
-      bottom_ids_[layer_id].push_back(id);
-      bool nb = blob_need_backward_[id];
-      if (b < lp.propagate_down_size()) nb = nb && lp.propagate_down(b);
-      bottom_need_backward_[layer_id].push_back(nb);
-      need_backward |= nb;
-      available.erase(lp.bottom(b));
-    }
-    int num_top = lp.top_size();
-    if (layer->AutoTopBlobs()) {
-      const int needed = std::max(layer->MinTopBlobs(), layer->ExactNumTopBlobs());
-      for (; num_top < needed; ++num_top) lp.add_top("(" + lp.name() + ")." + std::to_string(num_top));
-    }
-    for (int t = 0; t < lp.top_size(); ++t) {
-      const std::string& tn = lp.top(t);
-      const bool in_place = t < lp.bottom_size() && lp.bottom(t) == tn;
-      int id;
-      if (in_place) {
-        id = blob_index_.at(tn);
-      } else {
-        HS_REQUIRE(blob_index_.count(tn) == 0)
-            << where << who << "top blob '" << tn << "' is produced by more than one layer";
-        id = static_cast<int>(blobs_.size());
-        blobs_.push_back(std::make_shared<Blob>());
-        blob_names_.push_back(tn);
-        blob_index_[tn] = id;
-        blob_need_backward_.push_back(false);
-        blob_loss_weights_.push_back(0.f);
-        if (lp.type() == "Input") input_blobs_.push_back(blobs_[id].get());
-      }
-      top_vecs_[layer_id].push_back(blobs_[id].get());
-      top_ids_[layer_id].push_back(id);
-      available.insert(tn);
-    }
-    try {
-      layer->SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
-    } catch (const Error& e) {
-      throw Error(where + who + e.what());
-    }
-    for (int t = 0; t < static_cast<int>(top_ids_[layer_id].size()); ++t)
-      blob_loss_weights_[top_ids_[layer_id][t]] = layer->loss(t);
-
-    // Parameters: sharing by name, lr/decay multipliers.
-    const int num_params = static_cast<int>(layer->blobs().size());
-    HS_REQUIRE(lp.param_size() <= num_params)
-        << where << who << lp.param_size() << " param specs given but the layer has only "
-        << num_params << " parameter blob(s)";
-    for (int p = 0; p < num_params; ++p) {
-      // A blob the layer declared fixed (BatchNorm's statistics) stays fixed.
-      const bool fixed = !layer->param_propagate_down(p);
-      const bool learn = !fixed && (p >= lp.param_size() || lp.param(p).lr_mult() != 0.f);
-      layer->set_param_propagate_down(p, learn);
-      need_backward |= learn;
-    }
-    const size_t learnable_before = learnable_params_.size();
-    try {
-      AppendParams(layer_id);
-    } catch (const Error& e) {
-      throw Error(where + who + e.what());
-    }
-    // Blobs take memory lazily, at first use: add up what this layer's new tops and
-    // parameters will take, with their gradients, and stop before the first Forward would be
-    // killed for it.
-    for (int t = 0; t < static_cast<int>(top_ids_[layer_id].size()); ++t) {
-      const bool in_place = t < lp.bottom_size() && lp.bottom(t) == lp.top(t);
-      if (!in_place) need_bytes += 2.0 * sizeof(float) * top_vecs_[layer_id][t]->count();
-    }
-    for (size_t p = learnable_before; p < learnable_params_.size(); ++p)
-      need_bytes += 2.0 * sizeof(float) * learnable_params_[p]->count();
-    try {
-      RequireMemory(need_bytes, "the net's blobs up to here, with their gradients,");
-    } catch (const Error& e) {
-      throw Error(where + who + e.what());
-    }
+    const std::string who = where + "layer '" + lp.name() + "' (" + lp.type() + "): ";
+    lp = StandInForData(lp, options);
+    const int layer_id = AddLayer(lp, where);
+    bool need_backward = WireBottoms(layer_id, lp, who, &available);
+    WireTops(layer_id, &lp, who, &available);
+    need_backward |= SetUpLayer(layer_id, lp, who, &need_bytes);
     layer_need_backward_.push_back(need_backward);
     for (int id : top_ids_[layer_id]) blob_need_backward_[id] = blob_need_backward_[id] || need_backward;
   }
   ComputeBackwardNeeds(param);
   if (options.fuse) FuseLayers();
+  CollectOutputs(available);
+  blob_blocked_.assign(blobs_.size(), false);
+  if (options.blocked && Context::Get().mode() == Mode::CPU) AssignLayouts();
+  FlattenParams();
+}
+
+int Net::AddLayer(const pb::LayerParameter& lp, const std::string& where) {
+  const int layer_id = static_cast<int>(layers_.size());
+  try {
+    layers_.push_back(CreateLayer(lp));
+  } catch (const Error& e) {
+    throw Error(where + e.what());
+  }
+  layer_names_.push_back(lp.name());
+  layer_index_.emplace(lp.name(), layer_id);  // Caffe allows repeated names; first wins
+  bottom_vecs_.emplace_back();
+  top_vecs_.emplace_back();
+  bottom_ids_.emplace_back();
+  top_ids_.emplace_back();
+  bottom_need_backward_.emplace_back();
+  return layer_id;
+}
+
+bool Net::WireBottoms(int layer_id, const pb::LayerParameter& lp, const std::string& who,
+                      std::set<std::string>* available) {
+  bool need_backward = false;
+  for (int b = 0; b < lp.bottom_size(); ++b) {
+    auto it = blob_index_.find(lp.bottom(b));
+    HS_REQUIRE(it != blob_index_.end() && available->count(lp.bottom(b)))
+        << who << "unknown bottom blob '" << lp.bottom(b) << "'";
+    const int id = it->second;
+    bottom_vecs_[layer_id].push_back(blobs_[id].get());
+    bottom_ids_[layer_id].push_back(id);
+    bool nb = blob_need_backward_[id];
+    if (b < lp.propagate_down_size()) nb = nb && lp.propagate_down(b);
+    bottom_need_backward_[layer_id].push_back(nb);
+    need_backward |= nb;
+    available->erase(lp.bottom(b));
+  }
+  return need_backward;
+}
+
+void Net::WireTops(int layer_id, pb::LayerParameter* lp, const std::string& who, std::set<std::string>* available) {
+  const Layer* layer = layers_[layer_id].get();
+  int num_top = lp->top_size();
+  if (layer->AutoTopBlobs()) {
+    const int needed = std::max(layer->MinTopBlobs(), layer->ExactNumTopBlobs());
+    for (; num_top < needed; ++num_top) lp->add_top("(" + lp->name() + ")." + std::to_string(num_top));
+  }
+  for (int t = 0; t < lp->top_size(); ++t) {
+    const std::string& tn = lp->top(t);
+    const bool in_place = t < lp->bottom_size() && lp->bottom(t) == tn;
+    int id;
+    if (in_place) {
+      id = blob_index_.at(tn);
+    } else {
+      HS_REQUIRE(blob_index_.count(tn) == 0) << who << "top blob '" << tn << "' is produced by more than one layer";
+      id = static_cast<int>(blobs_.size());
+      blobs_.push_back(std::make_shared<Blob>());
+      blob_names_.push_back(tn);
+      blob_index_[tn] = id;
+      blob_need_backward_.push_back(false);
+      blob_loss_weights_.push_back(0.f);
+      if (lp->type() == "Input") input_blobs_.push_back(blobs_[id].get());
+    }
+    top_vecs_[layer_id].push_back(blobs_[id].get());
+    top_ids_[layer_id].push_back(id);
+    available->insert(tn);
+  }
+}
+
+bool Net::SetUpLayer(int layer_id, const pb::LayerParameter& lp, const std::string& who, double* need_bytes) {
+  Layer* layer = layers_[layer_id].get();
+  try {
+    layer->SetUp(bottom_vecs_[layer_id], top_vecs_[layer_id]);
+  } catch (const Error& e) {
+    throw Error(who + e.what());
+  }
+  for (int t = 0; t < static_cast<int>(top_ids_[layer_id].size()); ++t)
+    blob_loss_weights_[top_ids_[layer_id][t]] = layer->loss(t);
+
+  // Parameters: sharing by name, lr/decay multipliers.
+  const int num_params = static_cast<int>(layer->blobs().size());
+  HS_REQUIRE(lp.param_size() <= num_params)
+      << who << lp.param_size() << " param specs given but the layer has only " << num_params
+      << " parameter blob(s)";
+  bool need_backward = false;
+  for (int p = 0; p < num_params; ++p) {
+    // A blob the layer declared fixed (BatchNorm's statistics) stays fixed.
+    const bool fixed = !layer->param_propagate_down(p);
+    const bool learn = !fixed && (p >= lp.param_size() || lp.param(p).lr_mult() != 0.f);
+    layer->set_param_propagate_down(p, learn);
+    need_backward |= learn;
+  }
+  const size_t learnable_before = learnable_params_.size();
+  try {
+    AppendParams(layer_id);
+  } catch (const Error& e) {
+    throw Error(who + e.what());
+  }
+  // Blobs take memory lazily, at first use: add up what this layer's new tops and
+  // parameters will take, with their gradients, and stop before the first Forward would be
+  // killed for it.
+  for (int t = 0; t < static_cast<int>(top_ids_[layer_id].size()); ++t) {
+    const bool in_place = t < lp.bottom_size() && lp.bottom(t) == lp.top(t);
+    if (!in_place) *need_bytes += 2.0 * sizeof(float) * top_vecs_[layer_id][t]->count();
+  }
+  for (size_t p = learnable_before; p < learnable_params_.size(); ++p)
+    *need_bytes += 2.0 * sizeof(float) * learnable_params_[p]->count();
+  try {
+    RequireMemory(*need_bytes, "the net's blobs up to here, with their gradients,");
+  } catch (const Error& e) {
+    throw Error(who + e.what());
+  }
+  return need_backward;
+}
+
+void Net::CollectOutputs(const std::set<std::string>& available) {
   for (const auto& name : available) {
     const int id = blob_index_.at(name);
     output_blobs_.push_back(blobs_[id].get());
@@ -320,9 +350,6 @@ void Net::Init(const pb::NetParameter& in_param, const NetOptions& options) {
     output_blob_ids_[i] = order[i].first;
     output_blobs_[i] = order[i].second;
   }
-  blob_blocked_.assign(blobs_.size(), false);
-  if (options.blocked && Context::Get().mode() == Mode::CPU) AssignLayouts();
-  FlattenParams();
 }
 
 void Net::AppendParams(int layer_id) {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -134,6 +135,16 @@ class Net {
 
  private:
   void Init(const pb::NetParameter& param, const NetOptions& options);
+  // Init's steps for one layer (`where`: its place in the prototxt; `who` adds its name and
+  // type, for one-line errors): make it; wire its bottoms (whether any needs a gradient); its
+  // tops, adding the ones a layer makes itself; set it up, its params and their multipliers
+  // (whether any is learned), and count its memory into *need_bytes. Then the net's outputs.
+  int AddLayer(const pb::LayerParameter& lp, const std::string& where);
+  bool WireBottoms(int layer_id, const pb::LayerParameter& lp, const std::string& who,
+                   std::set<std::string>* available);
+  void WireTops(int layer_id, pb::LayerParameter* lp, const std::string& who, std::set<std::string>* available);
+  bool SetUpLayer(int layer_id, const pb::LayerParameter& lp, const std::string& who, double* need_bytes);
+  void CollectOutputs(const std::set<std::string>& available);
   void AppendParams(int layer_id);
   void FlattenParams();
   void ComputeBackwardNeeds(const pb::NetParameter& param);

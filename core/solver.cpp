@@ -321,59 +321,88 @@ SolverAction Solver::PollAction() {
   return leader() ? g->Pending(&snapshot_requests_seen_) : SolverAction::NONE;
 }
 
-void Solver::StepTo(int64_t stop_iter) {
-  Group* g = options_.group;
-  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
+// Caffe's intervals, as "the global iteration reached the next multiple": identical to
+// `iter % interval == 0` for one solver, and robust to a counter that others advance too.
+int64_t Solver::FirstMultiple(int interval, bool include_now) const {
+  if (interval <= 0) return 0;
+  const int64_t up = (static_cast<int64_t>(iter_) + interval - 1) / interval * interval;
+  return up == iter_ && !include_now ? up + interval : up;
+}
+
+void Solver::StartSteps() {
   losses_.clear();
   losses_seen_ = 0;
   smoothed_loss_ = 0;
   start_time_ = std::chrono::steady_clock::now();
   start_iter_ = iter_;
+  next_test_ = FirstMultiple(param_.test_interval(), iter_ > 0 || param_.test_initialization());
+  next_display_ = FirstMultiple(param_.display(), true);
+  next_snapshot_ = FirstMultiple(param_.snapshot(), false);
+  if (options_.group) snapshot_requests_seen_ = options_.group->SnapshotRequests();
+  led_from_ = -1;
+  was_leading_ = false;
+}
+
+// Every multiple this solver led through gets its file, even one the count passed while it
+// was busy (a test pass, descheduled) or after its last iteration: scripts look for each
+// _iter_<k * snapshot>. A multiple the count passed before this solver began to lead (a
+// takeover, a machine back with a majority) belonged to the leader of that time: if no file
+// of it was written in this run, these later weights are not passed off under its name but
+// written once under the global iteration they are really of.
+void Solver::SnapshotMultiples(int64_t last_periodic) {
+  Group* g = options_.group;
+  const int64_t reached = std::min(g ? g->Reached() : iter_, last_periodic);
+  if (led_from_ < 0) led_from_ = reached;
+  int64_t missed = -1;
+  bool on_time = false;
+  while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
+    if (next_snapshot_ >= led_from_) {
+      TrySnapshot(next_snapshot_);
+      on_time = true;  // a later file than the missed ones
+    } else if (!WrittenByAnotherLeader(SnapshotBase(next_snapshot_) + ".caffemodel")) {
+      missed = next_snapshot_;
+    }
+    next_snapshot_ += param_.snapshot();
+  }
+  if (missed >= 0 && !on_time) {
+    SLOG << "The snapshot due at iteration " << missed << " was not written by the leader of that time; "
+         << "these weights are saved under the global iteration they are of, " << reached;
+    TrySnapshot(reached);
+  }
+}
+
+void Solver::TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::time_point& last, int& last_iter) {
+  net_->ClearParamDiffs();
+  if (lead && Due(it, param_.test_interval(), &next_test_)) OnMaster([&] { TestAll(); });
+  float loss = 0;
+  for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
+  loss /= param_.iter_size();
+  if (std::isfinite(loss)) {
+    UpdateSmoothedLoss(loss);
+    if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
+    if (options_.after_backward) options_.after_backward();
+    ApplyUpdate();
+    return;
+  }
+  // These weights are lost. Where the job can restore them (another machine's copy), the
+  // step is skipped and the momentum of the lost trajectory forgotten; else one line.
+  std::string why;
+  HS_REQUIRE(options_.on_diverged && options_.on_diverged(&why))
+      << "loss is " << loss << " at iteration " << iter_
+      << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
+  for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
+}
+
+void Solver::StepTo(int64_t stop_iter) {
+  Group* g = options_.group;
+  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
+  StartSteps();
   auto last = start_time_;
   int last_iter = iter_;
-  // Caffe's intervals, as "the global iteration reached the next multiple": identical to
-  // `iter % interval == 0` for one solver, and robust to a counter that others advance too.
-  auto first_multiple = [&](int interval, bool include_now) -> int64_t {
-    if (interval <= 0) return 0;
-    const int64_t up = (static_cast<int64_t>(iter_) + interval - 1) / interval * interval;
-    return up == iter_ && !include_now ? up + interval : up;
-  };
-  next_test_ = first_multiple(param_.test_interval(), iter_ > 0 || param_.test_initialization());
-  next_display_ = first_multiple(param_.display(), true);
-  next_snapshot_ = first_multiple(param_.snapshot(), false);
-  if (g) snapshot_requests_seen_ = g->SnapshotRequests();
   // Periodic snapshots are named by the multiple of `snapshot` the count reached, as Caffe
   // names them. In a group the one at the very end waits for Solve, which takes it once every
   // solver is done (and every private copy has handed in its last deltas).
   const int64_t last_periodic = g ? stop_iter - 1 : stop_iter;
-  // Every multiple this solver led through gets its file, even one the count passed while it
-  // was busy (a test pass, descheduled) or after its last iteration: scripts look for each
-  // _iter_<k * snapshot>. A multiple the count passed before this solver began to lead (a
-  // takeover, a machine back with a majority) belonged to the leader of that time: if no file
-  // of it was written in this run, these later weights are not passed off under its name but
-  // written once under the global iteration they are really of.
-  int64_t led_from = -1;  // the global iteration at which this solver last began to lead
-  bool was_leading = false;
-  auto snapshot_multiples = [&] {
-    const int64_t reached = std::min(g ? g->Reached() : iter_, last_periodic);
-    if (led_from < 0) led_from = reached;
-    int64_t missed = -1;
-    bool on_time = false;
-    while (param_.snapshot() > 0 && next_snapshot_ <= reached) {
-      if (next_snapshot_ >= led_from) {
-        TrySnapshot(next_snapshot_);
-        on_time = true;  // a later file than the missed ones
-      } else if (!WrittenByAnotherLeader(SnapshotBase(next_snapshot_) + ".caffemodel")) {
-        missed = next_snapshot_;
-      }
-      next_snapshot_ += param_.snapshot();
-    }
-    if (missed >= 0 && !on_time) {
-      SLOG << "The snapshot due at iteration " << missed << " was not written by the leader of that time; "
-           << "these weights are saved under the global iteration they are of, " << reached;
-      TrySnapshot(reached);
-    }
-  };
   auto last_takeover_check = std::chrono::steady_clock::time_point{};
   while (!(g && g->Stopping())) {
     if (options_.before_iteration && !options_.before_iteration()) break;
@@ -389,33 +418,15 @@ void Solver::StepTo(int64_t stop_iter) {
       }
     }
     const bool lead = leader();
-    if (lead && !was_leading) led_from = it;
-    was_leading = lead;
-    net_->ClearParamDiffs();
-    if (lead && Due(it, param_.test_interval(), &next_test_)) OnMaster([&] { TestAll(); });
-    float loss = 0;
-    for (int i = 0; i < param_.iter_size(); ++i) loss += net_->ForwardBackward();
-    loss /= param_.iter_size();
-    if (std::isfinite(loss)) {
-      UpdateSmoothedLoss(loss);
-      if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
-      if (options_.after_backward) options_.after_backward();
-      ApplyUpdate();
-    } else {
-      // These weights are lost. Where the job can restore them (another machine's copy), the
-      // step is skipped and the momentum of the lost trajectory forgotten; else one line.
-      std::string why;
-      HS_REQUIRE(options_.on_diverged && options_.on_diverged(&why))
-          << "loss is " << loss << " at iteration " << iter_
-          << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
-      for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
-    }
+    if (lead && !was_leading_) led_from_ = it;
+    was_leading_ = lead;
+    TrainIteration(it, lead, last, last_iter);
     iter_ = static_cast<int>(it + 1);
     if (g) g->Completed(options_.rank);
     if (options_.after_iteration) options_.after_iteration();
     const SolverAction action = PollAction();
     if (lead) {
-      snapshot_multiples();
+      SnapshotMultiples(last_periodic);
       if (action == SolverAction::SNAPSHOT && last_snapshot_iter_ != iter_) TrySnapshot(-1);
     }
     if (action == SolverAction::STOP) {
@@ -425,7 +436,7 @@ void Solver::StepTo(int64_t stop_iter) {
     }
   }
   // The others may have run the count past a multiple after this leader's last iteration.
-  if (g && leader() && !stopped_early_) snapshot_multiples();
+  if (g && leader() && !stopped_early_) SnapshotMultiples(last_periodic);
   if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
 }
 

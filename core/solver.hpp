@@ -179,6 +179,14 @@ class Solver {
   static bool Due(int64_t it, int interval, int64_t* next);
   // Runs iterations until the iteration count (the group's, in a group) reaches stop_iter.
   void StepTo(int64_t stop_iter);
+  // StepTo's parts: the counters and schedules of a new run of steps; the first multiple of
+  // `interval` at or (include_now false) past iter_; the periodic snapshots the count has
+  // reached (at most last_periodic); one claimed iteration `it` (test pass and display where
+  // due, forward/backward, update; a non-finite loss restored or one line).
+  void StartSteps();
+  int64_t FirstMultiple(int interval, bool include_now) const;
+  void SnapshotMultiples(int64_t last_periodic);
+  void TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::time_point& last, int& last_iter);
   // The signal-driven request for this iteration, after group-wide forwarding: what this
   // solver must act on (always NONE for a follower in a group).
   SolverAction PollAction();
@@ -201,6 +209,8 @@ class Solver {
   bool stopped_early_ = false;
   std::chrono::steady_clock::time_point start_time_;
   int start_iter_ = 0;
+  int64_t led_from_ = -1;     // the global iteration at which this solver last began to lead
+  bool was_leading_ = false;  // whether it led at its previous iteration
 };
 
 // Makes the solver named by param.type() (or the legacy solver_type); Error for unknown.

@@ -5,7 +5,7 @@
 
 #include <atomic>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/context.hpp"
 
 #ifdef HOGSTREAM_CUDA

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <utility>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/io.hpp"
 
 namespace hogstream {

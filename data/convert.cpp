@@ -13,7 +13,7 @@
 #include <random>
 
 #include "core/blob.hpp"
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/io.hpp"
 #include "core/proto/hogstream.pb.h"
 #include "data/image.hpp"

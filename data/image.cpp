@@ -15,7 +15,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

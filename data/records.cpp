@@ -14,7 +14,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "data/lmdb.hpp"
 
 namespace hogstream {

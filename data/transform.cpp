@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/blob.hpp"
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/io.hpp"
 
 namespace hogstream {

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 namespace {

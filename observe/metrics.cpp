@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 #ifdef HOGSTREAM_PROMETHEUS
 #include <prometheus/counter.h>

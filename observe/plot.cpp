@@ -10,7 +10,7 @@
 #include <limits>
 #include <memory>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "observe/log_parse.hpp"
 
 namespace hogstream {

@@ -4,61 +4,41 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
-#include <sstream>
 
-#include "core/common.hpp"
+#include <nlohmann/json.hpp>
+
+#include "base/common.hpp"
 
 namespace hogstream {
 namespace {
+
+using Json = nlohmann::ordered_json;  // keys in the order written, as README.md lists them
 
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// JSON has no NaN or infinity: a diverging loss is written as null rather than breaking jq.
-// `fixed`: decimals after the point, for Unix times (%g would round them to 100 s).
-void Number(std::ostringstream& os, double v, int fixed = -1) {
-  if (!std::isfinite(v)) {
-    os << "null";
-    return;
-  }
-  char buf[48];
-  if (fixed >= 0) std::snprintf(buf, sizeof buf, "%.*f", fixed, v);
-  else std::snprintf(buf, sizeof buf, "%.9g", v);
-  os << buf;
-}
-
-void String(std::ostringstream& os, const std::string& s) {
-  os << '"';
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      os << '\\' << c;
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      os << buf;
-    } else {
-      os << c;
-    }
-  }
-  os << '"';
+// A figure as JSON: null when not finite (JSON has no NaN or infinity, and a diverging loss
+// must not break jq), else the double nearest its 9 significant digits, so a float's 0.01
+// prints as 0.01 and not as the float's exact 0.009999999776482582.
+Json Number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return std::strtod(buf, nullptr);
 }
 
 // {"name": value, ...}; an output with several elements repeats its name, so those keys get
 // "[k]" (accuracy[0], accuracy[1]) to stay unique.
-void Outputs(std::ostringstream& os, const std::vector<std::pair<std::string, float>>& outputs) {
+Json Outputs(const std::vector<std::pair<std::string, float>>& outputs) {
   std::map<std::string, int> count, seen;
   for (const auto& o : outputs) ++count[o.first];
-  os << '{';
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string& name = outputs[i].first;
-    if (i) os << ',';
-    String(os, count[name] > 1 ? name + "[" + std::to_string(seen[name]++) + "]" : name);
-    os << ':';
-    Number(os, outputs[i].second);
-  }
-  os << '}';
+  Json out = Json::object();
+  for (const auto& [name, value] : outputs)
+    out[count[name] > 1 ? name + "[" + std::to_string(seen[name]++) + "]" : name] = Number(value);
+  return out;
 }
 
 }  // namespace
@@ -74,49 +54,26 @@ JsonLinesSink::~JsonLinesSink() {
 }
 
 std::string JsonLinesSink::TrainLine(const TrainFigures& f, double unix_time) {
-  std::ostringstream os;
-  os << "{\"type\":\"train\",\"iter\":" << f.iter << ",\"max_iter\":" << f.max_iter << ",\"time\":";
-  Number(os, unix_time, 6);
-  os << ",\"elapsed\":";
-  Number(os, f.seconds);
-  os << ",\"loss\":";
-  Number(os, f.loss);
-  os << ",\"lr\":";
-  Number(os, f.lr);
-  os << ",\"img_per_s\":";
-  Number(os, f.img_per_s);
-  os << ",\"leader\":" << f.leader << ",\"outputs\":";
-  Outputs(os, f.outputs);
-  os << ",\"solvers\":[";
-  for (size_t i = 0; i < f.solvers.size(); ++i) {
-    os << (i ? "," : "") << "{\"rank\":" << f.solvers[i].rank << ",\"iter\":" << f.solvers[i].iter
-       << ",\"img_per_s\":";
-    Number(os, f.solvers[i].img_per_s);
-    os << '}';
-  }
-  os << "],\"segments\":[";
-  for (size_t i = 0; i < f.segments.size(); ++i) {
-    const SegmentFigures& s = f.segments[i];
-    os << (i ? "," : "") << "{\"rank\":" << s.rank << ",\"bytes\":" << s.bytes << ",\"chunks\":"
-       << s.chunks << ",\"dropped\":" << s.dropped << ",\"sweeps\":" << s.sweeps
-       << ",\"stale\":" << s.stale << ",\"sweeps_per_s\":";
-    Number(os, s.sweeps_per_s);
-    os << '}';
-  }
-  os << "]}";
-  return os.str();
+  Json solvers = Json::array(), segments = Json::array();
+  for (const SolverFigures& s : f.solvers)
+    solvers.push_back({{"rank", s.rank}, {"iter", s.iter}, {"img_per_s", Number(s.img_per_s)}});
+  for (const SegmentFigures& s : f.segments)
+    segments.push_back({{"rank", s.rank}, {"bytes", s.bytes}, {"chunks", s.chunks}, {"dropped", s.dropped},
+                        {"sweeps", s.sweeps}, {"stale", s.stale}, {"sweeps_per_s", Number(s.sweeps_per_s)}});
+  // The Unix time whole: %.9g would round it to 100 s.
+  const Json j = {{"type", "train"}, {"iter", f.iter}, {"max_iter", f.max_iter},
+                  {"time", std::isfinite(unix_time) ? Json(unix_time) : Json(nullptr)},
+                  {"elapsed", Number(f.seconds)}, {"loss", Number(f.loss)}, {"lr", Number(f.lr)},
+                  {"img_per_s", Number(f.img_per_s)}, {"leader", f.leader}, {"outputs", Outputs(f.outputs)},
+                  {"solvers", solvers}, {"segments", segments}};
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // bad UTF-8 in a name: U+FFFD
 }
 
 std::string JsonLinesSink::TestLine(const TestFigures& f, double unix_time) {
-  std::ostringstream os;
-  os << "{\"type\":\"test\",\"iter\":" << f.iter << ",\"time\":";
-  Number(os, unix_time, 6);
-  os << ",\"elapsed\":";
-  Number(os, f.seconds);
-  os << ",\"net\":" << f.net << ",\"outputs\":";
-  Outputs(os, f.outputs);
-  os << '}';
-  return os.str();
+  const Json j = {{"type", "test"}, {"iter", f.iter},
+                  {"time", std::isfinite(unix_time) ? Json(unix_time) : Json(nullptr)},
+                  {"elapsed", Number(f.seconds)}, {"net", f.net}, {"outputs", Outputs(f.outputs)}};
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // bad UTF-8 in a name: U+FFFD
 }
 
 void JsonLinesSink::OnTrain(TrainFigures& f) { Write(TrainLine(f, UnixNow())); }

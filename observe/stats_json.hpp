@@ -2,7 +2,7 @@
 // ("type":"train") and one per test pass ("type":"test"), appended and flushed each time so
 // `tail -f FILE | jq` follows a job. The field names are stable; README.md lists them.
 //
-// Not a general JSON library: it writes these two records and nothing else.
+// Not a JSON library: it writes these two records (with nlohmann-json) and nothing else.
 #pragma once
 
 #include <cstdio>

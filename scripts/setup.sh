@@ -14,6 +14,7 @@ HS_PACKAGES=(
   libleveldb-dev libhdf5-dev          # data: LevelDB backend, HDF5Data / HDF5Output
   libgoogle-glog-dev libgflags-dev    # Caffe-format logs
   libcli11-dev                        # the programs' flags and --help
+  nlohmann-json3-dev                  # JSON output (--stats_json, hogstream bench --json)
   libgtest-dev libgmock-dev libbenchmark-dev
   libibverbs-dev librdmacm-dev        # HOGSTREAM_VERBS
   libcairo2-dev                       # hogstream plot (PNG and SVG)

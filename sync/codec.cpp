@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

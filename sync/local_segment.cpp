@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/inproc/device.hpp"
 
 namespace hogstream {

@@ -14,7 +14,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "sync/svb.hpp"
 
 namespace hogstream {

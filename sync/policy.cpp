@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

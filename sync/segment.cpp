@@ -11,7 +11,7 @@
 #include <cstring>
 #include <new>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

@@ -16,6 +16,9 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+#include <vector>
+
+#include "base/hash.hpp"
 
 namespace hogstream {
 
@@ -243,15 +246,12 @@ ShmRegion::~ShmRegion() {
 }
 
 uint64_t ParamShapeHash(const Net& net) {
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](uint64_t v) {
-    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 1099511628211ULL;
-  };
+  std::vector<uint64_t> words;  // per param: its axis count, then its dimensions
   for (const Blob* b : net.learnable_params()) {
-    mix(b->num_axes());
-    for (int d : b->shape()) mix(static_cast<uint64_t>(d));
+    words.push_back(static_cast<uint64_t>(b->num_axes()));
+    for (int d : b->shape()) words.push_back(static_cast<uint64_t>(d));
   }
-  return h;
+  return Digest64(words.data(), words.size() * sizeof(uint64_t));
 }
 
 namespace {

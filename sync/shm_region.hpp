@@ -74,7 +74,7 @@ class ShmRegion {
   int slot_ = -1;  // this process's slot; -1 until it is a member
 };
 
-// FNV-1a over the shapes of a net's learnable params: two nets that would lay out the flat
+// Digest64 (base/hash.hpp) of the shapes of a net's learnable params: two nets that would lay out the flat
 // buffer differently get different hashes.
 uint64_t ParamShapeHash(const Net& net);
 

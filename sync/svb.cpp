@@ -6,7 +6,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/context.hpp"
 #include "core/filler.hpp"
 #include "core/layer.hpp"

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

@@ -45,13 +45,7 @@ void InitSodium() {
 }
 }  // namespace
 
-uint64_t Digest64(const void* data, size_t n) { return XXH3_64bits(data, n); }
-
-uint64_t JobIdOf(const std::string& name) {
-  uint64_t id = 1469598103934665603ULL;
-  for (unsigned char ch : name) id = (id ^ ch) * 1099511628211ULL;
-  return id;
-}
+uint64_t JobIdOf(const std::string& name) { return Digest64(name); }
 
 JobKey LoadJobKey(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -34,8 +34,8 @@ namespace hogstream {
 
 // The secret behind --job-key=FILE: the BLAKE2b hash of the file's bytes (any length > 0).
 using JobKey = std::array<uint8_t, 32>;
-// The job id frames carry, from the job's name (--job; by default its --peers list): FNV-1a,
-// so that every build and tool derives the same number.
+// The job id frames carry, from the job's name (--job; by default its --peers list): its
+// Digest64 (base/hash.hpp), so that every build and tool derives the same number.
 uint64_t JobIdOf(const std::string& name);
 // Reads FILE into a JobKey. A missing, unreadable or empty file is a user Error.
 JobKey LoadJobKey(const std::string& path);

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

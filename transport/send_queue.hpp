@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {

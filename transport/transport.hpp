@@ -30,7 +30,8 @@
 #include <mutex>
 #include <string>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
+#include "base/hash.hpp"
 
 namespace hogstream {
 
@@ -121,11 +122,6 @@ enum class Reject : uint8_t {
   kCount
 };
 const char* RejectName(Reject r);
-
-// XXH3-64 of `n` bytes (what frames checksum with; transport/frame.cpp): a fingerprint that is
-// the same on every machine and build, for what machines compare (NetJobOptions::agree).
-uint64_t Digest64(const void* data, size_t n);
-inline uint64_t Digest64(const std::string& s) { return Digest64(s.data(), s.size()); }
 
 // Snapshot of an endpoint's counters. `injected_*` come from a fault decorator (zero otherwise).
 struct TransportCounters {

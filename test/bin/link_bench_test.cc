@@ -10,7 +10,7 @@
 
 #include <algorithm>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "test/program_runner.hpp"
 #include "test/transport/veth.hpp"
 

@@ -22,7 +22,7 @@
 #include <fstream>
 #include <thread>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "test/test_seed.hpp"
 #include "test/transport/veth.hpp"
 #ifdef HOGSTREAM_VERBS

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "test/error_of.hpp"
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "core/proto/hogstream.pb.h"
 #include "data/lmdb.hpp"
 

@@ -6,7 +6,7 @@
 
 #include <sstream>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 namespace {

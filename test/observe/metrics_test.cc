@@ -13,7 +13,7 @@
 #include <regex>
 #include <thread>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "test/program_runner.hpp"
 
 namespace hogstream {

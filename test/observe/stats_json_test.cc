@@ -7,21 +7,22 @@
 #include <cmath>
 #include <sstream>
 
-#include "core/common.hpp"
-#include "test/json_reader.hpp"
+#include <nlohmann/json.hpp>
+
+#include "base/common.hpp"
 #include "test/program_runner.hpp"
 
 namespace hogstream {
 namespace {
 
-using test::Json;
+using Json = nlohmann::json;  // an independent reader of what the sink writes
 
 std::vector<Json> Lines(const std::string& text) {
   std::vector<Json> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
     SCOPED_TRACE(line);
-    EXPECT_NO_THROW(out.push_back(Json::Parse(line)));
+    EXPECT_NO_THROW(out.push_back(Json::parse(line)));
   }
   return out;
 }
@@ -35,28 +36,28 @@ TEST(StatsJson, RecordsAreJson) {
   f.outputs = {{"acc\"top\\5", 0.5f}, {"prob", 0.1f}, {"prob", 0.9f}};
   f.solvers = {{0, 150, 100.5}, {1, 150, 99.5}};
   f.segments = {{1, 4096, 3, 1, 2, 0, 250.0}};
-  const Json t = Json::Parse(JsonLinesSink::TrainLine(f, 1700000000.25));
-  EXPECT_EQ(t["type"].str, "train");
-  EXPECT_EQ(t["iter"].num, 300);
-  EXPECT_EQ(t["loss"].kind, Json::NUL);
-  EXPECT_DOUBLE_EQ(t["time"].num, 1700000000.25);  // not rounded to %g's 9 digits
-  EXPECT_TRUE(t["outputs"].has("acc\"top\\5"));  // escaped and read back
-  EXPECT_FLOAT_EQ(t["outputs"]["prob[1]"].num, 0.9f);  // repeated names stay distinct
-  ASSERT_EQ(t["solvers"].arr.size(), 2u);
-  EXPECT_EQ(t["solvers"].arr[1]["rank"].num, 1);
-  ASSERT_EQ(t["segments"].arr.size(), 1u);
+  const Json t = Json::parse(JsonLinesSink::TrainLine(f, 1700000000.25));
+  EXPECT_EQ(t["type"], "train");
+  EXPECT_EQ(t["iter"], 300);
+  EXPECT_TRUE(t["loss"].is_null());
+  EXPECT_DOUBLE_EQ(t["time"].get<double>(), 1700000000.25);  // not rounded to %g's 9 digits
+  EXPECT_TRUE(t["outputs"].contains("acc\"top\\5"));  // escaped and read back
+  EXPECT_FLOAT_EQ(t["outputs"]["prob[1]"].get<double>(), 0.9f);  // repeated names stay distinct
+  ASSERT_EQ(t["solvers"].size(), 2u);
+  EXPECT_EQ(t["solvers"][1]["rank"], 1);
+  ASSERT_EQ(t["segments"].size(), 1u);
   for (const char* k : {"rank", "bytes", "chunks", "dropped", "sweeps", "stale", "sweeps_per_s"})
-    EXPECT_TRUE(t["segments"].arr[0].has(k)) << k;
-  EXPECT_EQ(t["segments"].arr[0]["bytes"].num, 4096);
+    EXPECT_TRUE(t["segments"][0].contains(k)) << k;
+  EXPECT_EQ(t["segments"][0]["bytes"], 4096);
 
   TestFigures g;
   g.iter = 400;
   g.net = 1;
   g.outputs = {{"accuracy", 0.75f}};
-  const Json u = Json::Parse(JsonLinesSink::TestLine(g, 1.0));
-  EXPECT_EQ(u["type"].str, "test");
-  EXPECT_EQ(u["net"].num, 1);
-  EXPECT_FLOAT_EQ(u["outputs"]["accuracy"].num, 0.75f);
+  const Json u = Json::parse(JsonLinesSink::TestLine(g, 1.0));
+  EXPECT_EQ(u["type"], "test");
+  EXPECT_EQ(u["net"], 1);
+  EXPECT_FLOAT_EQ(u["outputs"]["accuracy"].get<double>(), 0.75f);
 }
 
 TEST(StatsJson, UnwritableFileIsAnError) {
@@ -83,28 +84,28 @@ void CheckRun(const std::string& program, const std::vector<std::string>& args, 
   int train = 0, tests = 0;
   double last_iter = -1, last_elapsed = -1;
   for (const Json& j : lines) {
-    if (j["type"].str == "train") {
+    if (j["type"] == "train") {
       ++train;
       for (const char* k : {"iter", "max_iter", "time", "elapsed", "loss", "lr", "img_per_s",
                             "leader", "outputs", "solvers", "segments"})
-        EXPECT_TRUE(j.has(k)) << k;
-      EXPECT_GT(j["iter"].num, last_iter) << "train records in increasing iteration order";
-      EXPECT_GE(j["elapsed"].num, last_elapsed);
-      last_iter = j["iter"].num;
-      last_elapsed = j["elapsed"].num;
-      EXPECT_EQ(j["max_iter"].num, max_iter);
-      EXPECT_GT(j["lr"].num, 0);
-      EXPECT_TRUE(j["outputs"].has("aux") && j["outputs"].has("loss") &&
-                  j["outputs"].has("top1_accuracy"));
-      EXPECT_EQ(j["solvers"].arr.size(), static_cast<size_t>(solvers > 1 ? solvers : 0));
-      EXPECT_EQ(j["segments"].arr.empty(), !segments);
+        EXPECT_TRUE(j.contains(k)) << k;
+      EXPECT_GT(j["iter"].get<double>(), last_iter) << "train records in increasing iteration order";
+      EXPECT_GE(j["elapsed"].get<double>(), last_elapsed);
+      last_iter = j["iter"].get<double>();
+      last_elapsed = j["elapsed"].get<double>();
+      EXPECT_EQ(j["max_iter"], max_iter);
+      EXPECT_GT(j["lr"].get<double>(), 0);
+      EXPECT_TRUE(j["outputs"].contains("aux") && j["outputs"].contains("loss") &&
+                  j["outputs"].contains("top1_accuracy"));
+      EXPECT_EQ(j["solvers"].size(), static_cast<size_t>(solvers > 1 ? solvers : 0));
+      EXPECT_EQ(j["segments"].empty(), !segments);
     } else {
-      ASSERT_EQ(j["type"].str, "test");
+      ASSERT_EQ(j["type"], "test");
       ++tests;
       const Json& o = j["outputs"];
-      EXPECT_EQ(o.obj.size(), 3u);
-      EXPECT_GE(o["top1_accuracy"].num, 0);
-      EXPECT_LE(o["top1_accuracy"].num, 1);
+      EXPECT_EQ(o.size(), 3u);
+      EXPECT_GE(o["top1_accuracy"].get<double>(), 0);
+      EXPECT_LE(o["top1_accuracy"].get<double>(), 1);
     }
   }
   // Alone: displays at 0, 10, ..., 90 and tests at 0, 20, ..., 80 and the final one at 100.

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "test/error_of.hpp"
 #include "test/test_seed.hpp"
 

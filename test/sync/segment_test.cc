@@ -7,7 +7,7 @@
 #include "sync/local_segment.hpp"
 #include "sync/segment.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/fault/endpoint.hpp"
 #include "transport/inproc/device.hpp"
 

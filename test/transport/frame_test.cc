@@ -4,7 +4,7 @@
 // and mutated frames never crashes and never accepts anything but an unchanged good frame.
 #include "transport/frame.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 #include "test/test_seed.hpp"
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 // skipped with the reason otherwise).
 #include "transport/netns.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 #include "test/transport/veth.hpp"
 #include <gtest/gtest.h>

@@ -6,7 +6,7 @@
 // and once; the peer timeout and route lookup; slot memory is aligned (and zeroed when asked).
 #include "transport/send_queue.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 // has a deadline: a stuck link fails, it does not hang.
 #include "transport/transport.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "sync/segment.hpp"
 #include "transport/fault/endpoint.hpp"
 #include "transport/inproc/device.hpp"

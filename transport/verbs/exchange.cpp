@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

@@ -4,7 +4,7 @@
 // tests over every backend run the segment ledger through this decorator too).
 #include "transport/fault/endpoint.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/inproc/device.hpp"
 
 #include "test/test_seed.hpp"

@@ -3,7 +3,7 @@
 // run, and a closed peer latching "peer down".
 #include "transport/inproc/device.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 #include <gtest/gtest.h>
 

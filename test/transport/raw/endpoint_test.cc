@@ -13,7 +13,7 @@
 // wait has a deadline.
 #include "transport/raw/endpoint.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/frame.hpp"
 #include "transport/netns.hpp"
 

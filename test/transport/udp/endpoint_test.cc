@@ -6,7 +6,7 @@
 // 239.255.0.0/16 on lo only, bounded in count and time.
 #include "transport/udp/endpoint.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/frame.hpp"
 
 #include "test/test_seed.hpp"

@@ -13,7 +13,7 @@
 #include "test/error_of.hpp"
 #include "transport/verbs/endpoint.hpp"
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "transport/frame.hpp"
 #include "transport/verbs/device.hpp"
 

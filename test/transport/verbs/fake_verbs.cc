@@ -20,7 +20,7 @@
 #include <set>
 #include <type_traits>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

@@ -1,7 +1,7 @@
-// The check macros of core/common.hpp: each operand is evaluated once, nothing throws from a
+// The check macros of base/common.hpp: each operand is evaluated once, nothing throws from a
 // destructor, the thrown types and messages stay as documented (Bug: file:line; Error: the
 // message alone), and the macros nest under an unbraced if/else.
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 #include <gtest/gtest.h>
 
