@@ -1,7 +1,7 @@
 // frame_flood: an attacker on the wire of a job over UDP, for bench/steer.sh (on loopback) and
 // test/bin/cluster_test.cc (between network namespaces, run in one of them with `ip netns
 // exec`). Root only (it reads the wire with AF_PACKET and forges source addresses with a raw IP
-// socket). MACHINES is the job's --peers list without "udp://", in rank order: ADDRESS:PORT
+// socket). MACHINES is the job's --peers list (with or without "udp://"), in rank order: ADDRESS:PORT
 // entries, or bare PORTs meaning 127.0.0.1:PORT. Three commands:
 //
 //   frame_flood capture MACHINES COUNT FILE [TRAILER]
