@@ -118,7 +118,8 @@ TEST(OpenUrl, EachMistakeIsOneLineNamingTheEntry) {
     std::string names;
   };
   const Case cases[] = {
-      {"tcp://127.0.0.1:9000", false, "url: unknown scheme 'tcp://' in 'tcp://127.0.0.1:9000' (want udp://, raw:// or verbs://)"},
+      {"tcp://127.0.0.1:9000", false,
+       "url: unknown scheme 'tcp://' in 'tcp://127.0.0.1:9000' (want udp://, raw:// or verbs://)"},
       {"tcp://127.0.0.1:9000", true, "(want udp://, raw://, verbs:// or inproc://)"},
       {"inproc://x", false, "unknown scheme 'inproc://'"},
       {"127.0.0.1:9000", false, "'127.0.0.1:9000' has no scheme"},
