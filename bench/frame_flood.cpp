@@ -1,7 +1,7 @@
 // frame_flood: an attacker on the wire of a job over UDP, for bench/steer.sh (on loopback) and
 // test/bin/cluster_test.cc (between network namespaces, run in one of them with `ip netns
 // exec`). Root only (it reads the wire with AF_PACKET and forges source addresses with a raw IP
-// socket). MACHINES is the job's --peers list without "udp://", in rank order: ADDRESS:PORT
+// socket). MACHINES is the job's --peers list (with or without "udp://"), in rank order: ADDRESS:PORT
 // entries, or bare PORTs meaning 127.0.0.1:PORT. Three commands:
 //
 //   frame_flood capture MACHINES COUNT FILE [TRAILER]
@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "transport/frame.hpp"
+#include "transport/open.hpp"
 
 namespace {
 
@@ -77,19 +78,27 @@ struct Datagram {
   std::vector<std::byte> bytes;
 };
 
-// "ADDRESS:PORT,..." or "PORT,..." (127.0.0.1), as the machines' ranks order them.
+// "ADDRESS:PORT,..." or "PORT,..." (127.0.0.1), as the machines' ranks order them (or the
+// job's --peers text itself, udp://...): read by the one peer-list parser (transport/open.hpp).
 std::vector<Where> Machines(const std::string& text) {
+  std::string url = text;
+  if (text.find("://") == std::string::npos) {
+    url = "udp://";
+    std::stringstream ss(text);
+    for (std::string entry; std::getline(ss, entry, ',');)
+      url += (entry.find(':') == std::string::npos ? "127.0.0.1:" : "") + entry + ",";
+  }
+  hogstream::UrlRules rules;
+  rules.flag = "MACHINES";
+  const hogstream::PeerList list = hogstream::ParseTransportUrl(url, rules);
+  if (list.scheme != hogstream::PeerScheme::kUdp) throw std::runtime_error("MACHINES are udp addresses");
   std::vector<Where> all;
-  std::stringstream ss(text);
-  for (std::string entry; std::getline(ss, entry, ',');) {
+  for (const hogstream::PeerEntry& e : list.peers) {
     Where w;
-    const size_t colon = entry.rfind(':');
-    const std::string host = colon == std::string::npos ? "127.0.0.1" : entry.substr(0, colon);
-    if (inet_pton(AF_INET, host.c_str(), &w.addr) != 1) throw std::runtime_error("not an IPv4 address: " + host);
-    w.port = htons(static_cast<uint16_t>(std::stoi(colon == std::string::npos ? entry : entry.substr(colon + 1))));
+    inet_pton(AF_INET, e.ip.c_str(), &w.addr);  // resolved: dotted IPv4
+    w.port = htons(e.port);
     all.push_back(w);
   }
-  if (all.empty()) throw std::runtime_error("no machines");
   return all;
 }
 

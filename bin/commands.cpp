@@ -165,7 +165,8 @@ std::vector<Command> MakeHogstreamCommands() {
         {"peers", "udp://IP:PORT,IP:PORT|raw://MAC,MAC", "", "one end per host (default: none)"},
         {"timeout", "SECONDS", "", "--peers: how long a silent peer is waited for (default: " +
                                        std::to_string(static_cast<int>(bench.peer_timeout_s)) + ")"},
-        {"chunk", "SIZES", "", "chunk sizes, like 4096,16k,1M (default: " + Listed(bench.chunk_bytes, kib) + ")"},
+        {"chunk", "SIZES", "", "chunk sizes, like 4096,16k,1M (default: " + Listed(BenchChunks(), kib) +
+                                   ", where one message carries them, else the most it carries)"},
         {"batch", "SIZES", "", "frames per flush, 1 to 1024 each (default: " +
                                    Listed(bench.batches, [](uint32_t b) { return std::to_string(b); }) + ")"},
         {"seconds", "S", "1", "per measurement"},

@@ -316,7 +316,10 @@ int Bench(int argc, char** argv) {
          "--peers=udp://IP:PORT,IP:PORT | raw://MAC,MAC (one end per host, same command on both)";
   LinkBenchOptions o;
   o.transport = f.get("transport");
-  if (f.has("chunk")) o.chunk_bytes = ByteSizes(f.get("chunk"));
+  if (f.has("chunk")) {
+    o.chunk_bytes = ByteSizes(f.get("chunk"));
+    HS_REQUIRE(!o.chunk_bytes.empty()) << "--chunk needs at least one size";  // (none: the defaults)
+  }
   if (f.has("batch")) {
     o.batches.clear();
     std::stringstream ss(f.get("batch"));

@@ -1,34 +1,24 @@
 #include "bin/link_bench.hpp"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <linux/if_packet.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <functional>
-#include <sstream>
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <memory>
 #include <thread>
 
 #include "base/common.hpp"
+#include "bin/peers.hpp"
 #include "sync/segment.hpp"
 #include "transport/frame.hpp"
-#include "transport/inproc/device.hpp"
-#include "transport/raw/device.hpp"
-#include "transport/raw/endpoint.hpp"
-#include "transport/udp/device.hpp"
-#include "transport/udp/endpoint.hpp"
-#ifdef HOGSTREAM_VERBS
-#include "transport/verbs/device.hpp"
-#endif
+#include "transport/open.hpp"
 
 namespace hogstream {
 
@@ -44,98 +34,57 @@ struct Link {
 // A port for a multicast group no other run of this program on the host is likely to use.
 uint16_t GroupPort() { return static_cast<uint16_t>(40000 + getpid() % 20000); }
 
-Link MakeUdpLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
-  UdpOptions o;
-  o.max_payload = (payload_bytes + 15) / 16 * 16;
-  HS_REQUIRE(o.max_payload <= 65000) << "chunk of " << payload_bytes
-                                     << " bytes does not fit one UDP datagram (at most 65000)";
+// What every link of the bench opens with: `payload` bytes per message (0: the most one
+// carries), the slots and batch asked for, the bench's job id and --job-key. Positions to the
+// group go to end 1 only: end 0 sends them (a udp member would get its own sends back).
+OpenOptions LinkOptions(const LinkBenchOptions& opt, uint32_t payload) {
+  OpenOptions o;
+  o.max_payload = payload;
   o.send_slots = o.recv_slots = opt.slots;
   o.max_batch = std::max<uint32_t>(32, *std::max_element(opt.batches.begin(), opt.batches.end()));
   o.job = 0xbe4c;
   o.gso = opt.gso;
   if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
-  UdpOptions oa = o, ob = o;
-  oa.address = opt.where[0].empty() ? "127.0.0.1" : opt.where[0];
-  ob.address = opt.where[1].empty() ? "127.0.0.1" : opt.where[1];
-  oa.netns = opt.netns[0];
-  ob.netns = opt.netns[1];
-  auto a = std::make_unique<UdpEndpoint>(0, oa), b = std::make_unique<UdpEndpoint>(1, ob);
-  a->AddPeer(1, ob.address, b->port());
-  b->AddPeer(0, oa.address, a->port());
-  Link link;
-  if (!opt.multicast.empty()) {
-    HS_REQUIRE(b->AddGroup(1, opt.multicast, GroupPort(), true))
-        << "udp: could not join " << opt.multicast << " on " << ob.address
-        << " (no multicast route there? try: ip route add 224.0.0.0/4 dev IFACE)";
-    HS_REQUIRE(a->AddGroup(1, opt.multicast, GroupPort(), false))
-        << "udp: cannot send to group " << opt.multicast << " from " << oa.address;
-    link.to_b = Dest::Group(1);
-  }
-  link.a = std::move(a);
-  link.b = std::move(b);
-  return link;
+  o.group_members = {1};
+  return o;
 }
 
-Link MakeRawLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
-  HS_REQUIRE(!opt.where[0].empty() && !opt.where[1].empty())
-      << "--transport=raw needs an interface per end: --where=IFACE_A,IFACE_B (with --netns=A,B "
-         "when they live in namespaces)";
-  RawOptions o;
-  o.max_payload = (payload_bytes + 15) / 16 * 16;
-  o.send_slots = opt.slots;
-  o.max_batch = std::max<uint32_t>(32, *std::max_element(opt.batches.begin(), opt.batches.end()));
-  o.job = 0xbe4c;
-  if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
-  RawOptions oa = o, ob = o;
-  oa.iface = opt.where[0];
-  ob.iface = opt.where[1];
-  oa.netns = opt.netns[0];
-  ob.netns = opt.netns[1];
-  auto a = std::make_unique<RawEndpoint>(0, oa), b = std::make_unique<RawEndpoint>(1, ob);
-  a->AddPeer(1, b->mac());
-  b->AddPeer(0, a->mac());
-  Link link;
-  if (!opt.multicast.empty()) {
-    const Mac group = ParseMac(opt.multicast);
-    a->AddGroup(1, group);
-    b->AddGroup(1, group);
-    link.to_b = Dest::Group(1);
-  }
-  link.a = std::move(a);
-  link.b = std::move(b);
-  return link;
-}
-
-Link MakeLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
+// The url of both ends of a --loopback link: each end's place (--where) in the transport's terms.
+std::string LoopbackUrl(const LinkBenchOptions& opt) {
   const std::string& kind = opt.transport;
-  if (kind == "inproc") {
-    HS_REQUIRE(opt.multicast.empty()) << "--multicast needs a network transport (udp or raw)";
-    InprocOptions o;
-    o.max_payload = payload_bytes;
-    o.slots = opt.slots;
-    auto [a, b] = InprocDevice::MakePair(o);
-    return {std::move(a), std::move(b)};
+  if (kind == "inproc") return "inproc://bench";
+  if (kind == "udp") {
+    return "udp://" + (opt.where[0].empty() ? "127.0.0.1" : opt.where[0]) + ":0," +
+           (opt.where[1].empty() ? "127.0.0.1" : opt.where[1]) + ":0";
   }
-  if (kind == "udp") return MakeUdpLink(opt, payload_bytes);
-  if (kind == "raw") return MakeRawLink(opt, payload_bytes);
+  if (kind == "raw") {
+    HS_REQUIRE(!opt.where[0].empty() && !opt.where[1].empty())
+        << "--transport=raw needs an interface per end: --where=IFACE_A,IFACE_B (with --netns=A,B "
+           "when they live in namespaces)";
+    return "raw://%" + opt.where[0] + ",%" + opt.where[1];
+  }
   if (kind == "verbs") {
-#ifdef HOGSTREAM_VERBS
     HS_REQUIRE(opt.multicast.empty() && opt.netns[0].empty() && opt.netns[1].empty())
         << "--transport=verbs: both ends on one port of one device (--where=DEVICE); no --multicast "
            "or --netns";
-    VerbsOptions o;
-    o.device = opt.where[0];
-    o.max_payload = (payload_bytes + 15) / 16 * 16;
-    o.send_slots = o.recv_slots = opt.slots;
-    o.job = 0xbe4c;
-    if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
-    auto [a, b] = VerbsDevice(o).LoopbackPair();
-    return {std::move(a), std::move(b)};
-#else
-    HS_FAIL() << "--transport=verbs: this build has no verbs (rdma-core was not found at configure time)";
-#endif
+    return "verbs://%" + opt.where[0] + ",%" + opt.where[0];
   }
   HS_FAIL() << "--transport must be inproc, udp, raw or verbs, got '" << kind << "'";
+}
+
+// Both ends of a --loopback link, through the transport factory.
+Link MakeLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
+  const std::string url = LoopbackUrl(opt);
+  OpenOptions o = LinkOptions(opt, (payload_bytes + 15) / 16 * 16);
+  o.netns = {opt.netns[0], opt.netns[1]};
+  o.multicast = opt.multicast;
+  if (!opt.multicast.empty() && opt.transport == "udp") o.multicast.append(":").append(std::to_string(GroupPort()));
+  std::vector<std::unique_ptr<Transport>> ends = OpenTransports(url, o);
+  Link link;
+  link.a = std::move(ends[0]);
+  link.b = std::move(ends[1]);
+  if (!opt.multicast.empty()) link.to_b = Dest::Group(0);
+  return link;
 }
 
 // A side with nothing to do sleeps until its endpoint may have something (wait_fd), at most
@@ -387,118 +336,54 @@ struct PeerEnd {
   std::string other;      // the other end's entry, for messages
 };
 
-std::vector<std::string> Split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, sep);) out.push_back(item);
-  return out;
+// An entry's text without its scheme, as the bench names the other end.
+std::string Unschemed(const std::string& text) {
+  const size_t s = text.find("://");
+  return s == std::string::npos ? text : text.substr(s + 3);
 }
 
-PeerEnd OpenPeers(const LinkBenchOptions& opt) {
-  const std::string& spec = opt.peers;
-  const size_t colon = spec.find("://");
-  HS_REQUIRE(colon != std::string::npos)
-      << "--peers wants udp://IP:PORT,IP:PORT or raw://MAC,MAC, got '" << spec << "'";
-  const std::string scheme = spec.substr(0, colon);
-  const std::vector<std::string> entries = Split(spec.substr(colon + 3), ',');
-  HS_REQUIRE(entries.size() == 2) << "bench --peers takes exactly two entries (the two ends of one link), got "
-                                  << entries.size() << " in '" << spec << "'";
-  HS_REQUIRE(scheme == opt.transport)
-      << "--peers=" << scheme << "://... does not match --transport=" << opt.transport;
-  const uint32_t max_chunk = *std::max_element(opt.chunk_bytes.begin(), opt.chunk_bytes.end());
-  const uint32_t payload = std::max<uint32_t>((max_chunk + 15) / 16 * 16, (sizeof(ReportMsg) + 15) / 16 * 16);
-  const uint32_t batch = std::max<uint32_t>(32, *std::max_element(opt.batches.begin(), opt.batches.end()));
-  ifaddrs* ifs = nullptr;
-  HS_REQUIRE(getifaddrs(&ifs) == 0) << "bench: getifaddrs: " << ErrnoText(errno);
-  std::unique_ptr<ifaddrs, void (*)(ifaddrs*)> guard(ifs, freeifaddrs);
-  PeerEnd end;
-  int local = -1;
-  if (scheme == "udp") {
-    std::vector<std::pair<std::string, uint16_t>> at;
-    for (const std::string& e : entries) {
-      const size_t c = e.rfind(':');
-      HS_REQUIRE(c != std::string::npos && c > 0) << "--peers: '" << e << "' is not IP:PORT";
-      char* tail = nullptr;
-      const long port = std::strtol(e.c_str() + c + 1, &tail, 10);
-      HS_REQUIRE(*tail == 0 && port > 0 && port < 65536) << "--peers: bad port in '" << e << "'";
-      in_addr probe{};
-      HS_REQUIRE(inet_pton(AF_INET, e.substr(0, c).c_str(), &probe) == 1)
-          << "--peers: '" << e.substr(0, c) << "' is not an IPv4 address";
-      at.emplace_back(e.substr(0, c), static_cast<uint16_t>(port));
-    }
-    for (int r = 0; r < 2; ++r) {
-      for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
-        char ip[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, ip, sizeof ip);
-        if (at[r].first == ip) {
-          HS_REQUIRE(local < 0) << "--peers: both entries are addresses of this host; run one end on each";
-          local = r;
-          break;
-        }
-      }
-    }
-    HS_REQUIRE(local >= 0) << "--peers: neither " << entries[0] << " nor " << entries[1]
-                           << " is an address of this host";
-    UdpOptions o;
-    o.address = at[local].first;
-    o.port = at[local].second;
-    o.max_payload = payload;
-    o.send_slots = o.recv_slots = opt.slots;
-    o.max_batch = batch;
-    o.job = 0xbe4c;
-    o.gso = opt.gso;
-    o.peer_timeout_ms = 5000;
-    if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
-    auto u = std::make_unique<UdpEndpoint>(local, o);
-    u->AddPeer(1 - local, at[1 - local].first, at[1 - local].second);
-    end.to_other = Dest::Peer(1 - local);
-    if (!opt.multicast.empty()) {  // the group's port: end 1's port + 1, the same on both ends
-      const uint16_t gport = static_cast<uint16_t>(at[1].second + 1);
-      HS_REQUIRE(u->AddGroup(1, opt.multicast, gport, local == 1))
-          << "udp: could not join " << opt.multicast << " on " << o.address
-          << " (no multicast route? try: ip route add 224.0.0.0/4 dev IFACE)";
-      if (local == 0) end.to_other = Dest::Group(1);
-    }
-    end.t = std::move(u);
-  } else if (scheme == "raw") {
-    const Mac macs[2] = {ParseMac(entries[0]), ParseMac(entries[1])};
-    std::string iface;
-    for (ifaddrs* i = ifs; i; i = i->ifa_next) {
-      if (!i->ifa_addr || i->ifa_addr->sa_family != AF_PACKET) continue;
-      const auto* ll = reinterpret_cast<const sockaddr_ll*>(i->ifa_addr);
-      if (ll->sll_halen != 6) continue;
-      for (int r = 0; r < 2; ++r) {
-        if (std::memcmp(ll->sll_addr, macs[r].data(), 6) != 0) continue;
-        HS_REQUIRE(local < 0 || local == r) << "--peers: both MACs are on this host; run one end on each";
-        if (!opt.where[0].empty() && opt.where[0] != i->ifa_name) continue;  // --where picks the NIC
-        local = r;
-        iface = i->ifa_name;
-      }
-    }
-    HS_REQUIRE(local >= 0) << "--peers: neither " << entries[0] << " nor " << entries[1]
-                           << " is the MAC of a network interface of this host";
-    RawOptions o;
-    o.iface = iface;
-    o.max_payload = payload;
-    o.send_slots = opt.slots;
-    o.max_batch = batch;
-    o.job = 0xbe4c;
-    o.peer_timeout_ms = 5000;
-    if (!opt.job_key.empty()) o.key = LoadJobKey(opt.job_key);
-    auto r = std::make_unique<RawEndpoint>(local, o);
-    r->AddPeer(1 - local, macs[1 - local]);
-    end.to_other = Dest::Peer(1 - local);
-    if (!opt.multicast.empty()) {
-      r->AddGroup(1, ParseMac(opt.multicast));
-      if (local == 0) end.to_other = Dest::Group(1);
-    }
-    end.t = std::move(r);
-  } else {
-    HS_FAIL() << "bench --peers works over udp:// or raw://, got '" << scheme << "://'";
+// Which of the two entries is this host (raw: on --where's interface, when given), and on which
+// interface (raw).
+std::pair<int, std::string> LocalEnd(const PeerList& list, const LinkBenchOptions& opt) {
+  LocalAddresses local = ReadLocalAddresses();
+  const bool raw = list.scheme == PeerScheme::kRaw;
+  if (raw && !opt.where[0].empty()) {  // --where picks the NIC
+    std::erase_if(local.macs, [&](const auto& m) { return m.first != opt.where[0]; });
   }
+  const std::vector<std::pair<int, std::string>> mine = LocalEntries(list, local);
+  HS_REQUIRE(mine.size() < 2) << (raw ? "--peers: both MACs are on this host; run one end on each"
+                                      : "--peers: both entries are addresses of this host; run one end on each");
+  HS_REQUIRE(mine.size() == 1) << "--peers: neither " << Unschemed(list.peers[0].text) << " nor "
+                               << Unschemed(list.peers[1].text)
+                               << (raw ? " is the MAC of a network interface of this host"
+                                       : " is an address of this host");
+  return mine[0];
+}
+
+// This process's end of a --peers link: the list parsed by the one --peers parser, the end the
+// local entry picks, opened by the transport factory with `payload` bytes per message (0: the
+// most one carries).
+PeerEnd OpenPeerEnd(const LinkBenchOptions& opt, uint32_t payload) {
+  const PeerList list = ParsePeers(opt.peers);
+  HS_REQUIRE(list.peers.size() == 2) << "bench --peers takes exactly two entries (the two ends of one link), got "
+                                     << list.peers.size() << " in '" << opt.peers << "'";
+  const std::string scheme = SchemeName(list.scheme);
+  HS_REQUIRE(scheme == opt.transport) << "--peers=" << scheme << "://... does not match --transport=" << opt.transport;
+  HS_REQUIRE(list.scheme == PeerScheme::kUdp || list.scheme == PeerScheme::kRaw)
+      << "bench --peers works over udp:// or raw://, got '" << scheme << "://'";
+  const auto [local, iface] = LocalEnd(list, opt);
+  OpenOptions o = LinkOptions(opt, payload);
+  o.rank = local;
+  o.iface = iface;
+  o.peer_timeout_ms = 5000;
+  o.multicast = opt.multicast;  // udp: the group's port is end 1's port + 1, the same on both ends
+  if (!opt.multicast.empty() && list.scheme == PeerScheme::kUdp)
+    o.multicast.append(":").append(std::to_string(list.peers[1].port + 1));
+  PeerEnd end;
+  end.t = OpenTransport(list, o);
   end.rank = local;
-  end.other = entries[1 - local];
+  end.to_other = !opt.multicast.empty() && local == 0 ? Dest::Group(0) : Dest::Peer(static_cast<PeerId>(1 - local));
+  end.other = Unschemed(list.peers[1 - local].text);
   return end;
 }
 
@@ -654,39 +539,55 @@ LinkBenchRow MedianRow(const std::vector<LinkBenchRow>& rounds) {
   return m;
 }
 
-}  // namespace
+// The largest message an opened link carries (both ends of a loopback link).
+uint32_t MostOf(const Link& l) { return std::min(l.a->caps().max_payload, l.b->caps().max_payload); }
+uint32_t MostOf(const PeerEnd& e) { return e.t->caps().max_payload; }
 
-std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
+// Opens a link (`open(payload)`, payload 0: the most one message carries) for the chunk sizes in
+// `*chunks`: with none given, with the most a message carries, and `*chunks` becomes the default
+// sizes that fit it; else with room for the largest given (and at least `least` bytes), where a
+// size the link cannot carry is one line naming it (the link opened with its own most: the size
+// is at fault, not the link; a link that does not open at all says why).
+template <class Open>
+auto OpenFitting(const LinkBenchOptions& opt, uint32_t least, Open open, std::vector<uint32_t>* chunks) {
+  if (chunks->empty()) {
+    auto link = open(0);
+    const uint32_t most = MostOf(link);
+    HS_REQUIRE(most >= least) << "bench: a " << opt.transport << " message here carries at most " << most
+                              << " bytes; the bench's control messages need " << least;
+    *chunks = BenchChunks(most);
+    return link;
+  }
+  const uint32_t largest = *std::max_element(chunks->begin(), chunks->end());
+  try {
+    return open(std::max((largest + 15) / 16 * 16, least));
+  } catch (const Error& e) {
+    open(0);
+    HS_FAIL() << "bench: --chunk=" << largest << " does not fit one " << opt.transport << " message here ("
+              << e.what() << ")";
+  }
+}
+
+// Settings that need no link: one line for the first out of range.
+void CheckSettings(const LinkBenchOptions& opt) {
   HS_REQUIRE(opt.seconds > 0 && opt.seconds <= 600) << "--seconds must be in (0, 600]";
   HS_REQUIRE(opt.repeat >= 1 && opt.repeat <= 100) << "--repeat must be in [1, 100]";
   HS_REQUIRE(opt.peer_timeout_s > 0 && opt.peer_timeout_s <= 3600) << "--timeout must be in (0, 3600] seconds";
-  HS_REQUIRE(!opt.chunk_bytes.empty()) << "--chunk needs at least one size";
   HS_REQUIRE(!opt.batches.empty()) << "--batch needs at least one size";
   for (uint32_t b : opt.batches)
     HS_REQUIRE(b >= 1 && b <= 1024) << "--batch sizes must be in [1, 1024], got " << b;
+  for (uint32_t chunk : opt.chunk_bytes)
+    HS_REQUIRE(chunk >= 16 && chunk % 4 == 0) << "--chunk sizes must be multiples of 4 bytes, >= 16; got " << chunk;
+  HS_REQUIRE(opt.peers.empty() || (opt.netns[0].empty() && opt.netns[1].empty()))
+      << "--peers runs one end per process: start each in its namespace (ip netns exec NS ...), no --netns";
+}
+
+using RunFn = std::function<void(RunKind, uint32_t, uint32_t, LinkBenchRow*)>;
+
+// Every chunk size x batch size, `repeat` interleaved rounds each, medians.
+std::vector<LinkBenchRow> Sweep(const LinkBenchOptions& opt, const std::vector<uint32_t>& chunks, const RunFn& run) {
   std::vector<LinkBenchRow> rows;
-  std::unique_ptr<PeerEnd> peer;
-  uint32_t run_id = 0;
-  std::function<void(RunKind, uint32_t, uint32_t, LinkBenchRow*)> run;
-  if (opt.peers.empty()) {
-    run = [&](RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) { LocalRun(opt, kind, chunk, batch, row); };
-  } else {
-    HS_REQUIRE(opt.netns[0].empty() && opt.netns[1].empty())
-        << "--peers runs one end per process: start each in its namespace (ip netns exec NS ...), no --netns";
-    for (uint32_t chunk : opt.chunk_bytes)
-      HS_REQUIRE(chunk >= 16 && chunk % 4 == 0) << "--chunk sizes must be multiples of 4 bytes, >= 16; got " << chunk;
-    peer = std::make_unique<PeerEnd>(OpenPeers(opt));
-    if (peer->rank == 1) {
-      Follow(*peer, opt.peer_timeout_s);
-      return rows;  // end 1 reports nothing: end 0 prints the table
-    }
-    run = [&](RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
-      DriveRun(*peer, opt, kind, chunk, batch, ++run_id, row);
-    };
-  }
-  for (uint32_t chunk : opt.chunk_bytes) {
-    HS_REQUIRE(chunk >= 16 && chunk % 4 == 0) << "--chunk sizes must be multiples of 4 bytes, >= 16; got "
-                                              << chunk;
+  for (uint32_t chunk : chunks) {
     for (uint32_t batch : opt.batches) {
       std::vector<LinkBenchRow> rounds;
       for (int r = 0; r < opt.repeat; ++r) {
@@ -705,12 +606,37 @@ std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
       rows.push_back(MedianRow(rounds));
     }
   }
-  if (peer) {  // end 1 may go; a lost goodbye only makes it wait out its 30 s
-    RunMsg quit;
-    quit.id = ++run_id;
-    std::vector<std::byte> got;
-    AwaitControl(*peer, MsgKind::kJoin, &got, 2, [&] { SendControl(*peer, MsgKind::kJoin, &quit, sizeof quit); });
+  return rows;
+}
+
+}  // namespace
+
+std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
+  CheckSettings(opt);
+  std::vector<uint32_t> chunks = opt.chunk_bytes;
+  if (opt.peers.empty()) {
+    // The sizes checked (or chosen) on a link opened for them; each run opens its own.
+    OpenFitting(opt, 0, [&](uint32_t payload) { return MakeLink(opt, payload); }, &chunks);
+    return Sweep(opt, chunks, [&](RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
+      LocalRun(opt, kind, chunk, batch, row);
+    });
   }
+  const uint32_t report = (sizeof(ReportMsg) + 15) / 16 * 16;
+  PeerEnd peer = OpenFitting(opt, report, [&](uint32_t payload) { return OpenPeerEnd(opt, payload); }, &chunks);
+  if (peer.rank == 1) {
+    Follow(peer, opt.peer_timeout_s);
+    return {};  // end 1 reports nothing: end 0 prints the table
+  }
+  uint32_t run_id = 0;
+  std::vector<LinkBenchRow> rows =
+      Sweep(opt, chunks, [&](RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
+        DriveRun(peer, opt, kind, chunk, batch, ++run_id, row);
+      });
+  // End 1 may go; a lost goodbye only makes it wait out its 30 s.
+  RunMsg quit;
+  quit.id = ++run_id;
+  std::vector<std::byte> got;
+  AwaitControl(peer, MsgKind::kJoin, &got, 2, [&] { SendControl(peer, MsgKind::kJoin, &quit, sizeof quit); });
   return rows;
 }
 

@@ -16,6 +16,11 @@
 // cost. The one-way blast (one end only sends) is printed beside it: on a link whose two
 // directions share the same CPUs (loopback, veth) it is up to twice the duplex rate.
 // Rounds (--repeat) interleave the runs; the table shows medians.
+// Both kinds of link are opened by the transport factory (transport/open.hpp): --loopback as a
+// url of both ends (udp://A:0,B:0, raw://%IFACE_A,%IFACE_B, verbs://%DEV,%DEV, inproc://),
+// --peers parsed by the one --peers parser (bin/peers.hpp). The default chunk sizes follow what
+// one message of the link carries (its caps().max_payload: an MTU of 9000 carries no 32 KiB).
+// Threads: RunLinkBench runs on the caller's thread and starts its own (one per end, joined).
 // --peers: the two ends in two processes on two hosts (or namespaces), each running the same
 // command; the entry that is local picks the end; end 0 drives the runs over the link itself
 // and prints the table, end 1 serves them and prints nothing.
@@ -31,7 +36,7 @@ namespace hogstream {
 
 struct LinkBenchOptions {
   std::string transport = "udp";                // inproc | udp | raw | verbs
-  std::vector<uint32_t> chunk_bytes = {4096, 16384, 32768};
+  std::vector<uint32_t> chunk_bytes;             // empty: BenchChunks(the most a message carries)
   std::vector<uint32_t> batches = {16};          // frames per Flush, both runs
   double seconds = 1.0;                          // per measurement
   int repeat = 1;                                // interleaved rounds; medians reported
@@ -64,6 +69,17 @@ struct LinkBenchRow {
   double cpu_master = 0, cpu_slave = 0;      // CPU seconds per second, segment run
   double cpu_sender = 0, cpu_receiver = 0;   // the same, raw duplex run (end a, end b)
 };
+
+// The default chunk sizes on a link whose messages carry at most `most` bytes: 4 KiB, 16 KiB and
+// 32 KiB where they fit, and where one does not, `most` (down to a multiple of 16) instead.
+// (Inline: `--help` shows them, and programs without the bench link bin/commands.cpp.)
+inline std::vector<uint32_t> BenchChunks(uint32_t most = UINT32_MAX) {
+  std::vector<uint32_t> sizes;
+  for (uint32_t c : {4096u, 16384u, 32768u})
+    if (c <= most) sizes.push_back(c);
+  if (sizes.size() < 3) sizes.push_back(most / 16 * 16);
+  return sizes;
+}
 
 // Every chunk size x batch size, `repeat` rounds each (medians of every field); Error (one
 // line) for an unknown transport, an unusable end (address, interface, namespace) or a chunk

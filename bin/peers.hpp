@@ -9,6 +9,20 @@
 // Pure functions (ParsePeers aside, which resolves host names) take the local addresses and the
 // environment as arguments, so tests feed them; ReadLocalAddresses and LauncherEnv read the real
 // ones. Every error a user can cause is a one-line Error naming the entry or flag at fault.
+// The machines of a networked job: --peers parsed into one entry per rank (by the one url parser,
+// transport/open.hpp), which entry is this machine (its own addresses, a launcher's environment
+// or --rank), and this machine's endpoint opened by the transport factory with every other rank
+// as a peer (PeerId = rank). What the programs in bin/ (and `hogstream bench --peers`) call before
+// training over udp, raw Ethernet or RDMA verbs.
+// Not for: parsing urls or opening endpoints itself (transport/open.hpp does both, once),
+// liveness (the endpoint never declares a peer down by itself; the job layer decides),
+// discovery (every machine is in the list; verbs queue pair numbers, which are not known before
+// start, are traded over UDP by transport/verbs/exchange.hpp), the wire (transport/).
+//
+// Threads: the caller's only, at start-up. Pure functions (ParsePeers aside, which resolves host
+// names) take the local addresses and the environment as arguments, so tests feed them;
+// ReadLocalAddresses and LauncherEnv read the real ones. Every error a user can cause is a
+// one-line Error naming the entry or flag at fault.
 #pragma once
 
 #include <chrono>
@@ -21,31 +35,13 @@
 #include <vector>
 
 #include "transport/frame.hpp"
+#include "transport/open.hpp"
 #include "transport/raw/device.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {
 
 struct VerbsApi;
-
-enum class PeerScheme { kUdp, kRaw, kVerbs };
-
-struct PeerEntry {
-  std::string text;   // the address as the user wrote it (named in error messages)
-  std::string ip;     // udp, verbs: IPv4 dotted, resolved (getaddrinfo, AF_INET)
-  uint16_t port = 0;  // udp, verbs: 1..65535 (verbs: where the machine trades its RDMA address)
-  Mac mac{};          // raw
-  // This machine's own settings, from a topology file (empty / false: the command line's).
-  std::string solvers;          // solvers=SPEC: its solver threads, [gpu:]*N
-  bool private_copies = false;  // private: each solver its own copy, linked to the host buffer
-  std::string iface;            // iface=NAME: raw's interface, verbs' DEVICE[:PORT]
-};
-
-struct PeerList {
-  PeerScheme scheme = PeerScheme::kUdp;
-  std::vector<PeerEntry> peers;  // index = machine rank
-};
-constexpr size_t kMaxPeers = 65534;
 
 // --peers=SPEC: "udp://HOST:PORT,HOST:PORT,..." | "raw://MAC,MAC,..." | "verbs://HOST:PORT,..." |
 // "@FILE" (the same text in a file: entries separated by commas and/or newlines, '#' starts a
@@ -54,26 +50,21 @@ constexpr size_t kMaxPeers = 65534;
 // configs/topology/): one file for a job whose machines differ. The scheme is written on the first entry and may be repeated on
 // any other (all must agree). One machine is a valid list; at most kMaxPeers. Errors: an unknown
 // or missing scheme, an empty list, a host that does not resolve, a bad or missing port, a bad
-// MAC, the same machine twice, an unreadable FILE.
+// MAC, the same machine twice, an unreadable FILE. ParseTransportUrl with the rules of --peers
+// (transport/open.hpp has the grammar).
 PeerList ParsePeers(const std::string& spec);
 // raw.bin's positional form "MAC1:MAC2[:MAC3...]", each MAC 12 hex digits without colons
 // (0025908a56d8:0025908a56d9); text starting "raw://" (or "@") is read as --peers.
 PeerList ParseRawBinPeers(const std::string& text);
-// "udp://127.0.0.1:9000" style text of entry r, for logs.
-std::string PeerName(const PeerList& list, int r);
-
-struct LocalAddresses {
-  std::vector<std::string> ipv4;                  // every IPv4 address of an up interface (127.0.0.1 too)
-  std::vector<std::pair<std::string, Mac>> macs;  // (interface, MAC) of every interface with a non-zero MAC
-};
-// getifaddrs in network namespace `netns` ("" = the calling thread's own).
-LocalAddresses ReadLocalAddresses(const std::string& netns = "");
 
 struct SelfRank {
   int rank = -1;
   std::string how;    // why this rank, for the log: "--rank", "the only local entry", "OMPI_COMM_WORLD_RANK"
   std::string iface;  // raw: the interface whose MAC is the entry (empty when decided otherwise)
 };
+// The entries that are this machine, in rank order: udp and verbs, those whose ip is in
+// local.ipv4; raw, those whose MAC is an interface's (with that interface).
+std::vector<std::pair<int, std::string>> LocalEntries(const PeerList& list, const LocalAddresses& local);
 // Which entry is this machine, in this order:
 //  1. forced >= 0 (--rank=N): that, range-checked.
 //  2. The one entry that is local: udp and verbs, its ip is in local.ipv4; raw, its MAC is an
@@ -107,18 +98,12 @@ struct PeerOpenOptions {
   const VerbsApi* verbs_api = nullptr;
   std::chrono::milliseconds exchange_timeout{60000};
 };
-// This machine's endpoint (udp: bound to its entry's ip:port; raw: on the interface) with every
-// other entry as peer (PeerId = rank) and group 0 when asked. Its peer timeout is effectively
+// This machine's endpoint, opened by OpenTransport (transport/open.hpp; udp: bound to its
+// entry's ip:port; raw: on the interface) with every other entry as peer (PeerId = rank) and group 0 when asked. Its peer timeout is effectively
 // infinite: it never latches kPeerDown by itself. verbs: a UD queue pair on --iface's device;
 // the addresses are traded over UDP on the entries' HOST:PORT first (every machine must be up
 // within exchange_timeout); --multicast is an Error (no subnet-manager join yet); a build
 // without the verbs transport says so in one line.
 std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self, const PeerOpenOptions& opt);
-
-// The largest UDP payload (a multiple of 16) whose frame fits one datagram within `mtu`, so
-// nothing is fragmented: IPv4 + UDP headers (28 bytes), the frame header and its trailer (32
-// bytes keyed, 8 not), padded to 16. At most 32 KiB (loopback's MTU is 64 KiB); 8 KiB when
-// the MTU is unknown (0). OpenPeers' default for udp without --payload.
-uint32_t UdpPayloadFor(uint32_t mtu, bool keyed);
 
 }  // namespace hogstream

@@ -1,5 +1,7 @@
 // `hogstream bench`'s measurement: over each loopback transport, both the segment and the raw
-// blast move data, the ratio is theirs, and bad settings are one-line errors.
+// blast move data, the ratio is theirs, and bad settings are one-line errors. Every link comes
+// from the transport factory and --peers is read by the one --peers parser; the default chunk
+// sizes follow what one message of the link carries (raw at MTU 9000: no 32 KiB chunk).
 #include "bin/link_bench.hpp"
 
 #include <gtest/gtest.h>
@@ -11,7 +13,10 @@
 #include <algorithm>
 
 #include "base/common.hpp"
+#include "bin/peers.hpp"
+#include "test/error_of.hpp"
 #include "test/program_runner.hpp"
+#include "transport/open.hpp"
 #include "test/transport/veth.hpp"
 
 namespace hogstream {
@@ -132,6 +137,117 @@ TEST(LinkBenchSettings, BadSettingsAreErrors) {
   o.chunk_bytes = {4096};
   o.seconds = 0;
   EXPECT_THROW(RunLinkBench(o), Error);
+}
+
+TEST(LinkBenchChunks, DefaultsAreWhatOneMessageCarries) {
+  using Sizes = std::vector<uint32_t>;
+  EXPECT_EQ(BenchChunks(), (Sizes{4096, 16384, 32768}));
+  EXPECT_EQ(BenchChunks(32768), (Sizes{4096, 16384, 32768}));
+  EXPECT_EQ(BenchChunks(20000), (Sizes{4096, 16384, 20000}));
+  EXPECT_EQ(BenchChunks(8928), (Sizes{4096, 8928})) << "raw at MTU 9000";
+  EXPECT_EQ(BenchChunks(1440), (Sizes{1440})) << "raw at MTU 1500";
+  EXPECT_EQ(BenchChunks(1450), (Sizes{1440})) << "down to a multiple of 16";
+}
+
+// Every link the bench measures is opened by the transport factory: one to fit the chunk sizes,
+// then one per run (raw both ways, raw one way, segment), two ends each.
+TEST(LinkBenchSettings, EveryLinkComesFromTheFactory) {
+  LinkBenchOptions o;
+  o.transport = "inproc";
+  o.chunk_bytes = {4096};
+  o.seconds = 0.05;
+  o.buffer_bytes = size_t{1} << 20;
+  const uint64_t before = TransportsOpened();
+  ASSERT_EQ(RunLinkBench(o).size(), 1u);
+  EXPECT_EQ(TransportsOpened() - before, 8u);
+}
+
+// Without --chunk, udp on 127.0.0.1 (whose datagrams carry 32 KiB unfragmented) runs the three
+// default sizes.
+TEST(LinkBenchSettings, UdpLoopbackRunsTheDefaultSizes) {
+  LinkBenchOptions o;
+  o.seconds = 0.05;
+  o.buffer_bytes = size_t{1} << 20;
+  std::vector<uint32_t> sizes;
+  for (const LinkBenchRow& r : RunLinkBench(o)) sizes.push_back(r.chunk_bytes);
+  EXPECT_EQ(sizes, BenchChunks());
+}
+
+// bench --peers is read by the one --peers parser (bin/peers.hpp): host names resolve, files
+// read, and its mistakes are the parser's one-line errors.
+TEST(LinkBenchSettings, PeersAreReadByThePeersParser) {
+  struct Case {
+    std::string peers, names;
+  };
+  const Case cases[] = {
+      {"udp://127.0.0.1:9000,localhost:9000", "'udp://127.0.0.1:9000' and 'localhost:9000' are the same machine"},
+      {"udp://no-such-host.invalid:1,127.0.0.1:2", "--peers: cannot resolve 'no-such-host.invalid'"},
+      {"@/nonexistent/bench-peers", "--peers=@/nonexistent/bench-peers: cannot read"},
+      {"udp://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3", "exactly two entries"},
+      {"raw://0025908a56d8,0025908a56d9", "--peers=raw://... does not match --transport=udp"},
+      {"udp://10.255.0.1:1,10.255.0.2:2", "neither 10.255.0.1:1 nor 10.255.0.2:2 is an address of this host"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.peers);
+    LinkBenchOptions o;
+    o.seconds = 0.05;
+    o.peers = c.peers;
+    const std::string e = ErrorOf([&] { RunLinkBench(o); });
+    EXPECT_NE(e.find(c.names), std::string::npos) << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  }
+}
+
+// Raw Ethernet at MTU 9000 between two namespaces, no --chunk: the sizes that fit one frame
+// (8928 bytes of payload), where 32 KiB used to be refused. A size given that does not fit is
+// one line naming it and the most a frame carries.
+TEST(LinkBenchOverVeth, RawDefaultChunksFitAnMtuOf9000) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethPair net(9000);
+  LinkBenchOptions o;
+  o.transport = "raw";
+  o.seconds = 0.1;
+  o.buffer_bytes = size_t{1} << 20;
+  o.netns = {net.ns(0), net.ns(1)};
+  o.where = {net.iface(0), net.iface(1)};
+  const std::vector<LinkBenchRow> rows = RunLinkBench(o);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].chunk_bytes, 4096u);
+  EXPECT_EQ(rows[1].chunk_bytes, 8928u);
+  for (const LinkBenchRow& r : rows) {
+    EXPECT_GT(r.segment_gbps, 0) << r.chunk_bytes;
+    EXPECT_GT(r.raw_gbps, 0) << r.chunk_bytes;
+  }
+  o.chunk_bytes = {4096, 32768};
+  const std::string e = ErrorOf([&] { RunLinkBench(o); });
+  EXPECT_NE(e.find("--chunk=32768 does not fit one raw message here"), std::string::npos) << e;
+  EXPECT_NE(e.find("at most 8928 bytes"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
+// The command line of the issue: `hogstream bench --transport=raw --peers=raw://MAC,MAC` with
+// no --chunk, one process per namespace on a veth link of MTU 9000.
+TEST(LinkBenchPeers, RawAtMtu9000RunsByDefault) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethPair net(9000);
+  const std::string ip = IpProgram();
+  ASSERT_FALSE(ip.empty());
+  std::string peers = "--peers=raw://";
+  for (int i = 0; i < 2; ++i)
+    for (const auto& [name, mac] : ReadLocalAddresses(net.ns(i)).macs)
+      if (name == net.iface(i)) peers += (i ? "," : "") + FormatMac(mac);
+  test::ScratchDir dir("bench_raw_peers");
+  auto cmd = [&](int end) {
+    return std::vector<std::string>{"netns", "exec", net.ns(end), HS_HOGSTREAM_BIN, "bench", "--transport=raw", peers,
+                                    "--batch=16", "--seconds=0.1", "--buffer=1M", "--timeout=20"};
+  };
+  test::Child one(ip, cmd(1), dir, "end1");
+  const test::Finished zero = test::Child(ip, cmd(0), dir, "end0").Wait(60);
+  const test::Finished served = one.Wait(30);
+  ASSERT_EQ(zero.rc, 0) << zero.err;
+  for (const char* chunk : {"    4096", "    8928"})  // the table's transport and chunk columns
+    EXPECT_NE(zero.out.find("raw" + std::string(11, ' ') + chunk), std::string::npos) << chunk << "\n" << zero.out;
+  EXPECT_EQ(served.rc, 0) << served.err;
 }
 
 }  // namespace

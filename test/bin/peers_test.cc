@@ -428,6 +428,22 @@ TEST(PeersOpen, BadSettingsAreErrors) {
   EXPECT_NE(e.find("00:25:90:8a:56:d9 (rank 1) is on no interface here"), std::string::npos) << e;
 }
 
+// The programs' endpoint (bin/program.cpp: NetJobFromFlags -> OpenPeers) is the transport
+// factory's: one endpoint opened there per call, and the factory's own mistakes come back.
+TEST(PeersOpen, GoesThroughTheTransportFactory) {
+  const std::vector<uint16_t> ports = FreeUdpPorts(2);
+  const PeerList l = ParsePeers("udp://127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" +
+                                std::to_string(ports[1]));
+  const uint64_t before = TransportsOpened();
+  const std::unique_ptr<Transport> t = OpenPeers(l, SelfRank{1, "--rank", ""}, {});
+  EXPECT_EQ(TransportsOpened(), before + 1);
+  PeerOpenOptions opt;
+  opt.max_payload = 100;  // not a multiple of 16: the backend refuses it, through the factory
+  const std::string e = ErrorOf([&] { OpenPeers(l, SelfRank{0, "--rank", ""}, opt); });
+  EXPECT_NE(e.find("max_payload"), std::string::npos) << e;
+  EXPECT_EQ(TransportsOpened(), before + 1) << "a refused endpoint is not counted";
+}
+
 // Two namespaces on a veth pair: each end reads its own namespace's addresses, finds itself in
 // the list with no help, and opens its endpoint there; raw Ethernet (unicast and the group
 // derived from the job) and UDP.
