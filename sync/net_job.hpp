@@ -2,6 +2,14 @@
 // machine's host copy of the weights to every other machine's, and the bridge between the
 // machine's group (MachineGroup, sync/group.hpp) and the job's. Not for: addresses, sockets, launch (bin/peers.*
 // opens the transport), local solvers (sync/hogwild.cpp runs them on the host copy).
+// NetJob is the daemon loop and the glue; its state lives in three rooms, each with its own
+// file and tests: NetControlChannel (sync/net_control.hpp: the control message, its freshness,
+// agreement and refusals), NetMembers (sync/net_members.hpp: liveness, quorum, the leader, what
+// each machine told) and NetShares (sync/net_shares.hpp: chunk owners, epochs, masters).
+// Threads: one daemon thread (started by Attach, ended by Finish or the destructor) owns the
+// transport, the endpoints and the three rooms. The owner thread calls set_*, UseSvb, Attach
+// and Finish; any thread the accessors, stats, Line and Recover (atomics, or the figures under
+// a mutex).
 //
 // Topology: every machine is master of a share of the chunks (ShareChunks over the machines
 // that are live and ready, in rank order) and slave of everyone else's, on ONE host buffer that
@@ -160,13 +168,6 @@ class NetJob {
   NetJob(const NetJob&) = delete;
   NetJob& operator=(const NetJob&) = delete;
 
-  // Starts the daemon on this machine's host copy `weights` (n floats, trained by the
-  // group's first `local_solvers` ranks) and blocks until training may begin: every machine
-  // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
-  // machine has joined a running job (its weights received, the global iteration taken over).
-  // `params`: where each of the net's parameter blobs starts in `weights` (chunks are cut there
-  // with opt.chunk_at_params). `stop` is asked while waiting: true (a signal, say) ends the
-  // wait with an Error.
   // bsp / gsp across machines, before Attach: each rank's synchronous group (see
   // NetJobOptions::machine_group); fresh rounds are then kept too.
   void set_machine_group(std::vector<int> groups);
@@ -175,6 +176,13 @@ class NetJob {
   // A failure that ended the job after the start (the quorum lost for good, a machine that
   // disagrees): one line, empty when none. The caller reports it after Finish.
   std::string error() const;
+  // Starts the daemon on this machine's host copy `weights` (n floats, trained by the
+  // group's first `local_solvers` ranks) and blocks until training may begin: every machine
+  // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
+  // machine has joined a running job (its weights received, the global iteration taken over).
+  // `params`: where each of the net's parameter blobs starts in `weights` (chunks are cut there
+  // with opt.chunk_at_params). `stop` is asked while waiting: true (a signal, say) ends the
+  // wait with an Error.
   void Attach(MachineGroup* group, int local_solvers, float* weights, size_t n,
               const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
   // --svb, before Attach: `skip` ([begin, end) float ranges, cut at parameter boundaries) is
