@@ -1,6 +1,9 @@
 // The network daemon of one machine (see net_job.hpp for the topology, control, liveness and
-// the end of a job). Everything below Run() happens on the daemon thread; other threads see
-// only the atomics, the figures under their mutex, and the group's fields.
+// the end of a job): the loop and the glue between its three rooms (control_: what is said and
+// believed, sync/net_control.hpp; members_: who is live and leads, sync/net_members.hpp;
+// shares_: who masters which chunk, sync/net_shares.hpp), the endpoints, the transport and the
+// machine's group. Everything below Run() happens on the daemon thread; other threads see only
+// the atomics, the figures under their mutex, and the group's fields.
 #include "sync/net_job.hpp"
 
 #include <glog/logging.h>
@@ -9,7 +12,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -30,12 +32,6 @@ struct Losses {
   uint64_t lost, foreign, mac, malformed, kernel;
 };
 
-uint64_t FreshNonce() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  return v;
-}
 // Adds a master's figures to a sum over masters (a maximum for staleness_max).
 void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
   sum.sweeps += s.sweeps;
@@ -51,17 +47,6 @@ void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
   sum.deltas_too_old += s.deltas_too_old;
   sum.deltas_other_epoch += s.deltas_other_epoch;
   sum.malformed += s.malformed;
-}
-// ShareChunks over the chunks not skipped (--svb); a skipped chunk has no owner (kNoPeer).
-std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers) {
-  if (skipped.empty()) return ShareChunks(count, peers);
-  std::vector<uint32_t> streamed;
-  for (uint32_t c = 0; c < count; ++c)
-    if (!skipped[c]) streamed.push_back(c);
-  const std::vector<PeerId> share = ShareChunks(static_cast<uint32_t>(streamed.size()), peers);
-  std::vector<PeerId> owners(count, kNoPeer);
-  for (size_t i = 0; i < streamed.size(); ++i) owners[streamed[i]] = share[i];
-  return owners;
 }
 // "3 foreign, 2 bad MAC, 0 malformed, 5 control (4 unproven, 1 replayed), 0 by value": what a
 // machine refused, by reason, for its log lines.
@@ -97,30 +82,6 @@ Losses LossesOf(const TransportCounters& tc) {
   return l;
 }
 }  // namespace
-
-const char* AgreeName(Agree a) {
-  switch (a) {
-    case kAgreePeers: return "--peers list (or its order, or the job's name)";
-    case kAgreeNet: return "net (its parameter shapes)";
-    case kAgreeSolver: return "solver settings (update rule or schedule)";
-    case kAgreeSettings: return "exchange settings (--policy, --compress, --aggregate, chunking)";
-    case kAgreeKinds: break;
-  }
-  return "?";
-}
-
-const char* ControlRefusalName(ControlRefusal r) {
-  switch (r) {
-    case ControlRefusal::kMalformed: return "malformed";
-    case ControlRefusal::kUnproven: return "unproven";
-    case ControlRefusal::kReplay: return "replayed";
-    case ControlRefusal::kOldRun: return "old run";
-    case ControlRefusal::kNotLeader: return "done not from the leader";
-    case ControlRefusal::kDisagree: return "disagreeing";
-    case ControlRefusal::kCount: break;
-  }
-  return "?";
-}
 
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale,
                     bool* share_momentum) {
@@ -183,48 +144,37 @@ std::string ShareMomentum(int machines, pb::SolverParameter* param) {
   return os.str();
 }
 
-struct NetJob::Peer {
-  bool heard = false;  // ever (any incarnation)
-  bool live = false;   // heard within dead_ms
-  Clock::time_point last;
-  // Freshness: the run (nonce) taken from it once it echoed ours, the last control counter
-  // taken, the latest runs heard but not proven (echoed back so that it can prove itself),
-  // and the runs a newer one replaced (never taken again).
-  uint64_t nonce = 0, counter = 0;
-  uint64_t hello[NetControl::kEchoes - 1] = {};
-  std::vector<uint64_t> retired;
-  bool disagrees = false;  // named once
-  int64_t snapshots = 0, snapshots_taken = -1;  // its snapshot requests; those passed on (-1: none yet)
-  Clock::time_point count_at;  // when `count` was last taken
-  uint32_t flags = 0;
-  int64_t count = 0;    // iterations its solvers ran, this incarnation (its clock)
-  int64_t counted = 0;  // how much of `count` our group's counter holds
-  int64_t view = 0;     // its view of the global iteration
-  int64_t flushed = 0;  // its iterations whose progress has gone out to every owner (track_fresh)
-  int64_t rate_count = 0;
-  double rate = 0;
-};
+NetJobOptions NetJob::Checked(NetJobOptions opt, const Transport* t) {
+  HS_REQUIRE(t != nullptr) << "a networked job needs a transport";
+  HS_REQUIRE(opt.machines >= 1 && opt.machines < kNoPeer)
+      << "a job of " << opt.machines << " machines";
+  HS_REQUIRE(opt.rank >= 0 && opt.rank < opt.machines)
+      << "machine rank " << opt.rank << " outside a job of " << opt.machines;
+  HS_REQUIRE(!opt.multicast || t->caps().multicast)
+      << "this transport cannot multicast; leave out --multicast";
+  HS_REQUIRE(opt.heartbeat_ms > 0 && opt.dead_ms > 2 * opt.heartbeat_ms)
+      << "the dead-machine timeout (" << opt.dead_ms << " ms) must exceed two heartbeats ("
+      << opt.heartbeat_ms << " ms)";
+  if (!opt.quorum_ms) opt.quorum_ms = 30 * opt.dead_ms;
+  return opt;
+}
+
+namespace {
+// The first master epoch of a run: the second it started (newer than any earlier run's).
+uint32_t WallSeconds() {
+  return static_cast<uint32_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+}  // namespace
 
 NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
-    : t_(std::move(transport)), opt_(std::move(opt)) {
-  HS_REQUIRE(t_ != nullptr) << "a networked job needs a transport";
-  HS_REQUIRE(opt_.machines >= 1 && opt_.machines < kNoPeer)
-      << "a job of " << opt_.machines << " machines";
-  HS_REQUIRE(opt_.rank >= 0 && opt_.rank < opt_.machines)
-      << "machine rank " << opt_.rank << " outside a job of " << opt_.machines;
-  HS_REQUIRE(!opt_.multicast || t_->caps().multicast)
-      << "this transport cannot multicast; leave out --multicast";
-  HS_REQUIRE(opt_.heartbeat_ms > 0 && opt_.dead_ms > 2 * opt_.heartbeat_ms)
-      << "the dead-machine timeout (" << opt_.dead_ms << " ms) must exceed two heartbeats ("
-      << opt_.heartbeat_ms << " ms)";
-  nonce_ = FreshNonce();
-  incarnation_ = static_cast<uint32_t>(nonce_ ^ (nonce_ >> 32)) | 1;
-  epoch_ = static_cast<uint32_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
-  first_epoch_ = epoch_;
-  for (int r = 0; r < opt_.machines; ++r) peers_.push_back(std::make_unique<Peer>());
-  if (!opt_.quorum_ms) opt_.quorum_ms = 30 * opt_.dead_ms;
+    : t_(std::move(transport)),
+      opt_(Checked(std::move(opt), t_.get())),
+      control_(opt_.rank, opt_.machines, FreshNonce()),
+      members_(opt_.rank, opt_.machines),
+      shares_(opt_.rank, opt_.machines, opt_.multicast, WallSeconds()) {
+  const uint64_t nonce = control_.nonce();
+  incarnation_ = static_cast<uint32_t>(nonce ^ (nonce >> 32)) | 1;
 }
 
 NetJob::~NetJob() {
@@ -264,6 +214,7 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
     shape.insert(shape.end(), params.begin(), params.end());
     opt_.agree[kAgreeNet] = Digest64(shape.data(), shape.size() * sizeof(uint64_t));
   }
+  control_.set_agreement(opt_.agree);
   g_ = group;
   local_ = local_solvers;
   w_ = weights;
@@ -274,7 +225,7 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
       << "chunks of " << chunk_floats_ << " floats do not fit this transport's messages ("
       << most << " floats at most)";
   layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params || svb_ ? params : std::vector<size_t>{});
-  if (svb_) skipped_ = SkippedChunks(*layout_, svb_skip_);
+  shares_.set_chunks(layout_->count, svb_ ? SkippedChunks(*layout_, svb_skip_) : std::vector<bool>{});
   slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
   slave_->set_codec(opt_.rule.codec);
   slave_->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "position"); });
@@ -328,7 +279,7 @@ void NetJob::Finish() {
             << std::setprecision(3) << tc.bytes_sent * 1e-9 << " GB, received " << tc.bytes_received * 1e-9
             << " GB (" << (tc.bytes_sent + tc.bytes_received) * 8e-9 / secs << " Gbit/s); " << s.lost
             << " frames lost (" << std::setprecision(2) << (tc.sent ? 100.0 * s.lost / tc.sent : 0.0)
-            << "% of sent); " << reshares_ << " re-shares; refused: " << RefusedText(s);
+            << "% of sent); " << shares_.reshares() << " re-shares; refused: " << RefusedText(s);
 }
 
 bool NetJob::leads() const { return lead_.load() == opt_.rank; }
@@ -341,7 +292,7 @@ int64_t NetJob::LocalIterations() const {
 
 uint32_t NetJob::Flags() const {
   uint32_t f = 0;
-  if (ready_) f |= kNetReady;
+  if (members_.ready()) f |= kNetReady;
   if (phase_ == Phase::kTraining) f |= kNetTraining;
   if (finished_) f |= kNetFinished;
   if (flushed_) f |= kNetFlushed;
@@ -407,97 +358,75 @@ void NetJob::Run() {
 }
 
 bool NetJob::Start(Clock::time_point now) {
-    // A newcomer to a running job joins it; otherwise a new job starts once every machine
-    // is heard from and ready (each is ready as soon as it has heard every other one).
-    bool all = true, running = false;
-    std::vector<int64_t> views;  // of the machines training: a joiner takes their median
-    for (int r = 0; r < opt_.machines; ++r) {
-      if (r == opt_.rank) continue;
-      const Peer& p = *peers_[r];
-      all = all && p.live;
-      if (p.live && (p.flags & kNetTraining)) {
-        running = true;
-        views.push_back(p.view);
-      }
-    }
-    // The global iteration a joiner starts from: the median of the members' views (the lower
-    // one of two: a view too high would end this machine's training at once), so that no
-    // single member, mistaken or lying, sets it where three or more are heard; every
-    // member's own count only grows by what it could have run (OnControl).
-    std::sort(views.begin(), views.end());
-    const int64_t view = views.empty() ? 0 : views[(views.size() - 1) / 2];
-    if (running && !ready_ && svb_) {
-      start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
-      start_failed_.store(true);
-      return false;
-    }
-    // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
-    // a strict majority of the job, whose views it takes (Quorum's tie rule, exactly half
-    // with machine 0, would let machine 0 join on one other's view alone).
-    const std::vector<bool> reached = Reached(now);
-    if (running && !ready_ && 2 * std::count(reached.begin(), reached.end(), true) > opt_.machines) {
-      phase_ = Phase::kJoining;
-      joined_running_.store(true);
-      g_->shared().iter.store(view);
-      for (auto& p : peers_) p->counted = p->count;  // their past is in `view` already
-      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
-                             << view << "; receiving the weights";
-      Reshare();
-    } else if (all) {
-      ready_ = true;
-      bool all_ready = true;
-      for (int r = 0; r < opt_.machines; ++r)
-        if (r != opt_.rank) all_ready = all_ready && (peers_[r]->flags & kNetReady);
-      if (all_ready || running) {
-        phase_ = Phase::kTraining;
-        Reshare();
-        LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
-                               << Name(opt_.rank) << " masters " << owned_.size() << " of "
-                               << slave_->layout().count << " chunks of " << chunk_floats_ << " floats"
-                               << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
-        start_ok_.store(true);
-      }
-    } else if (now - started_ > std::chrono::milliseconds(opt_.start_ms)) {
-      std::ostringstream os;
-      os << "no word from";
-      for (int r = 0; r < opt_.machines; ++r)
-        if (r != opt_.rank && !peers_[r]->live) os << " " << Name(r);
-      os << " after " << opt_.start_ms / 1000.0 << " s";
-      const Losses l = LossesOf(t_->counters());
-      uint64_t unproven = control_refused_[static_cast<size_t>(ControlRefusal::kUnproven)];
-      if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
-      if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
-                        << "(or claiming another machine's rank): is every machine given the same --peers, in the same order, and --job?";
-      if (!l.mac && !l.foreign && unproven)
-        os << "; its messages arrive but never echo this run (do its frames come back to it?)";
-      if (!l.mac && !l.foreign && !unproven) os << " (is it started, with the same --peers list and job?)";
-      start_error_ = os.str();
-      start_failed_.store(true);
-      return false;
-    }
+  // A newcomer to a running job joins it; otherwise a new job starts once every machine
+  // is heard from and ready (each is ready as soon as it has heard every other one).
+  const bool running = members_.AnyTraining();
+  if (running && !members_.ready() && svb_) {
+    start_error_ = "--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)";
+    start_failed_.store(true);
+    return false;
+  }
+  // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears
+  // a strict majority of the job, whose views it takes (Quorum's tie rule, exactly half
+  // with machine 0, would let machine 0 join on one other's view alone). The global iteration
+  // it starts from: the median of the members' views (NetMembers::MedianView); every member's
+  // own count only grows by what it could have run (BoundClock).
+  const std::vector<bool> reached = members_.Reached(now);
+  if (running && !members_.ready() && 2 * std::count(reached.begin(), reached.end(), true) > opt_.machines) {
+    JoinRunning(members_.MedianView());
+  } else if (members_.AllOthersLive()) {
+    members_.set_ready(true);
+    if (members_.AllLiveOthers(kNetReady) || running) StartTraining();
+  } else if (now - started_ > std::chrono::milliseconds(opt_.start_ms)) {
+    start_error_ = NoWordLine();
+    start_failed_.store(true);
+    return false;
+  }
   return true;
 }
 
-bool NetJob::Join(Clock::time_point now) {
-  bool others_sound = false;  // another machine has the weights (a recovery takes them from it)
+void NetJob::JoinRunning(int64_t view) {
+  phase_ = Phase::kJoining;
+  joined_running_.store(true);
+  g_->shared().iter.store(view);
+  members_.CountAllAsTaken();  // their past is in `view` already
+  LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
+                         << view << "; receiving the weights";
+  Reshare();
+}
+
+void NetJob::StartTraining() {
+  phase_ = Phase::kTraining;
+  Reshare();
+  LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
+                         << Name(opt_.rank) << " masters " << shares_.owned().size() << " of "
+                         << slave_->layout().count << " chunks of " << chunk_floats_ << " floats"
+                         << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
+  start_ok_.store(true);
+}
+
+std::string NetJob::NoWordLine() const {
+  std::ostringstream os;
+  os << "no word from";
   for (int r = 0; r < opt_.machines; ++r)
-    others_sound = others_sound || (r != opt_.rank && peers_[r]->live && (peers_[r]->flags & kNetReady));
-  if (others_sound) owner_seen_ = now;
+    if (r != opt_.rank && !members_[r].live) os << " " << Name(r);
+  os << " after " << opt_.start_ms / 1000.0 << " s";
+  const Losses l = LossesOf(t_->counters());
+  const uint64_t unproven = control_.refused(ControlRefusal::kUnproven);
+  if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
+  if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
+                    << "(or claiming another machine's rank): is every machine given the same --peers, in the same order, and --job?";
+  if (!l.mac && !l.foreign && unproven)
+    os << "; its messages arrive but never echo this run (do its frames come back to it?)";
+  if (!l.mac && !l.foreign && !unproven) os << " (is it started, with the same --peers list and job?)";
+  return os.str();
+}
+
+bool NetJob::Join(Clock::time_point now) {
+  // Another machine has the weights (a recovery takes them from it).
+  if (members_.AnyLiveOther(kNetReady)) owner_seen_ = now;
   if (slave_->chunks_heard() == slave_->layout().count && slave_->retaking() == 0) {
-    ready_ = true;
-    phase_ = Phase::kTraining;
-    if (recovering_) {
-      recovering_ = false;
-      ++recoveries_;
-      g_->SetPaused(false);
-      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
-                             << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
-      recover_done_.store(recover_target_);
-    } else {
-      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
-                             << std::setprecision(3) << Seconds(now - started_) << " s; taking a share";
-      start_ok_.store(true);
-    }
+    Joined(now);
   } else if (recovering_) {
     if (now - owner_seen_ > std::chrono::milliseconds(opt_.dead_ms)) {
       recover_error_ = "every machine's copy of the weights diverged (non-finite) and none is left to recover "
@@ -516,6 +445,23 @@ bool NetJob::Join(Clock::time_point now) {
   return true;
 }
 
+void NetJob::Joined(Clock::time_point now) {
+  members_.set_ready(true);
+  phase_ = Phase::kTraining;
+  if (recovering_) {
+    recovering_ = false;
+    ++recoveries_;
+    g_->SetPaused(false);
+    LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
+                           << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
+    recover_done_.store(recover_target_);
+  } else {
+    LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
+                           << std::setprecision(3) << Seconds(now - started_) << " s; taking a share";
+    start_ok_.store(true);
+  }
+}
+
 size_t NetJob::Receive() {
   size_t handled = 0;
   for (;; ++handled) {
@@ -527,158 +473,98 @@ size_t NetJob::Receive() {
     }
     const Message& m = batch_[next_];
     const PeerId src = m.h.source;
-    if (src >= opt_.machines || src == opt_.rank) {
-      ++next_;  // not one of the job's machines (the transport knows only them: defensive)
-      continue;
-    }
-    switch (m.h.kind) {
-      case MsgKind::kPosition:
-        if (!slave_->Answer(m)) {
-          t_->Flush();
-          if (!slave_->Answer(m)) return handled;  // no slot for its delta yet: this batch waits
-        }
-        break;
-      case MsgKind::kDelta: {
-        MasterEndpoint* master = masters_.empty() ? nullptr : opt_.multicast ? masters_[0].get() : masters_[src].get();
-        if (master) master->OnDelta(m);
-        break;
-      }
-      case MsgKind::kIteration:
-        OnControl(m);
-        break;
-      case MsgKind::kFactors:
-        if (svb_) svb_->OnMessage(m);
-        break;
-      default:
-        break;
-    }
+    // Not one of the job's machines (the transport knows only them: defensive) is skipped.
+    if (src < opt_.machines && src != opt_.rank && !Dispatch(m)) return handled;  // this batch waits
     ++next_;
   }
 }
 
+bool NetJob::Dispatch(const Message& m) {
+  const PeerId src = m.h.source;
+  switch (m.h.kind) {
+    case MsgKind::kPosition:
+      if (!slave_->Answer(m)) {
+        t_->Flush();
+        if (!slave_->Answer(m)) return false;  // no slot for its delta yet
+      }
+      break;
+    case MsgKind::kDelta: {
+      MasterEndpoint* master = masters_.empty() ? nullptr : opt_.multicast ? masters_[0].get() : masters_[src].get();
+      if (master) master->OnDelta(m);
+      break;
+    }
+    case MsgKind::kIteration:
+      OnControl(m);
+      break;
+    case MsgKind::kFactors:
+      if (svb_) svb_->OnMessage(m);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
 void NetJob::OnControl(const Message& m) {
   const PeerId src = m.h.source;
-  Peer& p = *peers_[src];
   const Clock::time_point now = Clock::now();
-  auto refuse = [&](ControlRefusal why) { ++control_refused_[static_cast<size_t>(why)]; };
-  if (m.h.length != sizeof(NetControl)) return refuse(ControlRefusal::kMalformed);
-  NetControl b;
-  std::memcpy(&b, m.payload, sizeof b);
-  if (b.nonce == 0) return refuse(ControlRefusal::kMalformed);
-  // Freshness. A message is believed only once its sender has echoed this run's nonce (drawn
-  // at random at our start): a frame recorded in an earlier run cannot, whatever its MAC.
-  // Until then it is a hello: its nonce is echoed back in ours, so a live machine proves
-  // itself within two control intervals.
-  if (std::find(p.retired.begin(), p.retired.end(), b.nonce) != p.retired.end())
-    return refuse(ControlRefusal::kOldRun);
-  auto echo_back = [&] {  // our next messages to it echo its nonce
-    if (b.nonce != p.nonce && std::find(std::begin(p.hello), std::end(p.hello), b.nonce) == std::end(p.hello)) {
-      for (int i = NetControl::kEchoes - 2; i > 0; --i) p.hello[i] = p.hello[i - 1];
-      p.hello[0] = b.nonce;
-      answer_now_ = true;  // a new run of it: its proof need not wait for our next interval
-    }
-  };
-  if (std::find(std::begin(b.echo), std::end(b.echo), nonce_) == std::end(b.echo)) {
-    echo_back();
-    return refuse(ControlRefusal::kUnproven);
-  }
-  if (b.nonce == p.nonce && b.counter <= p.counter) return refuse(ControlRefusal::kReplay);
-  // Agreement: the same peers list, net, solver and exchange settings.
-  for (int a = 0; a < kAgreeKinds; ++a) {
-    if (!b.agree[a] || !opt_.agree[a] || b.agree[a] == opt_.agree[a]) continue;
-    if (!p.disagrees) {
-      p.disagrees = true;
-      std::ostringstream os;
-      os << Name(src) << " differs from " << Name(opt_.rank) << " in its " << AgreeName(static_cast<Agree>(a))
-         << ": every machine of a job needs the same";
-      if (phase_ == Phase::kStart) {
-        // Ends the start after a few more control messages, so that the other machine
-        // hears this one (proven) and names the difference too.
-        if (!disagreed_) start_error_ = os.str();
-        disagreed_ = true;
-        disagreed_at_ = now;
-      } else {
-        LOG_IF(ERROR, opt_.log) << "Network: " << os.str() << "; its messages are refused";
-      }
-    }
-    echo_back();  // so that it can believe us, and name the difference too
-    return refuse(ControlRefusal::kDisagree);
-  }
-  if (b.nonce != p.nonce) {
-    // Another run of that machine, proven fresh: first contact, or a restart.
-    if (p.nonce != 0) {
-      if (p.retired.size() >= 16) p.retired.erase(p.retired.begin());
-      p.retired.push_back(p.nonce);
-    }
-    if (p.heard) {
-      // Restarted: its numbering starts again, and its iterations count from zero.
-      LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " restarted; it rejoins";
-      slave_->ForgetOwner(src);
-      p.count = p.counted = p.rate_count = p.flushed = 0;
-      p.rate = 0;
-    }
-    p.snapshots = 0;
-    p.snapshots_taken = -1;
-    p.nonce = b.nonce;
-    p.count_at = attached_at_;
+  const ControlNews news = control_.Decode(m, src == members_.leader() || done_);
+  answer_now_ = answer_now_ || news.answer_now;
+  if (news.disagree >= 0 && news.first_disagree) Disagreed(src, news.disagree, now);
+  if (!news.taken) return;
+  if (news.new_run) {
+    TakeNewRun(src, news);
     // Its positions count from here, and only those of this run (epochs above the one it
     // announces): a position recorded in an earlier run is stale even for a chunk that has
     // not yet heard this run's master.
-    slave_->set_min_epoch(src, m.h.epoch);
-    answer_now_ = true;  // echo its nonce at once: it believes this machine one trip later
-    for (uint64_t& h : p.hello) h = h == b.nonce ? 0 : h;
+    slave_->set_min_epoch(src, news.told.first_epoch);
   }
-  p.counter = b.counter;
-  uint32_t flags = m.h.chunk;
-  if ((flags & kNetDone) && src != leader_ && !done_) {
-    // Only the leader ends the job; the others say "done" back once they have heard it.
-    refuse(ControlRefusal::kNotLeader);
-    flags &= ~(kNetDone | kNetKeep);
-  }
+  const NetMember& p = members_[src];
   if (!p.live && p.heard && phase_ == Phase::kTraining)
     LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " is back";
-  const int64_t claimed = static_cast<int64_t>(std::min<uint64_t>(m.h.clock, std::numeric_limits<int64_t>::max()));
-  if (!p.heard && joined_running_.load(std::memory_order_relaxed)) {
-    // First heard after this machine joined a running job: its past is in the view taken, so
-    // its clock is taken as it is and counts only from here.
-    p.count = p.counted = claimed;
-    p.count_at = now;
+  // Its clock only grows, and by no more than it could have run since (BoundClock): a jump
+  // beyond that is taken in part (the rest comes with its next messages).
+  if (members_.Hear(src, now, news.told, joined_running_.load(std::memory_order_relaxed))) control_.CountClamped();
+}
+
+void NetJob::TakeNewRun(PeerId src, const ControlNews& news) {
+  if (news.restarted) {  // its numbering starts again, and its iterations count from zero
+    LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " restarted; it rejoins";
+    slave_->ForgetOwner(src);
   }
-  p.heard = p.live = true;
-  p.last = now;
-  p.flags = flags;
-  // Its clock only grows, and by no more than it could have run since: 1 024 iterations plus
-  // eight times the fastest rate it has shown (or this machine's), over the time since it was
-  // last taken. A jump beyond that is taken in part (the rest comes with its next messages).
-  if (claimed > p.count) {
-    const double secs = Seconds(now - p.count_at);
-    const double rate = std::max({p.rate, peers_[opt_.rank]->rate, 1000.0});
-    const int64_t most = p.count + 1024 + static_cast<int64_t>(std::min(8 * rate * secs, 1e15));
-    if (claimed > most) ++clock_clamped_;
-    p.count = std::min(claimed, most);
-    p.count_at = now;
+  members_.NewRun(src, news.restarted, attached_at_);
+}
+
+void NetJob::Disagreed(PeerId src, int agree, Clock::time_point now) {
+  std::ostringstream os;
+  os << Name(src) << " differs from " << Name(opt_.rank) << " in its " << AgreeName(static_cast<Agree>(agree))
+     << ": every machine of a job needs the same";
+  if (phase_ == Phase::kStart) {
+    // Ends the start after a few more control messages, so that the other machine hears this
+    // one (proven) and names the difference too.
+    if (!disagreed_) start_error_ = os.str();
+    disagreed_ = true;
+    disagreed_at_ = now;
+  } else {
+    LOG_IF(ERROR, opt_.log) << "Network: " << os.str() << "; its messages are refused";
   }
-  p.view = static_cast<int64_t>(std::min<uint64_t>(m.h.seq, std::numeric_limits<int64_t>::max()));
-  p.flushed = std::min(b.flushed, p.count);
-  p.snapshots = std::max(p.snapshots, b.snapshots);
+}
+
+ControlState NetJob::Told() const {
+  ControlState s;
+  s.flags = Flags();
+  s.first_epoch = shares_.first_epoch();  // every master epoch of this run is above it
+  s.clock = LocalIterations();
+  s.view = g_ ? g_->shared().iter.load(std::memory_order_relaxed) : 0;
+  // How many of its iterations have gone out (what a synchronous round waits for).
+  s.flushed = opt_.track_fresh ? flushed_iter_.load(std::memory_order_relaxed) : 0;
+  s.snapshots = g_ ? g_->shared().snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
+  return s;
 }
 
 void NetJob::SendControl() {
   const Clock::time_point now = Clock::now();
-  Header h;
-  h.kind = MsgKind::kIteration;
-  h.epoch = first_epoch_;  // every master epoch of this run is above it (set_min_epoch)
-  h.chunk = Flags();
-  h.clock = static_cast<uint64_t>(LocalIterations());
-  h.seq = g_ ? static_cast<uint64_t>(g_->shared().iter.load(std::memory_order_relaxed)) : 0;
-  h.length = sizeof(NetControl);
-  NetControl b;
-  b.nonce = nonce_;
-  b.counter = ++control_counter_;
-  // How many of its iterations have gone out (what a synchronous round waits for).
-  b.flushed = opt_.track_fresh ? flushed_iter_.load(std::memory_order_relaxed) : 0;
-  b.snapshots = g_ ? g_->shared().snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
-  std::copy(std::begin(opt_.agree), std::end(opt_.agree), b.agree);
+  auto [h, b] = control_.Round(Told());
   for (int r = 0; r < opt_.machines; ++r) {
     if (r == opt_.rank) continue;
     std::byte* slot = t_->AcquireSend();
@@ -686,9 +572,7 @@ void NetJob::SendControl() {
       t_->Flush();
       if (!(slot = t_->AcquireSend())) return;  // try again next turn (last_control_ not moved)
     }
-    const Peer& p = *peers_[r];
-    b.echo[0] = p.nonce;
-    std::copy(std::begin(p.hello), std::end(p.hello), b.echo + 1);
+    control_.EchoTo(r, &b);
     std::memcpy(slot, &b, sizeof b);
     t_->CommitSend(Dest::Peer(static_cast<PeerId>(r)), h);
   }
@@ -697,84 +581,55 @@ void NetJob::SendControl() {
 }
 
 void NetJob::CheckLiveness() {
-  const Clock::time_point now = Clock::now();
-  uint64_t dead = 0;
-  for (int r = 0; r < opt_.machines; ++r) {
-    Peer& p = *peers_[r];
-    if (r != opt_.rank && p.live && now - p.last > std::chrono::milliseconds(opt_.dead_ms)) {
-      p.live = false;
-      if (phase_ != Phase::kStart && !(p.flags & kNetDone))
-        LOG_IF(INFO, opt_.log) << "Network: " << Name(r) << " silent for " << opt_.dead_ms / 1000.0
-                               << " s: taken for dead; its chunks are re-shared and its data read by the others";
-    }
-    // Once training, a machine heard and gone (not one that finished the job) leaves its data
-    // partition to the others.
-    if (r != opt_.rank && r < 64 && phase_ == Phase::kTraining && p.heard && !p.live && !(p.flags & kNetDone))
-      dead |= uint64_t{1} << r;
-  }
-  dead_.store(dead, std::memory_order_relaxed);
+  for (int r : members_.CheckLiveness(Clock::now(), opt_.dead_ms))
+    if (phase_ != Phase::kStart && !(members_[r].flags & kNetDone))
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(r) << " silent for " << opt_.dead_ms / 1000.0
+                             << " s: taken for dead; its chunks are re-shared and its data read by the others";
+  // Once training, a machine heard and gone (not one that finished the job) leaves its data
+  // partition to the others.
+  dead_.store(phase_ == Phase::kTraining ? members_.DeadMask() : 0, std::memory_order_relaxed);
 }
 
 void NetJob::Reshare() {
-  std::vector<PeerId> owners_ranks;
-  std::vector<bool> live(opt_.machines, false);
-  for (int r = 0; r < opt_.machines; ++r) {
-    const bool self = r == opt_.rank;
-    live[r] = self || peers_[r]->live;
-    if (self ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) owners_ranks.push_back(static_cast<PeerId>(r));
-  }
-  if (owners_ranks.empty()) return;  // nobody has the weights (cannot happen once started)
-  std::vector<PeerId> owners = ShareStreamed(skipped_, slave_->layout().count, owners_ranks);
-  // Masters go to the live machines (a newcomer receives positions before it owns anything).
-  bool same = owners == owners_;
-  if (same && !opt_.multicast) {
-    for (int r = 0; r < opt_.machines; ++r) {
-      if (r == opt_.rank || owned_.empty()) continue;
-      same = same && (masters_[r] != nullptr) == static_cast<bool>(live[r]);
-    }
-  }
-  int receivers = 0;  // the live machines a multicast position reaches
-  for (int r = 0; r < opt_.machines; ++r) receivers += r != opt_.rank && live[r];
-  if (same && !masters_.empty() == !owned_.empty()) {
-    if (opt_.multicast && !masters_.empty()) masters_[0]->set_receivers(static_cast<uint32_t>(receivers));
+  const std::vector<PeerId> ready = members_.ReadyRanks();
+  if (ready.empty()) return;  // nobody has the weights (cannot happen once started)
+  const NetShares::Change ch = shares_.Reshare(ready, members_.LiveRanks());
+  if (!ch.masters) {
+    if (opt_.multicast && !masters_.empty()) masters_[0]->set_receivers(ch.receivers);
     return;
   }
   for (const auto& m : masters_)
     if (m) Accumulate(retired_, m->stats());
   masters_.clear();
-  if (owners != owners_) {
-    if (!owners_.empty()) ++reshares_;
-    slave_->set_owners(owners, static_cast<PeerId>(opt_.rank));
-    owners_ = owners;
-    owned_.clear();
-    for (uint32_t c = 0; c < owners_.size(); ++c)
-      if (owners_[c] == opt_.rank) owned_.push_back(c);
-    if (reshares_ > 0 && opt_.log) {
+  if (ch.owners) {
+    slave_->set_owners(shares_.owners(), static_cast<PeerId>(opt_.rank));
+    if (shares_.reshares() > 0 && opt_.log) {
       std::ostringstream os;
       os << "Network: chunks re-shared among machines";
-      for (PeerId r : owners_ranks) os << " " << r;
-      os << "; " << Name(opt_.rank) << " masters " << owned_.size() << " of " << owners_.size();
+      for (PeerId r : ready) os << " " << r;
+      os << "; " << Name(opt_.rank) << " masters " << shares_.owned().size() << " of " << shares_.owners().size();
       LOG(INFO) << os.str();
     }
   }
-  if (owned_.empty()) return;
+  if (!shares_.owned().empty()) MakeMasters(ch.make, ch.receivers);
+}
+
+void NetJob::MakeMasters(const std::vector<NetShares::Master>& make, uint32_t receivers) {
   FlowOptions flow;
   flow.window = opt_.window;
-  auto make = [&](Dest to) {
-    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, t_.get(), to, Access::kPlain, flow);
-    m->set_owned(owned_);
+  if (!opt_.multicast) masters_.resize(opt_.machines);
+  for (const NetShares::Master& to : make) {
+    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, t_.get(), to.to, Access::kPlain, flow);
+    m->set_owned(shares_.owned());
     m->set_rule(opt_.rule);
-    m->set_epoch(++epoch_);  // newer than any this machine used: slaves take it at once
+    m->set_epoch(to.epoch);  // newer than any this machine used: slaves take it at once
     m->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "delta"); });
-    return m;
-  };
-  if (opt_.multicast) {
-    masters_.push_back(make(Dest::Group(0)));
-    masters_[0]->set_receivers(static_cast<uint32_t>(receivers));  // a window per receiver
-  } else {
-    masters_.resize(opt_.machines);
-    for (int r = 0; r < opt_.machines; ++r)
-      if (r != opt_.rank && live[r]) masters_[r] = make(Dest::Peer(static_cast<PeerId>(r)));
+    if (opt_.multicast) {
+      m->set_receivers(receivers);  // a window per receiver
+      masters_.push_back(std::move(m));
+    } else {
+      masters_[to.to.id] = std::move(m);
+    }
   }
   credit_.assign(masters_.size(), 0);
 }
@@ -784,10 +639,10 @@ void NetJob::Post() {
   const double dt = Seconds(now - last_post_);
   last_post_ = now;
   const uint64_t clock = static_cast<uint64_t>(g_->shared().iter.load(std::memory_order_relaxed));
+  const double sweep = static_cast<double>(shares_.owned().size());
   for (size_t i = 0; i < masters_.size(); ++i) {
     MasterEndpoint* m = masters_[i].get();
     if (!m) continue;
-    const double sweep = static_cast<double>(owned_.size());
     credit_[i] = opt_.sweep_ms ? std::min(sweep, credit_[i] + sweep * dt * 1000.0 / opt_.sweep_ms) : sweep;
     m->set_clock(clock);
     if (credit_[i] >= 1) credit_[i] -= static_cast<double>(m->PostPositions(static_cast<size_t>(credit_[i])));
@@ -801,17 +656,13 @@ void NetJob::Bridge() {
   ChooseLeader(now);
   PassRequests();
   Drain(now);
-  if (g_->shared().job_done.load() && leader_ == opt_.rank) done_ = true;
+  if (g_->shared().job_done.load() && members_.leader() == opt_.rank) done_ = true;
 }
 
 void NetJob::CountOthers() {
   // The others' new iterations join this machine's count of the global iteration.
-  for (int r = 0; r < opt_.machines; ++r) {
-    Peer& p = *peers_[r];
-    if (r == opt_.rank || !p.heard || p.count <= p.counted) continue;
-    g_->shared().iter.fetch_add(p.count - p.counted, std::memory_order_relaxed);
-    p.counted = p.count;
-  }
+  const int64_t more = members_.TakeNewIterations();
+  if (more > 0) g_->shared().iter.fetch_add(more, std::memory_order_relaxed);
 }
 
 bool NetJob::WatchQuorum(Clock::time_point now) {
@@ -819,56 +670,53 @@ bool NetJob::WatchQuorum(Clock::time_point now) {
   // sides of a partition would each write the job's files) and its solvers wait; back with the
   // others, it re-takes their weights as a joiner does, so that the two sides' chunks are
   // never spliced.
-  const std::vector<bool> live = Reached(now);
-  const bool quorum = Quorum(live);
-  if (quorum != quorum_) {
-    quorum_ = quorum;
-    if (!quorum) {
+  switch (members_.WatchQuorum(now)) {
+    case QuorumChange::kLost: {
       g_->SetPaused(true);  // cut off, its solvers wait: their work would be dropped
-      quorum_lost_at_ = now;
       lost_quorum_ = true;
-      LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(live.begin(), live.end(), true)
+      const std::vector<bool> reached = members_.Reached(now);
+      LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(reached.begin(), reached.end(), true)
                                 << " of " << opt_.machines << " machines, not a majority: it does not lead, test or "
                                 << "snapshot, its solvers wait, and it re-takes the job's weights once the others are back";
-    } else if (lost_quorum_ && phase_ == Phase::kTraining && !recovering_) {
-      lost_quorum_ = false;
-      BeginRecovery("is back with a majority of the job");  // its solvers wait until it has the weights
-    } else {
-      g_->SetPaused(false);
+      break;
     }
+    case QuorumChange::kRegained:
+      if (lost_quorum_ && phase_ == Phase::kTraining && !recovering_) {
+        lost_quorum_ = false;
+        BeginRecovery("is back with a majority of the job");  // its solvers wait until it has the weights
+      } else {
+        g_->SetPaused(false);
+      }
+      break;
+    case QuorumChange::kNone:
+      break;
   }
-  if (!quorum_ && phase_ != Phase::kStart && now - quorum_lost_at_ > std::chrono::milliseconds(opt_.quorum_ms)) {
-    std::ostringstream os;
-    os << Name(opt_.rank) << " has reached no majority of the job's " << opt_.machines << " machines for "
-       << opt_.quorum_ms / 1000.0 << " s: it gives up (the others go on without it)";
-    LOG_IF(ERROR, opt_.log) << "Network: " << os.str();
-    {
-      std::lock_guard<std::mutex> lock(figures_mu_);
-      fatal_ = os.str();
-    }
-    g_->EndJob();  // its solvers return; the caller reports error()
-    quit_.store(true);
-    return false;
-  }
+  if (phase_ != Phase::kStart && members_.CutOffFor(now, opt_.quorum_ms)) return GiveUp();
   return true;
 }
 
-void NetJob::ChooseLeader(Clock::time_point now) {
-  // Leader: the lowest live rank that has the weights, on the side with a quorum.
-  int leader = -1;
-  for (int r = 0; quorum_ && r < opt_.machines && leader < 0; ++r)
-    if (r == opt_.rank ? ready_ : (peers_[r]->live && (peers_[r]->flags & kNetReady))) leader = r;
-  // The lead is a lease: this machine leads only while it has heard a majority within 3/4 of
-  // dead_ms. Cut off, it stops leading (testing, snapshotting) a quarter of dead_ms before the
-  // others take it for dead and one of them takes over: two leaders never overlap.
-  if (leader == opt_.rank && !Quorum(Reached(now, std::chrono::milliseconds(opt_.dead_ms * 3 / 4)))) leader = -1;
-  if (leader != leader_) {
-    if (leader_ >= 0 && leader >= 0 && opt_.log)
-      LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
-    leader_ = leader;
-    lead_.store(leader);
-    g_->SetLeads(leader == opt_.rank);
+bool NetJob::GiveUp() {
+  std::ostringstream os;
+  os << Name(opt_.rank) << " has reached no majority of the job's " << opt_.machines << " machines for "
+     << opt_.quorum_ms / 1000.0 << " s: it gives up (the others go on without it)";
+  LOG_IF(ERROR, opt_.log) << "Network: " << os.str();
+  {
+    std::lock_guard<std::mutex> lock(figures_mu_);
+    fatal_ = os.str();
   }
+  g_->EndJob();  // its solvers return; the caller reports error()
+  quit_.store(true);
+  return false;
+}
+
+void NetJob::ChooseLeader(Clock::time_point now) {
+  const int before = members_.leader();
+  const int leader = members_.ChooseLeader(now, opt_.dead_ms);
+  if (leader == before) return;
+  if (before >= 0 && leader >= 0 && opt_.log)
+    LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
+  lead_.store(leader);
+  g_->SetLeads(leader == opt_.rank);
 }
 
 void NetJob::PassRequests() {
@@ -877,30 +725,41 @@ void NetJob::PassRequests() {
   // stop training now, so that the job ends at one global iteration and the leader's drain
   // finds everyone's last deltas at once.
   if (g_->shared().stop_requested.load()) stop_ = true;
-  for (int r = 0; r < opt_.machines; ++r) {
-    Peer& p = *peers_[r];
-    if (r == opt_.rank || !p.live) continue;
-    if (p.flags & kNetStop) {
-      g_->Request(SolverAction::STOP);
-      if (r == leader_) g_->Stop();
-    }
-    if (p.snapshots > p.snapshots_taken) {  // a snapshot request (SIGHUP) on that machine
-      if (p.snapshots_taken >= 0) {
-        g_->shared().snapshot_requests.fetch_add(p.snapshots - p.snapshots_taken);
-        snapshots_passed_ += p.snapshots - p.snapshots_taken;  // not this machine's own: never echoed
-      }
-      p.snapshots_taken = p.snapshots;
-    }
-    if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
-      if (p.flags & kNetKeep) g_->SetFailedElsewhere();  // before job_done: Finish reads it then
-      g_->EndJob();
-      done_ = true;  // and says so back, so the leader knows it was heard
-    }
-  }
-  bool heard_done = true;
   for (int r = 0; r < opt_.machines; ++r)
-    if (r != opt_.rank && peers_[r]->live) heard_done = heard_done && (peers_[r]->flags & kNetDone);
-  all_done_.store(done_ && heard_done);
+    if (r != opt_.rank && members_[r].live) PassRequestsOf(r);
+  all_done_.store(done_ && members_.AllLiveOthers(kNetDone));
+}
+
+void NetJob::PassRequestsOf(int r) {
+  NetMember& p = members_[r];
+  if (p.flags & kNetStop) {
+    g_->Request(SolverAction::STOP);
+    if (r == members_.leader()) g_->Stop();
+  }
+  if (p.snapshots > p.snapshots_taken) {  // a snapshot request (SIGHUP) on that machine
+    if (p.snapshots_taken >= 0) {
+      g_->shared().snapshot_requests.fetch_add(p.snapshots - p.snapshots_taken);
+      snapshots_passed_ += p.snapshots - p.snapshots_taken;  // not this machine's own: never echoed
+    }
+    p.snapshots_taken = p.snapshots;
+  }
+  if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
+    if (p.flags & kNetKeep) g_->SetFailedElsewhere();  // before job_done: Finish reads it then
+    g_->EndJob();
+    done_ = true;  // and says so back, so the leader knows it was heard
+  }
+}
+
+std::vector<uint64_t> NetJob::Answers() const {
+  std::vector<uint64_t> at(shares_.owners().size());
+  for (uint32_t c = 0; c < at.size(); ++c) at[c] = slave_->answers(c);
+  return at;
+}
+
+bool NetJob::AnsweredSince(const std::vector<uint64_t>& at, uint64_t more) const {
+  for (uint32_t c = 0; c < shares_.owners().size(); ++c)
+    if (shares_.Theirs(c) && slave_->answers(c) < at[c] + more) return false;
+  return true;
 }
 
 void NetJob::Drain(Clock::time_point now) {
@@ -913,51 +772,28 @@ void NetJob::Drain(Clock::time_point now) {
   if (local_done && !finished_) {
     finished_ = true;
     finished_at_ = now;
-    answers_at_finish_.resize(owners_.size());
-    for (uint32_t c = 0; c < owners_.size(); ++c) answers_at_finish_[c] = slave_->answers(c);
+    answers_at_finish_ = Answers();
   }
-  auto answered_since = [&](const std::vector<uint64_t>& at, uint64_t more) {
-    for (uint32_t c = 0; c < owners_.size(); ++c)
-      if (owners_[c] != opt_.rank && owners_[c] != kNoPeer && slave_->answers(c) < at[c] + more) return false;
-    return true;
-  };
   if (finished_ && !flushed_)
-    flushed_ = answered_since(answers_at_finish_, 1) || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms);
-  if (finished_ && g_->holding_final() && leader_ == opt_.rank) {
-    bool others = true;
-    for (int r = 0; r < opt_.machines; ++r)
-      if (r != opt_.rank && peers_[r]->live) others = others && (peers_[r]->flags & kNetFlushed);
-    if (others && flushed_ && !draining_) {
-      draining_ = true;
-      answers_at_drain_.resize(owners_.size());
-      for (uint32_t c = 0; c < owners_.size(); ++c) answers_at_drain_[c] = slave_->answers(c);
-    }
-    const bool drained = draining_ && answered_since(answers_at_drain_, 2);
-    if (drained || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms)) {
-      if (!drained) LOG_IF(INFO, opt_.log) << "Network: the others' last deltas not all in after "
-                                           << opt_.drain_ms / 1000.0 << " s; snapshotting what is here";
-      g_->ReleaseFinal();
-    }
+    flushed_ = AnsweredSince(answers_at_finish_, 1) || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms);
+  if (!finished_ || !g_->holding_final() || members_.leader() != opt_.rank) return;
+  if (members_.AllLiveOthers(kNetFlushed) && flushed_ && !draining_) {
+    draining_ = true;
+    answers_at_drain_ = Answers();
   }
-}
-
-std::vector<bool> NetJob::Reached(Clock::time_point now, Clock::duration within) const {
-  std::vector<bool> reached(opt_.machines, false);
-  for (int r = 0; r < opt_.machines; ++r)
-    reached[r] = r == opt_.rank || (peers_[r]->live && now - peers_[r]->last <= within);
-  return reached;
-}
-
-bool NetJob::Quorum(const std::vector<bool>& live) const {
-  const int n = static_cast<int>(std::count(live.begin(), live.end(), true));
-  return 2 * n > opt_.machines || (2 * n == opt_.machines && live[0]);
+  const bool drained = draining_ && AnsweredSince(answers_at_drain_, 2);
+  if (drained || now - finished_at_ > std::chrono::milliseconds(opt_.drain_ms)) {
+    if (!drained) LOG_IF(INFO, opt_.log) << "Network: the others' last deltas not all in after "
+                                         << opt_.drain_ms / 1000.0 << " s; snapshotting what is here";
+    g_->ReleaseFinal();
+  }
 }
 
 void NetJob::BeginRecovery(const char* why) {
   recover_target_ = recover_asked_.load();
   recovering_ = true;
   recover_began_ = owner_seen_ = Clock::now();
-  ready_ = false;  // the others stop taking this machine's positions and share its chunks out
+  members_.set_ready(false);  // the others stop taking this machine's positions and share its chunks out
   phase_ = Phase::kJoining;
   LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " " << why << " at iteration "
                             << g_->shared().iter.load() << "; it hands over its chunks and re-takes the job's weights";
@@ -988,30 +824,21 @@ void NetJob::Refused(PeerId from, uint32_t chunk, Refusal why, const char* what)
 }
 
 void NetJob::Clocks() {
-  // With synchronous groups, only the machines of this one's group count, by what they have
-  // sent out (flushed), not merely run.
-  const bool grouped = !opt_.machine_group.empty();
-  int64_t slowest = std::numeric_limits<int64_t>::max();
-  for (int r = 0; r < opt_.machines; ++r) {
-    const Peer& p = *peers_[r];
-    if (grouped && opt_.machine_group[r] != opt_.machine_group[opt_.rank]) continue;
-    if (r != opt_.rank && p.live && (p.flags & kNetTraining) && !(p.flags & kNetFinished))
-      slowest = std::min(slowest, grouped ? p.flushed : p.count);
-  }
-  slowest_other_.store(slowest == std::numeric_limits<int64_t>::max() ? LocalIterations() : slowest,
-                       std::memory_order_relaxed);
-  if (!opt_.track_fresh || !slave_ || owners_.empty()) return;
+  slowest_other_.store(members_.SlowestOther(opt_.machine_group, LocalIterations()), std::memory_order_relaxed);
+  if (opt_.track_fresh && slave_ && !shares_.owners().empty()) FreshRound();
+}
+
+void NetJob::FreshRound() {
   // A fresh round: every chunk this machine does not own answered since the last one ended
   // (each one, not merely the count of the least answered). The iterations run when a round
   // began have gone out when it ends.
   const int64_t mine = LocalIterations();
-  const bool first = mark_answers_.size() != owners_.size();
+  const size_t chunks = shares_.owners().size();
+  const bool first = mark_answers_.size() != chunks;
   bool round = !first;
-  for (uint32_t c = 0; round && c < owners_.size(); ++c)
-    round = owners_[c] == static_cast<PeerId>(opt_.rank) || owners_[c] == kNoPeer || slave_->answers(c) > mark_answers_[c];
+  for (uint32_t c = 0; round && c < chunks; ++c) round = !shares_.Theirs(c) || slave_->answers(c) > mark_answers_[c];
   if (!round && !first) return;
-  mark_answers_.resize(owners_.size());
-  for (uint32_t c = 0; c < owners_.size(); ++c) mark_answers_[c] = slave_->answers(c);
+  mark_answers_ = Answers();
   if (first) {
     mark_iter_ = mine;
     return;
@@ -1019,7 +846,7 @@ void NetJob::Clocks() {
   flushed_iter_.store(mark_iter_, std::memory_order_relaxed);
   mark_iter_ = mine;
   fresh_rounds_.fetch_add(1, std::memory_order_relaxed);
-  if (grouped) SendControl();  // the group waits for this: tell it now, not at the heartbeat
+  if (!opt_.machine_group.empty()) SendControl();  // the group waits for this: tell it now, not at the heartbeat
 }
 
 void NetJob::UseSvb(std::shared_ptr<SvbLink> link, std::vector<std::pair<size_t, size_t>> skip) {
@@ -1033,8 +860,50 @@ void NetJob::SendFactors() {
   std::vector<Dest> to;
   if (opt_.multicast) to.push_back(Dest::Group(0));
   for (int r = 0; r < opt_.machines && !opt_.multicast; ++r)
-    if (r != opt_.rank && peers_[r]->live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
+    if (r != opt_.rank && members_[r].live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
   svb_->Send(t_.get(), to, incarnation_);
+}
+
+void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
+  const int64_t mine = LocalIterations();
+  for (int r = 0; r < opt_.machines; ++r) {
+    NetMember& p = members_[r];
+    NetPeerFigures f;
+    f.rank = r;
+    f.self = r == opt_.rank;
+    f.live = members_.Live(r);
+    f.ready = members_.Ready(r);
+    f.leader = r == members_.leader();
+    f.iterations = f.self ? mine : p.count;
+    f.iter_per_s = figures_.peers.size() > static_cast<size_t>(r) ? figures_.peers[r].iter_per_s : 0;
+    if (rates) {
+      f.iter_per_s = (f.iterations - p.rate_count) / lapse;
+      p.rate_count = f.iterations;
+      p.rate = std::max(p.rate, f.iter_per_s);  // the fastest it has shown (bounds its clock's jumps)
+    }
+    s->peers.push_back(f);
+  }
+}
+
+void NetJob::EndpointFigures(NetJobStats* s) const {
+  MasterEndpoint::Stats all = retired_;
+  for (const auto& m : masters_)
+    if (m) Accumulate(all, m->stats());
+  s->sweeps = all.sweeps;
+  s->positions_sent = all.positions_sent;
+  s->deltas_applied = all.deltas_applied;
+  s->unanswered = all.unanswered;
+  s->staleness_max = all.staleness_max;
+  s->staleness = all.deltas_applied ? static_cast<double>(all.staleness_sum) / all.deltas_applied : 0;
+  const SlaveEndpoint::Stats slave = slave_ ? slave_->stats() : SlaveEndpoint::Stats{};
+  s->positions_answered = slave.positions_applied;
+  s->refused = all.refused_nonfinite + all.refused_absurd + slave.positions_refused;
+  s->stale = all.deltas_duplicate + all.deltas_too_old + all.deltas_other_epoch + all.malformed + slave.positions_stale +
+             slave.positions_foreign + slave.malformed;
+  s->weight = all.deltas_applied ? all.weight_milli / 1000.0 / static_cast<double>(all.deltas_applied) : 0;
+  s->owned = static_cast<uint32_t>(shares_.owned().size());
+  s->chunks = static_cast<uint32_t>(shares_.owners().size());
+  s->reshares = shares_.reshares();
 }
 
 void NetJob::Figures() {
@@ -1044,41 +913,10 @@ void NetJob::Figures() {
   const bool rates = lapse >= 1.0 || figures_chunks_ == 0;
   if (rates) last_figures_ = now;
   NetJobStats s;
-  s.leader = leader_;
+  s.leader = members_.leader();
   s.global_iter = g_ ? g_->shared().iter.load() : 0;
-  const int64_t mine = LocalIterations();
-  for (int r = 0; r < opt_.machines; ++r) {
-    Peer& p = *peers_[r];
-    NetPeerFigures f;
-    f.rank = r;
-    f.self = r == opt_.rank;
-    f.live = f.self || p.live;
-    f.ready = f.self ? ready_ : (p.live && (p.flags & kNetReady));
-    f.leader = r == leader_;
-    f.iterations = f.self ? mine : p.count;
-    f.iter_per_s = figures_.peers.size() > static_cast<size_t>(r) ? figures_.peers[r].iter_per_s : 0;
-    if (rates) {
-      f.iter_per_s = (f.iterations - p.rate_count) / lapse;
-      p.rate_count = f.iterations;
-      p.rate = std::max(p.rate, f.iter_per_s);  // the fastest it has shown (bounds its clock's jumps)
-    }
-    s.peers.push_back(f);
-  }
-  MasterEndpoint::Stats all = retired_;
-  for (const auto& m : masters_)
-    if (m) Accumulate(all, m->stats());
-  s.sweeps = all.sweeps;
-  s.positions_sent = all.positions_sent;
-  s.deltas_applied = all.deltas_applied;
-  s.unanswered = all.unanswered;
-  s.staleness_max = all.staleness_max;
-  s.staleness = all.deltas_applied ? static_cast<double>(all.staleness_sum) / all.deltas_applied : 0;
-  s.positions_answered = slave_ ? slave_->stats().positions_applied : 0;
-  s.refused = all.refused_nonfinite + all.refused_absurd + (slave_ ? slave_->stats().positions_refused : 0);
-  const SlaveEndpoint::Stats slave = slave_ ? slave_->stats() : SlaveEndpoint::Stats{};
-  s.stale = all.deltas_duplicate + all.deltas_too_old + all.deltas_other_epoch + all.malformed + slave.positions_stale +
-            slave.positions_foreign + slave.malformed;
-  s.weight = all.deltas_applied ? all.weight_milli / 1000.0 / static_cast<double>(all.deltas_applied) : 0;
+  PeerFigures(&s, lapse, rates);
+  EndpointFigures(&s);
   s.recoveries = recoveries_;
   const TransportCounters tc = t_->counters();
   const Losses losses = LossesOf(tc);
@@ -1087,13 +925,10 @@ void NetJob::Figures() {
   s.refused_mac = losses.mac;
   s.malformed = losses.malformed;
   s.kernel_dropped = losses.kernel;
-  std::copy(std::begin(control_refused_), std::end(control_refused_), s.control_refused);
-  s.clock_clamped = clock_clamped_;
-  s.quorum = quorum_;
+  std::copy(control_.refusals(), control_.refusals() + std::size(s.control_refused), s.control_refused);
+  s.clock_clamped = control_.clamped();
+  s.quorum = members_.quorum();
   s.sent = tc.sent;
-  s.reshares = reshares_;
-  s.owned = static_cast<uint32_t>(owned_.size());
-  s.chunks = static_cast<uint32_t>(owners_.size());
   figures_chunks_ = s.chunks;
   std::lock_guard<std::mutex> lock(figures_mu_);
   s.sweeps_per_s = figures_.sweeps_per_s;

@@ -2,6 +2,14 @@
 // machine's host copy of the weights to every other machine's, and the bridge between the
 // machine's group (MachineGroup, sync/group.hpp) and the job's. Not for: addresses, sockets, launch (bin/peers.*
 // opens the transport), local solvers (sync/hogwild.cpp runs them on the host copy).
+// NetJob is the daemon loop and the glue; its state lives in three rooms, each with its own
+// file and tests: NetControlChannel (sync/net_control.hpp: the control message, its freshness,
+// agreement and refusals), NetMembers (sync/net_members.hpp: liveness, quorum, the leader, what
+// each machine told) and NetShares (sync/net_shares.hpp: chunk owners, epochs, masters).
+// Threads: one daemon thread (started by Attach, ended by Finish or the destructor) owns the
+// transport, the endpoints and the three rooms. The owner thread calls set_*, UseSvb, Attach
+// and Finish; any thread the accessors, stats, Line and Recover (atomics, or the figures under
+// a mutex).
 //
 // Topology: every machine is master of a share of the chunks (ShareChunks over the machines
 // that are live and ready, in rank order) and slave of everyone else's, on ONE host buffer that
@@ -47,6 +55,9 @@
 
 #include "core/solver.hpp"
 #include "sync/group.hpp"
+#include "sync/net_control.hpp"
+#include "sync/net_members.hpp"
+#include "sync/net_shares.hpp"
 #include "sync/segment.hpp"
 #include "transport/transport.hpp"
 
@@ -76,30 +87,6 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
 // changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
 std::string ShareMomentum(int machines, pb::SolverParameter* param);
-
-// What every machine of a job must share, checked in every control message: a mismatch is one
-// line on each machine naming the other and what differs (NetJob::Attach's Error at the start;
-// later, that machine's messages are refused and the line is logged once).
-enum Agree : int {
-  kAgreePeers = 0,  // the --peers list, in order, and the job's name
-  kAgreeNet,        // the net's parameter shapes
-  kAgreeSolver,     // the update rule and schedule (SolverSettings)
-  kAgreeSettings,   // the exchange: policy, codec, aggregation, chunking
-  kAgreeKinds
-};
-const char* AgreeName(Agree a);
-
-// Control messages refused, by reason (on top of the transport's own Reject counts).
-enum class ControlRefusal : uint8_t {
-  kMalformed = 0,  // not a control payload of this version
-  kUnproven,       // its sender has not echoed this run's nonce yet: nothing in it is believed
-  kReplay,         // a counter at or below one already taken: a replay within a run
-  kOldRun,         // from a run of that machine that a newer one replaced
-  kNotLeader,      // "done" from a machine that does not lead
-  kDisagree,       // from a machine whose peers, net, solver or settings differ
-  kCount
-};
-const char* ControlRefusalName(ControlRefusal r);
 
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
@@ -132,36 +119,6 @@ struct NetJobOptions {
   uint32_t quorum_ms = 0;
   bool log = true;
 };
-
-// The state bits of a control message (Header::chunk).
-enum NetFlag : uint32_t {
-  kNetReady = 1,      // has the weights: may own chunks
-  kNetTraining = 2,   // past the start: its solvers train (a newcomer seeing it joins a running job)
-  kNetFinished = 4,   // its solvers are done
-  kNetFlushed = 8,    // ... and every chunk it does not own has been answered since
-  kNetDone = 16,      // the job is over (the leader's final snapshot is written; the others echo it)
-  kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
-  kNetKeep = 64,      // with kNetDone from the leader: its final snapshot failed; each machine
-                      // keeps its own copy (Group::End::kKeepCopy) and ends in error
-};
-
-// The control message's payload (MsgKind::kIteration; the header carries the run's first
-// master epoch in `epoch`, the NetFlag bits in `chunk`, the machine's iterations in `clock` and
-// its view of the global iteration in `seq`). Fixed size, little-endian, covered by the frame's checksum or MAC.
-// Freshness: a receiver believes a control message only once it echoes the receiver's own
-// nonce, drawn at random when that machine started (so no frame of an earlier run is taken),
-// and only with a counter above the last one taken from that run (no replay within a run).
-struct NetControl {
-  static constexpr int kEchoes = 3;
-  uint64_t nonce = 0;           // the sender's run: 64 random bits drawn at its start
-  uint64_t echo[kEchoes] = {};  // the receiver's nonces the sender has seen: [0] the one it took,
-                                // then the latest ones not yet proven (0: none)
-  uint64_t counter = 0;         // the sender's control messages so far
-  int64_t flushed = 0;          // its iterations whose progress has gone out (track_fresh)
-  int64_t snapshots = 0;        // snapshot requests (SIGHUP) made on that machine
-  uint64_t agree[kAgreeKinds] = {};
-};
-static_assert(sizeof(NetControl) == 8 * (7 + kAgreeKinds), "no padding in a wire struct");
 
 struct NetPeerFigures {
   int rank = 0;
@@ -211,13 +168,6 @@ class NetJob {
   NetJob(const NetJob&) = delete;
   NetJob& operator=(const NetJob&) = delete;
 
-  // Starts the daemon on this machine's host copy `weights` (n floats, trained by the
-  // group's first `local_solvers` ranks) and blocks until training may begin: every machine
-  // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
-  // machine has joined a running job (its weights received, the global iteration taken over).
-  // `params`: where each of the net's parameter blobs starts in `weights` (chunks are cut there
-  // with opt.chunk_at_params). `stop` is asked while waiting: true (a signal, say) ends the
-  // wait with an Error.
   // bsp / gsp across machines, before Attach: each rank's synchronous group (see
   // NetJobOptions::machine_group); fresh rounds are then kept too.
   void set_machine_group(std::vector<int> groups);
@@ -226,6 +176,13 @@ class NetJob {
   // A failure that ended the job after the start (the quorum lost for good, a machine that
   // disagrees): one line, empty when none. The caller reports it after Finish.
   std::string error() const;
+  // Starts the daemon on this machine's host copy `weights` (n floats, trained by the
+  // group's first `local_solvers` ranks) and blocks until training may begin: every machine
+  // has been heard from (a new job; after start_ms, an Error naming the silent ones), or this
+  // machine has joined a running job (its weights received, the global iteration taken over).
+  // `params`: where each of the net's parameter blobs starts in `weights` (chunks are cut there
+  // with opt.chunk_at_params). `stop` is asked while waiting: true (a signal, say) ends the
+  // wait with an Error.
   void Attach(MachineGroup* group, int local_solvers, float* weights, size_t n,
               const std::vector<size_t>& params = {}, const std::function<bool()>& stop = {});
   // --svb, before Attach: `skip` ([begin, end) float ranges, cut at parameter boundaries) is
@@ -264,23 +221,30 @@ class NetJob {
   std::string Line() const;
 
  private:
-  struct Peer;
+  static NetJobOptions Checked(NetJobOptions opt, const Transport* t);  // the constructor's checks
   void Run();  // the daemon loop
   // The daemon's phases before training (false: the daemon ends, start_failed_ or
   // recover_failed_ set): a new job's start (every machine heard and ready) or a joiner's
   // first step; then, joining (a newcomer, a recovery), until every chunk is received.
   bool Start(std::chrono::steady_clock::time_point now);
+  void JoinRunning(int64_t view);   // Start: a newcomer to a running job
+  void StartTraining();             // Start: every machine heard and ready
+  std::string NoWordLine() const;   // Start: who stayed silent, and what may be wrong
   bool Join(std::chrono::steady_clock::time_point now);
+  void Joined(std::chrono::steady_clock::time_point now);  // Join: every chunk received
   size_t Receive();  // handles what came in; returns how many messages
+  bool Dispatch(const Message& m);  // Receive, one message (false: it waits for a send slot)
   int64_t LocalIterations() const;  // this machine's solvers' iterations
+  // A control message: decoded and checked by control_, what it told kept by members_.
   void OnControl(const Message& m);
-  bool Quorum(const std::vector<bool>& live) const;  // these machines may lead the job
-  // Per rank: this machine, and the live machines last heard within `within` of `now`.
-  std::vector<bool> Reached(std::chrono::steady_clock::time_point now,
-                            std::chrono::steady_clock::duration within = std::chrono::steady_clock::duration::max()) const;
+  void TakeNewRun(PeerId src, const ControlNews& news);
+  void Disagreed(PeerId src, int agree, std::chrono::steady_clock::time_point now);
+  ControlState Told() const;  // what this machine's control message says
   void SendControl();
   void CheckLiveness();
+  // Re-shares the chunks (shares_) among the ready machines, and makes the masters it names.
   void Reshare();
+  void MakeMasters(const std::vector<NetShares::Master>& make, uint32_t receivers);
   void Post();
   // The bridge between the job and this machine's group, each daemon pass: the others'
   // iterations counted, the quorum watched (false: this machine gave up), the leader chosen,
@@ -288,11 +252,18 @@ class NetJob {
   void Bridge();
   void CountOthers();
   bool WatchQuorum(std::chrono::steady_clock::time_point now);
+  bool GiveUp();  // cut off for quorum_ms: the job ends here with one line
   void ChooseLeader(std::chrono::steady_clock::time_point now);
   void PassRequests();
+  void PassRequestsOf(int r);
   void Drain(std::chrono::steady_clock::time_point now);
+  bool AnsweredSince(const std::vector<uint64_t>& at, uint64_t more) const;  // every chunk not ours
+  std::vector<uint64_t> Answers() const;                                     // per chunk, so far
   void Figures();
+  void PeerFigures(NetJobStats* s, double lapse, bool rates);
+  void EndpointFigures(NetJobStats* s) const;
   void Clocks();  // slowest_other_, fresh_rounds_
+  void FreshRound();
   void SendFactors();  // --svb
   void BeginRecovery(const char* why);  // daemon: give up the owned chunks, re-take them all
   void Refused(PeerId from, uint32_t chunk, Refusal why, const char* what);  // names a sender once
@@ -301,19 +272,16 @@ class NetJob {
 
   std::unique_ptr<Transport> t_;
   NetJobOptions opt_;
-  uint64_t nonce_;        // this run: 64 random bits; another machine believes us once it echoes them
-  uint64_t control_counter_ = 0;  // daemon: control messages sent (each carries the count)
-  uint64_t control_refused_[static_cast<size_t>(ControlRefusal::kCount)] = {};  // daemon
-  uint64_t clock_clamped_ = 0;    // daemon
+  // The three rooms of the daemon's state (daemon thread only, once Attach started it).
+  NetControlChannel control_;  // what is said and believed
+  NetMembers members_;         // who is live, ready, leads; what each told
+  NetShares shares_;           // who masters which chunk
   int64_t snapshots_passed_ = 0;  // daemon: snapshot requests added to the group from the others'
-  bool quorum_ = true, lost_quorum_ = false;  // daemon
-  std::chrono::steady_clock::time_point quorum_lost_at_;  // daemon
+  bool lost_quorum_ = false;      // daemon: cut off, and not yet back with the weights
   std::string fatal_;                 // under figures_mu_: error()
   bool disagreed_ = false;            // daemon: a machine that disagrees was heard at the start
   std::chrono::steady_clock::time_point disagreed_at_;
   uint32_t incarnation_;
-  uint32_t epoch_;  // the last epoch given to a master
-  uint32_t first_epoch_;  // this run's first: told in control messages (the others' floor for our positions)
   MachineGroup* g_ = nullptr;
   int local_ = 0;
   float* w_ = nullptr;
@@ -322,29 +290,23 @@ class NetJob {
   std::unique_ptr<ChunkLayout> layout_;
   std::shared_ptr<SvbLink> svb_;                  // --svb; null: none
   std::vector<std::pair<size_t, size_t>> svb_skip_;
-  std::vector<bool> skipped_;                     // per chunk (--svb); empty: none
 
   std::unique_ptr<SlaveEndpoint> slave_;
   std::vector<std::unique_ptr<MasterEndpoint>> masters_;  // [0] multicast; else per rank
   std::vector<double> credit_;                            // pacing, per master
-  std::vector<PeerId> owners_;
-  std::vector<uint32_t> owned_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // per rank (self included, unused)
 
   // Daemon state.
   enum class Phase { kStart, kJoining, kTraining } phase_ = Phase::kStart;
-  bool ready_ = false, finished_ = false, flushed_ = false, done_ = false, stop_ = false;
+  bool finished_ = false, flushed_ = false, done_ = false, stop_ = false;
   std::vector<uint64_t> answers_at_finish_, answers_at_drain_;
   bool draining_ = false;
   std::chrono::steady_clock::time_point finished_at_, last_control_, last_post_, last_figures_;
   bool answer_now_ = false;  // a control message due before the next interval (a new peer run heard)
   std::chrono::steady_clock::time_point attached_at_;  // owner thread
   std::chrono::steady_clock::time_point started_;      // daemon: when it began
-  int leader_ = -1;
   Message batch_[32];
   size_t polled_ = 0, next_ = 0;
   MasterEndpoint::Stats retired_{};  // the figures of masters replaced by a re-share, summed
-  uint64_t reshares_ = 0;
 
   // Shared with other threads.
   std::atomic<bool> start_ok_{false}, quit_{false};

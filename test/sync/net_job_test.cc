@@ -801,7 +801,8 @@ TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed)
   transports_[0] = std::make_unique<Cuttable>(std::move(transports_[0]), &cut);
   AttachAll();
   for (int r = 0; r < kMachines; ++r) Train(r, 2000, TestSeed() + r);
-  ASSERT_TRUE(m_[0].job->leads());
+  // (Attach returns once the job has started; the lead is chosen on the daemon's next pass.)
+  ASSERT_TRUE(WaitFor([&] { return m_[0].job->leads(); }, 5s)) << "machine 0 never led";
   cut.store(true);
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->leads() == 0; }, 3s)) << "the cut-off leader still leads";
   EXPECT_TRUE(WaitFor([&] { return m_[1].group->leads() == 1; }, 3s)) << "the majority has no leader";
