@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 
 namespace hogstream {
 

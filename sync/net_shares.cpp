@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "core/common.hpp"
+#include "base/common.hpp"
 #include "sync/segment.hpp"
 
 namespace hogstream {
