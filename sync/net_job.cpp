@@ -86,13 +86,14 @@ std::string RefusedText(const NetJobStats& s) {
   return os.str();
 }
 
-Losses LossesOf(const TransportCounters& tc) {
+// `not_sync`: good frames of the job whose payload is not one of sync's messages (Wire).
+Losses LossesOf(const TransportCounters& tc, uint64_t not_sync) {
   auto r = [&](Reject why) { return tc.rejected[static_cast<size_t>(why)]; };
   Losses l;
   l.lost = tc.dropped + r(Reject::kChecksum);
   l.foreign = r(Reject::kJob) + r(Reject::kSender);
   l.mac = r(Reject::kMac);
-  l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac;
+  l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac + not_sync;
   l.kernel = tc.kernel_dropped;
   return l;
 }
@@ -206,8 +207,8 @@ struct NetJob::Peer {
 };
 
 NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
-    : t_(std::move(transport)), opt_(std::move(opt)) {
-  HS_REQUIRE(t_ != nullptr) << "a networked job needs a transport";
+    : transport_(std::move(transport)), wire_(transport_.get()), opt_(std::move(opt)) {
+  HS_REQUIRE(transport_ != nullptr) << "a networked job needs a transport";
   HS_REQUIRE(opt_.machines >= 1 && opt_.machines < kNoPeer)
       << "a job of " << opt_.machines << " machines";
   HS_REQUIRE(opt_.rank >= 0 && opt_.rank < opt_.machines)
@@ -275,7 +276,7 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
       << most << " floats at most)";
   layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params || svb_ ? params : std::vector<size_t>{});
   if (svb_) skipped_ = SkippedChunks(*layout_, svb_skip_);
-  slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
+  slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, transport_.get());
   slave_->set_codec(opt_.rule.codec);
   slave_->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "position"); });
   // Data frames are bound to the sender's run: positions count only once that run has proved
@@ -463,7 +464,7 @@ bool NetJob::Start(Clock::time_point now) {
       for (int r = 0; r < opt_.machines; ++r)
         if (r != opt_.rank && !peers_[r]->live) os << " " << Name(r);
       os << " after " << opt_.start_ms / 1000.0 << " s";
-      const Losses l = LossesOf(t_->counters());
+      const Losses l = LossesOf(t_->counters(), t_->malformed());
       uint64_t unproven = control_refused_[static_cast<size_t>(ControlRefusal::kUnproven)];
       if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
       if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
@@ -761,7 +762,7 @@ void NetJob::Reshare() {
   FlowOptions flow;
   flow.window = opt_.window;
   auto make = [&](Dest to) {
-    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, t_.get(), to, Access::kPlain, flow);
+    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, transport_.get(), to, Access::kPlain, flow);
     m->set_owned(owned_);
     m->set_rule(opt_.rule);
     m->set_epoch(++epoch_);  // newer than any this machine used: slaves take it at once
@@ -1034,7 +1035,7 @@ void NetJob::SendFactors() {
   if (opt_.multicast) to.push_back(Dest::Group(0));
   for (int r = 0; r < opt_.machines && !opt_.multicast; ++r)
     if (r != opt_.rank && peers_[r]->live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
-  svb_->Send(t_.get(), to, incarnation_);
+  svb_->Send(t_, to, incarnation_);
 }
 
 void NetJob::Figures() {
@@ -1081,7 +1082,7 @@ void NetJob::Figures() {
   s.weight = all.deltas_applied ? all.weight_milli / 1000.0 / static_cast<double>(all.deltas_applied) : 0;
   s.recoveries = recoveries_;
   const TransportCounters tc = t_->counters();
-  const Losses losses = LossesOf(tc);
+  const Losses losses = LossesOf(tc, t_->malformed());
   s.lost = losses.lost;
   s.foreign = losses.foreign;
   s.refused_mac = losses.mac;

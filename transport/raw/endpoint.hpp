@@ -101,9 +101,9 @@ class RawEndpoint final : public Transport {
   PeerId self() const override { return self_; }
   Caps caps() const override;
   std::byte* AcquireSend() override;
-  void CommitSend(Dest to, const Header& h) override;
+  void CommitSend(Dest to, uint32_t length) override;
   void Flush() override;
-  size_t Poll(Message* out, size_t max) override;
+  size_t Poll(Packet* out, size_t max) override;
   void Release(size_t n) override;
   int wait_fd() const override { return fd_; }  // POLLIN once a ring block is ready
 
@@ -121,7 +121,7 @@ class RawEndpoint final : public Transport {
   uint32_t Frame(std::byte* slot, const Mac& to, size_t frame_bytes) const;
   void Heartbeats();                                    // sender thread
   void ReadKernelStats() const;                         // any thread
-  Seen Examine(const std::byte* pkt, Message* m, bool* bounced);  // receiver thread
+  Seen Examine(const std::byte* pkt, Packet* m, bool* bounced);  // receiver thread
   void FinishBlock();                                   // receiver thread
   void ReturnBlock(uint32_t b);                         // receiver thread
 
