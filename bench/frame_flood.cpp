@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "sync/wire.hpp"
 #include "transport/frame.hpp"
 #include "transport/open.hpp"
 
@@ -148,7 +149,7 @@ int Capture(const std::vector<Where>& machines, size_t count, const std::string&
     const unsigned char* at = buf.data() + ihl + sizeof(udphdr);
     for (size_t off = 0; off + FrameFormat::kHeaderBytes <= payload && kept < count;) {
       uint32_t length;
-      std::memcpy(&length, at + off + 28, sizeof length);
+      std::memcpy(&length, at + off + FrameFormat::kLengthAt, sizeof length);
       const size_t frame = FrameFormat::kHeaderBytes + size_t{length} + trailer;
       const uint32_t bytes = static_cast<uint32_t>(std::min(payload - off, (frame + 15) / 16 * 16));
       for (const Where* w : {&src, &dst})
@@ -259,8 +260,8 @@ int Flood(const std::vector<Where>& machines, size_t count, double rate, const s
       spoofed = rng() % 2;
       ++garbage;
     } else if (kind == 1) {  // forged
-      Header h;
-      h.source = static_cast<uint16_t>(rng() % n);
+      Header h;  // sync's header, in a frame sealed as one of the job's would be
+      const auto source = static_cast<uint16_t>(rng() % n);
       h.epoch = static_cast<uint32_t>(rng());
       h.chunk = static_cast<uint32_t>(rng() % 64);
       h.seq = rng() % 1000;
@@ -269,9 +270,11 @@ int Flood(const std::vector<Where>& machines, size_t count, double rate, const s
       h.kind = what == 0 ? MsgKind::kPosition : what == 1 ? MsgKind::kDelta : MsgKind::kIteration;
       h.length = what == 2 ? 120 : 4096;
       if (what == 2) h.chunk = 1 | 2 | 16 | 32;  // ready, training, done, stop
-      bytes.resize(h.length + fmt.overhead());
-      std::memcpy(bytes.data() + FrameFormat::kHeaderBytes, nan.data(), h.length);
-      fmt.Seal(bytes.data(), h);
+      bytes.resize(hogstream::kWireHeaderBytes + h.length + fmt.overhead());
+      hogstream::PutHeader(bytes.data() + FrameFormat::kHeaderBytes, h);
+      std::memcpy(bytes.data() + FrameFormat::kHeaderBytes + hogstream::kWireHeaderBytes, nan.data(), h.length);
+      fmt.Seal(bytes.data(), hogstream::FrameHeader{hogstream::FrameType::kData, source,
+                                                    hogstream::kWireHeaderBytes + h.length});
       spoofed = rng() % 2;
       ++forged;
     } else {  // an earlier run's frame, from its original sender's address

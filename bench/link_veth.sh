@@ -40,9 +40,9 @@ json=()
 for mtu in "${MTUS[@]}"; do
   ip -n "$A" link set va mtu "$mtu"
   ip -n "$B" link set vb mtu "$mtu"
-  # Chunks whose frame fits one Ethernet frame of this MTU (frame = chunk + 64 bytes of our
-  # header and trailer, + 28 of IP/UDP for udp).
-  if ((mtu >= 9000)); then chunks=4096,8192,8832; else chunks=1024,1408; fi
+  # Chunks whose frame fits one Ethernet frame of this MTU (frame = chunk + 32 bytes of sync's
+  # header + 40 of the frame's header and checksum, + 28 of IP/UDP for udp).
+  if ((mtu >= 9000)); then chunks=4096,8192,8832; else chunks=1024,1392; fi
   common=(--loopback --netns="$A,$B" --chunk="$chunks" --batch="${BATCHES:-16,64}" --seconds="$SECS" --repeat="$REPEAT" "${json[@]}")
   echo "== MTU $mtu: raw Ethernet (AF_PACKET, ethertype 0x88b5)"
   "$BIN" bench --transport=raw --where=va,vb "${common[@]}"

@@ -31,6 +31,12 @@ struct Link {
   Dest to_b = Dest::Peer(1);        // where positions (and blast frames) go
 };
 
+// The message a chunk of `chunk` bytes takes in the segment's runs: sync's header (sync/wire.hpp),
+// then the chunk, rounded up to 16 bytes. The raw runs send the chunk alone in such a slot.
+uint32_t MessageFor(uint32_t chunk) { return (kWireHeaderBytes + chunk + 15) / 16 * 16; }
+// The largest chunk (a multiple of 16) whose message fits `most` bytes.
+uint32_t ChunkIn(uint32_t most) { return most > kWireHeaderBytes ? (most - kWireHeaderBytes) / 16 * 16 : 0; }
+
 // A port for a multicast group no other run of this program on the host is likely to use.
 uint16_t GroupPort() { return static_cast<uint16_t>(40000 + getpid() % 20000); }
 
@@ -194,23 +200,20 @@ class EndRun {
 
  private:
   void Send() {
-    Header h;
-    h.kind = MsgKind::kDelta;
-    h.length = chunk_;
     for (uint32_t i = 0; i < batch_; ++i) {
       std::byte* slot = t_->AcquireSend();
       if (!slot) break;
       // Fill every payload byte, as the segment copies each chunk into its slot.
       std::memcpy(slot, source_.data(), chunk_);
-      h.seq = ++sent_;
-      t_->CommitSend(to_, h);
+      ++sent_;
+      t_->CommitSend(to_, chunk_);
     }
     t_->Flush();
   }
   size_t Receive() {
-    Message m[64];
+    Packet m[64];
     const size_t n = t_->Poll(m, 64);
-    for (size_t i = 0; i < n; ++i) received_ += m[i].h.kind == MsgKind::kDelta && m[i].h.length == chunk_;
+    for (size_t i = 0; i < n; ++i) received_ += m[i].length == chunk_;
     if (n) t_->Release(n);
     return n;
   }
@@ -284,7 +287,7 @@ void Fill(RunKind kind, const EndReport& a, const EndReport& b, const EndReport&
 
 // Both ends in this process, each on its own thread.
 void LocalRun(const LinkBenchOptions& opt, RunKind kind, uint32_t chunk, uint32_t batch, LinkBenchRow* row) {
-  Link link = MakeLink(opt, chunk);
+  Link link = MakeLink(opt, MessageFor(chunk));
   EndRun a(kind, 0, link.a.get(), link.to_b, chunk, batch, opt.buffer_bytes, WindowFor(opt, chunk));
   EndRun b(kind, 1, link.b.get(), Dest::Peer(0), chunk, batch, opt.buffer_bytes, WindowFor(opt, chunk));
   std::atomic<bool> stop{false};
@@ -307,15 +310,21 @@ void LocalRun(const LinkBenchOptions& opt, RunKind kind, uint32_t chunk, uint32_
 // ---------------------------------------------------------------- --peers
 // Each end in its own process, on its own host (or network namespace), running this same
 // command: the list's entry that is local says which end this process is. End 0 drives: it
-// asks end 1 to start each run (a kJoin message carrying the run, answered by an echo), runs
-// its side for the run's seconds, then asks for end 1's report (kLeave, answered with it).
+// asks end 1 to start each run (a kStart message carrying the run, answered by an echo), runs
+// its side for the run's seconds, then asks for end 1's report (kReport, answered with it).
 // Control messages are resent every 20 ms until answered; a peer that never answers is a
 // one-line Error after peer_timeout_s (30 s), never a hang.
 
 constexpr std::array<RunKind, 3> kOrderEven{RunKind::kRawDuplex, RunKind::kSegment, RunKind::kRawOneWay};
 constexpr std::array<RunKind, 3> kOrderOdd{RunKind::kRawOneWay, RunKind::kSegment, RunKind::kRawDuplex};
 
-struct RunMsg {  // kJoin: a run to start (end 0 -> 1) and its echo (1 -> 0)
+// The bench's own control messages between its two ends, told apart from the runs' traffic by a
+// tag: [kControlTag u32][Control u32][payload].
+enum class Control : uint32_t { kNone = 0, kStart = 1, kReport = 2 };
+constexpr uint32_t kControlTag = 0x424c5348;  // "HSLB" read as little-endian bytes
+constexpr uint32_t kControlBytes = 8;
+
+struct RunMsg {  // kStart: a run to start (end 0 -> 1) and its echo (1 -> 0)
   uint32_t id = 0;
   RunKind kind = RunKind::kQuit;
   uint32_t chunk = 0, batch = 0;
@@ -323,7 +332,7 @@ struct RunMsg {  // kJoin: a run to start (end 0 -> 1) and its echo (1 -> 0)
   uint64_t buffer_bytes = 0;
   uint32_t window = 0, pad = 0;
 };
-struct ReportMsg {  // kLeave: end 1's report of run `id` (1 -> 0); end 0's request carries the id
+struct ReportMsg {  // kReport: end 1's report of run `id` (1 -> 0); end 0's request carries the id
   uint32_t id = 0, pad = 0;
   EndReport at_stop, drained;
 };
@@ -387,8 +396,9 @@ PeerEnd OpenPeerEnd(const LinkBenchOptions& opt, uint32_t payload) {
   return end;
 }
 
-// Sends a control message (waiting, to a deadline, for a send slot).
-void SendControl(const PeerEnd& end, MsgKind kind, const void* payload, uint32_t bytes) {
+// Sends a control message (waiting, to a deadline, for a send slot): the control tag, its kind,
+// then `bytes` of payload.
+void SendControl(const PeerEnd& end, Control kind, const void* payload, uint32_t bytes) {
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   std::byte* slot;
   while (!(slot = end.t->AcquireSend())) {
@@ -396,23 +406,22 @@ void SendControl(const PeerEnd& end, MsgKind kind, const void* payload, uint32_t
     HS_REQUIRE(Clock::now() < deadline) << "bench: cannot send to peer " << end.other << " (no send slot for 5 s)";
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  std::memcpy(slot, payload, bytes);
-  Header h;
-  h.kind = kind;
-  h.length = bytes;
-  end.t->CommitSend(Dest::Peer(1 - end.rank), h);
+  const uint32_t head[2] = {kControlTag, static_cast<uint32_t>(kind)};
+  std::memcpy(slot, head, sizeof head);
+  std::memcpy(slot + kControlBytes, payload, bytes);
+  end.t->CommitSend(Dest::Peer(1 - end.rank), kControlBytes + bytes);
   end.t->Flush();
 }
 
 // Polls until a control message of `kind` (or `or_kind`) arrives (anything else is released
 // unread), calling `resend` every 20 ms, up to `seconds`. Its payload goes to `out`, its kind to
 // `*which`; false: none in time.
-bool AwaitControl(const PeerEnd& end, MsgKind kind, std::vector<std::byte>* out, double seconds,
-                  const std::function<void()>& resend, MsgKind or_kind = MsgKind::kHeartbeat,
-                  MsgKind* which = nullptr) {
+bool AwaitControl(const PeerEnd& end, Control kind, std::vector<std::byte>* out, double seconds,
+                  const std::function<void()>& resend, Control or_kind = Control::kNone,
+                  Control* which = nullptr) {
   const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
   auto next_send = Clock::now();
-  Message m[64];
+  Packet m[64];
   while (Clock::now() < deadline) {
     const Status st = end.t->status();
     HS_REQUIRE(st.ok()) << "bench: the link to " << end.other << " failed: " << st.what;
@@ -423,9 +432,12 @@ bool AwaitControl(const PeerEnd& end, MsgKind kind, std::vector<std::byte>* out,
     end.t->Flush();  // heartbeats
     const size_t n = end.t->Poll(m, 64);
     for (size_t i = 0; i < n; ++i) {
-      if (m[i].h.kind == kind || m[i].h.kind == or_kind) {
-        out->assign(m[i].payload, m[i].payload + m[i].h.length);
-        if (which) *which = m[i].h.kind;
+      uint32_t head[2] = {0, 0};
+      if (m[i].length >= kControlBytes) std::memcpy(head, m[i].payload, sizeof head);
+      const auto got = static_cast<Control>(head[1]);
+      if (head[0] == kControlTag && got != Control::kNone && (got == kind || got == or_kind)) {
+        out->assign(m[i].payload + kControlBytes, m[i].payload + m[i].length);
+        if (which) *which = got;
         end.t->Release(n);
         return true;
       }
@@ -447,23 +459,23 @@ void Follow(PeerEnd& end, double timeout_s) {
   ReportMsg report;
   for (;;) {
     std::vector<std::byte> got;
-    MsgKind which = MsgKind::kJoin;
-    HS_REQUIRE(AwaitControl(end, MsgKind::kJoin, &got, timeout_s, nullptr, MsgKind::kLeave, &which))
+    Control which = Control::kStart;
+    HS_REQUIRE(AwaitControl(end, Control::kStart, &got, timeout_s, nullptr, Control::kReport, &which))
         << "bench: peer " << end.other << " (end 0) sent nothing for " << timeout_s << " s";
-    if (which == MsgKind::kLeave) {
+    if (which == Control::kReport) {
       uint32_t id = 0;
       if (got.size() >= sizeof id) std::memcpy(&id, got.data(), sizeof id);
-      if (id == done && done != 0) SendControl(end, MsgKind::kLeave, &report, sizeof report);
+      if (id == done && done != 0) SendControl(end, Control::kReport, &report, sizeof report);
       continue;
     }
     if (got.size() != sizeof(RunMsg)) continue;  // not a start of ours
     RunMsg run;
     std::memcpy(&run, got.data(), sizeof run);
-    SendControl(end, MsgKind::kJoin, &run, sizeof run);  // the echo: "started"
+    SendControl(end, Control::kStart, &run, sizeof run);  // the echo: "started"
     if (run.kind == RunKind::kQuit) return;
     if (run.id == done) continue;
     HS_REQUIRE(run.kind <= RunKind::kSegment && run.chunk >= 16 && run.chunk % 4 == 0 &&
-               run.chunk <= end.t->caps().max_payload && run.seconds > 0 && run.seconds <= 600)
+               MessageFor(run.chunk) <= end.t->caps().max_payload && run.seconds > 0 && run.seconds <= 600)
         << "bench: peer " << end.other << " asked for a run this end cannot do (chunk " << run.chunk
         << "; run both ends with the same --chunk)";
     EndRun side(run.kind, 1, end.t.get(), Dest::Peer(0), run.chunk, run.batch, run.buffer_bytes, run.window);
@@ -489,8 +501,8 @@ void DriveRun(PeerEnd& end, const LinkBenchOptions& opt, RunKind kind, uint32_t 
   run.buffer_bytes = opt.buffer_bytes;
   run.window = opt.window;
   std::vector<std::byte> got;
-  const bool started = AwaitControl(end, MsgKind::kJoin, &got, opt.peer_timeout_s,
-                                    [&] { SendControl(end, MsgKind::kJoin, &run, sizeof run); });
+  const bool started = AwaitControl(end, Control::kStart, &got, opt.peer_timeout_s,
+                                    [&] { SendControl(end, Control::kStart, &run, sizeof run); });
   HS_REQUIRE(started) << "bench: peer " << end.other << " did not answer within " << opt.peer_timeout_s
                       << " s (is `hogstream bench` running there with the same --peers?)";
   EndRun side(kind, 0, end.t.get(), end.to_other, chunk, batch, opt.buffer_bytes, WindowFor(opt, chunk));
@@ -504,8 +516,8 @@ void DriveRun(PeerEnd& end, const LinkBenchOptions& opt, RunKind kind, uint32_t 
   uint32_t ask = id;
   ReportMsg b;
   for (;;) {
-    HS_REQUIRE(AwaitControl(end, MsgKind::kLeave, &got, opt.peer_timeout_s,
-                            [&] { SendControl(end, MsgKind::kLeave, &ask, sizeof ask); }))
+    HS_REQUIRE(AwaitControl(end, Control::kReport, &got, opt.peer_timeout_s,
+                            [&] { SendControl(end, Control::kReport, &ask, sizeof ask); }))
         << "bench: peer " << end.other << " sent no report for " << opt.peer_timeout_s << " s";
     if (got.size() == sizeof b) {
       std::memcpy(&b, got.data(), sizeof b);
@@ -555,16 +567,16 @@ auto OpenFitting(const LinkBenchOptions& opt, uint32_t least, Open open, std::ve
     const uint32_t most = MostOf(link);
     HS_REQUIRE(most >= least) << "bench: a " << opt.transport << " message here carries at most " << most
                               << " bytes; the bench's control messages need " << least;
-    *chunks = BenchChunks(most);
+    *chunks = BenchChunks(ChunkIn(most));
     return link;
   }
   const uint32_t largest = *std::max_element(chunks->begin(), chunks->end());
   try {
-    return open(std::max((largest + 15) / 16 * 16, least));
+    return open(std::max(MessageFor(largest), least));
   } catch (const Error& e) {
-    open(0);
-    HS_FAIL() << "bench: --chunk=" << largest << " does not fit one " << opt.transport << " message here ("
-              << e.what() << ")";
+    const uint32_t most = MostOf(open(0));
+    HS_FAIL() << "bench: --chunk=" << largest << " does not fit one " << opt.transport
+              << " message here: a chunk takes at most " << ChunkIn(most) << " bytes (" << e.what() << ")";
   }
 }
 
@@ -621,7 +633,7 @@ std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
       LocalRun(opt, kind, chunk, batch, row);
     });
   }
-  const uint32_t report = (sizeof(ReportMsg) + 15) / 16 * 16;
+  const uint32_t report = (kControlBytes + sizeof(ReportMsg) + 15) / 16 * 16;
   PeerEnd peer = OpenFitting(opt, report, [&](uint32_t payload) { return OpenPeerEnd(opt, payload); }, &chunks);
   if (peer.rank == 1) {
     Follow(peer, opt.peer_timeout_s);
@@ -636,7 +648,7 @@ std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
   RunMsg quit;
   quit.id = ++run_id;
   std::vector<std::byte> got;
-  AwaitControl(peer, MsgKind::kJoin, &got, 2, [&] { SendControl(peer, MsgKind::kJoin, &quit, sizeof quit); });
+  AwaitControl(peer, Control::kStart, &got, 2, [&] { SendControl(peer, Control::kStart, &quit, sizeof quit); });
   return rows;
 }
 

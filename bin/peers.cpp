@@ -149,7 +149,7 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
   o.multicast = opt.multicast;
   o.max_payload = opt.max_payload;
   if (!opt.netns.empty()) o.netns = {opt.netns};
-  o.peer_timeout_ms = kNeverDown;  // liveness is the job layer's
+  o.heartbeat_ms = 0;  // one liveness: the job's control messages (no transport heartbeats, no timeout)
   o.verbs_api = opt.verbs_api;
   o.exchange_timeout = opt.exchange_timeout;
   if (list.scheme == PeerScheme::kVerbs) {

@@ -1,6 +1,7 @@
 #include "bin/program.hpp"
 
 #include "bin/peers.hpp"
+#include "sync/wire.hpp"
 #include "transport/fault/endpoint.hpp"
 #include "transport/frame.hpp"
 
@@ -123,7 +124,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
     HS_REQUIRE(end && *end == 0 && p >= 0 && p < 1) << "--loss wants a probability in [0, 1), got '" << text << "'";
     FaultOptions fo;
     fo.drop = p;
-    fo.kinds = FaultOptions::Kind(MsgKind::kPosition) | FaultOptions::Kind(MsgKind::kDelta);
+    fo.applies = FaultsOn(KindBit(MsgKind::kPosition) | KindBit(MsgKind::kDelta));
     fo.seed = id + static_cast<uint64_t>(self.rank);
     t = std::make_unique<FaultEndpoint>(std::move(t), fo);
   }

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 
-#include "transport/transport.hpp"
+#include "sync/wire.hpp"
 
 namespace hogstream {
 

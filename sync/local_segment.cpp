@@ -25,7 +25,7 @@ FaultOptions Reseeded(FaultOptions f, uint64_t salt) {
 Segment::Link Segment::MakeLink(const SegmentOptions& opt, size_t n) {
   HS_REQUIRE(opt.chunk_floats > 0) << "chunk size must be at least one float";
   InprocOptions o;
-  o.max_payload = static_cast<uint32_t>(
+  o.max_payload = kWireHeaderBytes + static_cast<uint32_t>(
       sizeof(float) * std::min<size_t>(opt.chunk_floats, std::max<size_t>(n, 1)));
   o.slots = opt.slots;
   auto [to_slave, to_master] = InprocDevice::MakePair(o);

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "sync/wire.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {

@@ -71,13 +71,14 @@ std::string RefusedText(const NetJobStats& s) {
   return os.str();
 }
 
-Losses LossesOf(const TransportCounters& tc) {
+// `not_sync`: good frames of the job whose payload is not one of sync's messages (Wire).
+Losses LossesOf(const TransportCounters& tc, uint64_t not_sync) {
   auto r = [&](Reject why) { return tc.rejected[static_cast<size_t>(why)]; };
   Losses l;
   l.lost = tc.dropped + r(Reject::kChecksum);
   l.foreign = r(Reject::kJob) + r(Reject::kSender);
   l.mac = r(Reject::kMac);
-  l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac;
+  l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac + not_sync;
   l.kernel = tc.kernel_dropped;
   return l;
 }
@@ -168,8 +169,9 @@ uint32_t WallSeconds() {
 }  // namespace
 
 NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
-    : t_(std::move(transport)),
-      opt_(Checked(std::move(opt), t_.get())),
+    : transport_(std::move(transport)),
+      wire_(transport_.get()),
+      opt_(Checked(std::move(opt), transport_.get())),
       control_(opt_.rank, opt_.machines, FreshNonce()),
       members_(opt_.rank, opt_.machines),
       shares_(opt_.rank, opt_.machines, opt_.multicast, WallSeconds()) {
@@ -226,7 +228,7 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
       << most << " floats at most)";
   layout_ = std::make_unique<ChunkLayout>(n_, chunk_floats_, opt_.chunk_at_params || svb_ ? params : std::vector<size_t>{});
   shares_.set_chunks(layout_->count, svb_ ? SkippedChunks(*layout_, svb_skip_) : std::vector<bool>{});
-  slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, t_.get());
+  slave_ = std::make_unique<SlaveEndpoint>(w_, *layout_, transport_.get());
   slave_->set_codec(opt_.rule.codec);
   slave_->set_on_refused([this](PeerId from, uint32_t c, Refusal why) { Refused(from, c, why, "position"); });
   // Data frames are bound to the sender's run: positions count only once that run has proved
@@ -411,7 +413,7 @@ std::string NetJob::NoWordLine() const {
   for (int r = 0; r < opt_.machines; ++r)
     if (r != opt_.rank && !members_[r].live) os << " " << Name(r);
   os << " after " << opt_.start_ms / 1000.0 << " s";
-  const Losses l = LossesOf(t_->counters());
+  const Losses l = LossesOf(t_->counters(), t_->malformed());
   const uint64_t unproven = control_.refused(ControlRefusal::kUnproven);
   if (l.mac) os << "; " << l.mac << " frames failed the MAC: does every machine have the same --job-key?";
   if (l.foreign) os << "; " << l.foreign << " frames came from another job, or from an address not in --peers "
@@ -619,7 +621,7 @@ void NetJob::MakeMasters(const std::vector<NetShares::Master>& make, uint32_t re
   flow.window = opt_.window;
   if (!opt_.multicast) masters_.resize(opt_.machines);
   for (const NetShares::Master& to : make) {
-    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, t_.get(), to.to, Access::kPlain, flow);
+    auto m = std::make_unique<MasterEndpoint>(w_, *layout_, transport_.get(), to.to, Access::kPlain, flow);
     m->set_owned(shares_.owned());
     m->set_rule(opt_.rule);
     m->set_epoch(to.epoch);  // newer than any this machine used: slaves take it at once
@@ -861,7 +863,7 @@ void NetJob::SendFactors() {
   if (opt_.multicast) to.push_back(Dest::Group(0));
   for (int r = 0; r < opt_.machines && !opt_.multicast; ++r)
     if (r != opt_.rank && members_[r].live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
-  svb_->Send(t_.get(), to, incarnation_);
+  svb_->Send(t_, to, incarnation_);
 }
 
 void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
@@ -919,7 +921,7 @@ void NetJob::Figures() {
   EndpointFigures(&s);
   s.recoveries = recoveries_;
   const TransportCounters tc = t_->counters();
-  const Losses losses = LossesOf(tc);
+  const Losses losses = LossesOf(tc, t_->malformed());
   s.lost = losses.lost;
   s.foreign = losses.foreign;
   s.refused_mac = losses.mac;

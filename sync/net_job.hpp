@@ -59,6 +59,7 @@
 #include "sync/net_members.hpp"
 #include "sync/net_shares.hpp"
 #include "sync/segment.hpp"
+#include "sync/wire.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {
@@ -141,7 +142,7 @@ struct NetJobStats {
   uint64_t reshares = 0;           // ownership changes
   uint64_t refused = 0;            // deltas and positions refused by value (non-finite, absurd)
   uint64_t refused_mac = 0;        // frames whose MAC failed (another --job-key, or a forgery)
-  uint64_t malformed = 0;          // datagrams that are no frame of ours (short, magic, version, length, header)
+  uint64_t malformed = 0;          // datagrams that are no frame of ours (short, magic, version, length, header), or no sync message
   uint64_t kernel_dropped = 0;     // datagrams the kernel dropped before this machine read them
   uint64_t control_refused[static_cast<size_t>(ControlRefusal::kCount)] = {};
   uint64_t clock_clamped = 0;      // control messages whose clock jumped beyond what its sender could have run
@@ -270,7 +271,9 @@ class NetJob {
   uint32_t Flags() const;
   std::string Name(int r) const;
 
-  std::unique_ptr<Transport> t_;
+  std::unique_ptr<Transport> transport_;
+  Wire wire_;         // the transport, with sync's header on every message
+  Wire* t_ = &wire_;  // what the daemon sends and polls on
   NetJobOptions opt_;
   // The three rooms of the daemon's state (daemon thread only, once Attach started it).
   NetControlChannel control_;  // what is said and believed

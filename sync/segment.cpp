@@ -172,7 +172,7 @@ MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transpo
                                Dest slaves, Access access, FlowOptions flow)
     : w_(master),
       layout_(layout),
-      t_(transport),
+      wire_(transport),
       slaves_(slaves),
       access_(access),
       flow_(flow),
@@ -419,7 +419,7 @@ size_t MasterEndpoint::PollDeltas() {
 
 MasterEndpoint::Stats MasterEndpoint::stats() const {
   return {positions_sent_.load(kRelaxed), deltas_applied_.load(kRelaxed),
-          deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed),
+          deltas_duplicate_.load(kRelaxed), deltas_too_old_.load(kRelaxed), malformed_.load(kRelaxed) + wire_.malformed(),
           bytes_sent_.load(kRelaxed),       sweeps_.load(kRelaxed),         unanswered_.load(kRelaxed),
           deltas_other_epoch_.load(kRelaxed), staleness_sum_.load(kRelaxed), staleness_max_.load(kRelaxed),
           deltas_weeded_.load(kRelaxed), weight_milli_.load(kRelaxed), refused_nonfinite_.load(kRelaxed),
@@ -432,7 +432,7 @@ SlaveEndpoint::SlaveEndpoint(float* slave, const ChunkLayout& layout, Transport*
                              Access access)
     : w_(slave),
       layout_(layout),
-      t_(transport),
+      wire_(transport),
       access_(access),
       seq_(layout_.count, 0),
       epoch_(layout_.count, 0),
@@ -612,7 +612,7 @@ size_t SlaveEndpoint::PollPositions() {
 }
 
 SlaveEndpoint::Stats SlaveEndpoint::stats() const {
-  return {positions_applied_.load(kRelaxed), positions_stale_.load(kRelaxed), malformed_.load(kRelaxed),
+  return {positions_applied_.load(kRelaxed), positions_stale_.load(kRelaxed), malformed_.load(kRelaxed) + wire_.malformed(),
           bytes_sent_.load(kRelaxed), positions_foreign_.load(kRelaxed), positions_refused_.load(kRelaxed)};
 }
 

@@ -62,7 +62,7 @@
 #include <vector>
 
 #include "sync/codec.hpp"
-#include "transport/transport.hpp"
+#include "sync/wire.hpp"
 
 namespace hogstream {
 
@@ -247,7 +247,8 @@ class MasterEndpoint {
 
   float* w_;
   ChunkLayout layout_;
-  Transport* t_;
+  Wire wire_;         // the transport, with sync's header on every message
+  Wire* t_ = &wire_;
   Dest slaves_;
   Access access_;
   FlowOptions flow_;
@@ -357,7 +358,8 @@ class SlaveEndpoint {
  private:
   float* w_;
   ChunkLayout layout_;
-  Transport* t_;
+  Wire wire_;         // the transport, with sync's header on every message
+  Wire* t_ = &wire_;
   Access access_;
   struct FreeDelete {
     void operator()(float* p) const;

@@ -143,7 +143,7 @@ uint64_t SvbLink::queued() const {
   return out_.size();
 }
 
-size_t SvbLink::Send(Transport* t, const std::vector<Dest>& dests, uint32_t epoch) {
+size_t SvbLink::Send(Wire* t, const std::vector<Dest>& dests, uint32_t epoch) {
   const uint32_t max = t->caps().max_payload;
   HS_REQUIRE(max >= sizeof(FactorPart) + 16) << "--svb: the transport's " << max << "-byte messages are too short";
   const uint32_t per_part = (max - static_cast<uint32_t>(sizeof(FactorPart))) / sizeof(float) / 4 * 4;

@@ -61,7 +61,7 @@
 #include <utility>
 #include <vector>
 
-#include "transport/transport.hpp"
+#include "sync/wire.hpp"
 
 namespace hogstream {
 
@@ -168,7 +168,7 @@ class SvbLink {
   void Publish(FactorSetPtr set);
   // Daemon: sends queued parts to `dests` while `t` has send slots (each set to each dest in
   // turn), stamping `epoch` (this machine's incarnation). Returns the parts sent. Flushes.
-  size_t Send(Transport* t, const std::vector<Dest>& dests, uint32_t epoch);
+  size_t Send(Wire* t, const std::vector<Dest>& dests, uint32_t epoch);
   // Daemon: one kFactors message; a complete set goes to the inbox.
   void OnMessage(const Message& m);
   // Daemon: drops (and counts) the sets incomplete for longer than the deadline.

@@ -38,8 +38,6 @@ T Get(const std::byte* at) {
 }
 constexpr uint8_t kKeyed = 1;
 
-bool KnownKind(uint8_t k) { return k >= static_cast<uint8_t>(MsgKind::kPosition) && k < kMsgKinds; }
-
 void InitSodium() {
   HS_CHECK(sodium_init() >= 0) << "libsodium failed to initialise";  // idempotent, thread-safe
 }
@@ -76,20 +74,17 @@ void Nonce24(const std::byte* nonce16, unsigned char* out) {
 }
 }  // namespace
 
-size_t FrameFormat::Seal(std::byte* f, const Header& h) const {
+size_t FrameFormat::Seal(std::byte* f, const FrameHeader& h) const {
   Put<uint32_t>(f + 0, kMagic);
   Put<uint8_t>(f + 4, kVersion);
-  Put<uint8_t>(f + 5, static_cast<uint8_t>(h.kind));
-  Put<uint8_t>(f + 6, static_cast<uint8_t>(h.encoding));
+  Put<uint8_t>(f + 5, static_cast<uint8_t>(h.type));
+  Put<uint8_t>(f + 6, 0);
   Put<uint8_t>(f + 7, keyed() ? kKeyed : 0);
   Put<uint64_t>(f + 8, job_);
   Put<uint16_t>(f + 16, h.source);
   Put<uint16_t>(f + 18, 0);
-  Put<uint32_t>(f + 20, h.epoch);
-  Put<uint32_t>(f + 24, h.chunk);
-  Put<uint32_t>(f + 28, h.length);
-  Put<uint64_t>(f + 32, h.seq);
-  Put<uint64_t>(f + 40, h.clock);
+  Put<uint32_t>(f + kLengthAt, h.length);
+  Put<uint64_t>(f + 24, 0);
   const size_t body = kHeaderBytes + h.length;
   std::byte* trailer = f + body;
   if (key_) {
@@ -110,14 +105,20 @@ size_t FrameFormat::Seal(std::byte* f, const Header& h) const {
   return body + trailer_bytes();
 }
 
+size_t FrameFormat::Unpadded(const std::byte* f, size_t bytes) const {
+  if (bytes < kHeaderBytes) return bytes;
+  const uint64_t frame = kHeaderBytes + uint64_t{Get<uint32_t>(f + kLengthAt)} + trailer_bytes();
+  return frame <= bytes && bytes - frame < 16 ? static_cast<size_t>(frame) : bytes;
+}
+
 std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint32_t max_payload,
-                                         Header* out, const std::byte** payload) const {
+                                         FrameHeader* out, const std::byte** payload) const {
   if (bytes < kHeaderBytes) return Reject::kShort;
   if (Get<uint32_t>(f) != kMagic) return Reject::kMagic;
   if (Get<uint8_t>(f + 4) != kVersion) return Reject::kVersion;
   if (Get<uint8_t>(f + 7) != (keyed() ? kKeyed : 0) || Get<uint64_t>(f + 8) != job_) return Reject::kJob;
   if (bytes < overhead()) return Reject::kShort;
-  const uint32_t length = Get<uint32_t>(f + 28);
+  const uint32_t length = Get<uint32_t>(f + kLengthAt);
   if (length > max_payload || kHeaderBytes + size_t{length} + trailer_bytes() != bytes) return Reject::kLength;
   const size_t body = kHeaderBytes + length;
   if (key_) {
@@ -132,21 +133,15 @@ std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint3
     const uint64_t sum = XXH3_64bits(f, body);
     if (std::memcmp(&sum, f + body, sizeof sum) != 0) return Reject::kChecksum;
   }
-  // The sender checksummed these fields; out-of-range values are still not ours to apply.
-  const uint8_t kind = Get<uint8_t>(f + 5), encoding = Get<uint8_t>(f + 6);
-  if (!KnownKind(kind) || encoding == 0 || encoding > kMaxEncoding ||
-      (encoding == static_cast<uint8_t>(Encoding::kFloat32) && length % sizeof(float) != 0) ||
-      Get<uint16_t>(f + 18) != 0)
+  // The sender checksummed these fields; out-of-range values are still not ours to take.
+  const uint8_t type = Get<uint8_t>(f + 5);
+  if ((type != static_cast<uint8_t>(FrameType::kData) && type != static_cast<uint8_t>(FrameType::kHeartbeat)) ||
+      Get<uint8_t>(f + 6) != 0 || Get<uint16_t>(f + 18) != 0 || Get<uint64_t>(f + 24) != 0)
     return Reject::kHeader;
-  Header h;
-  h.kind = static_cast<MsgKind>(kind);
-  h.encoding = static_cast<Encoding>(encoding);
+  FrameHeader h;
+  h.type = static_cast<FrameType>(type);
   h.source = Get<uint16_t>(f + 16);
-  h.epoch = Get<uint32_t>(f + 20);
-  h.chunk = Get<uint32_t>(f + 24);
   h.length = length;
-  h.seq = Get<uint64_t>(f + 32);
-  h.clock = Get<uint64_t>(f + 40);
   *out = h;
   *payload = f + kHeaderBytes;
   return std::nullopt;

@@ -7,13 +7,12 @@
 // a keyed BLAKE2b (whose cost was 12-20% of a 2-machine LeNet job's speed on two cores).
 // Not for: the in-process transport (no bytes leave the process).
 //
-// Layout (little-endian; the payload starts at byte 48, so a slot aligned to 16 stays aligned):
-//    0 magic u32 'HSF1'   4 version u8   5 kind u8   6 encoding u8   7 flags u8 (bit 0: keyed)
-//    8 job u64           16 source u16  18 zero u16  20 epoch u32
-//   24 chunk u32         28 length u32 (payload bytes)
-//   32 seq u64           40 clock u64
-//   48 payload[length]   then the trailer over bytes [0, 48+length): 8 bytes (XXH3), or keyed
+// Layout (little-endian; the payload starts at byte 32, so a slot aligned to 16 stays aligned):
+//    0 magic u32 'HSF1'   4 version u8   5 type u8 (FrameType)   6 zero u8   7 flags u8 (bit 0: keyed)
+//    8 job u64           16 source u16  18 zero u16  20 length u32 (payload bytes)  24 zero u64
+//   32 payload[length]   then the trailer over bytes [0, 32+length): 8 bytes (XXH3), or keyed
 //                        32: nonce[16] (the AEAD's 24-byte nonce, zero-extended), tag[16]
+// The payload is the sender's bytes, never read here (sync/wire.hpp says what sync puts there).
 //
 // Parse never trusts the bytes: anything not exactly a frame of this job and version is
 // answered with a Reject reason (the caller counts it per reason and drops it), never applied,
@@ -40,11 +39,23 @@ uint64_t JobIdOf(const std::string& name);
 // Reads FILE into a JobKey. A missing, unreadable or empty file is a user Error.
 JobKey LoadJobKey(const std::string& path);
 
+// What a frame is to the transports themselves: a caller's payload, or a transport's own
+// liveness beat (no payload; never handed to the caller).
+enum class FrameType : uint8_t { kData = 1, kHeartbeat = 2 };
+
+// A frame's header as the transport reads it: its type, who sent it, its payload's length.
+struct FrameHeader {
+  FrameType type = FrameType::kData;
+  PeerId source = kNoPeer;
+  uint32_t length = 0;
+};
+
 class FrameFormat {
  public:
   static constexpr uint32_t kMagic = 0x31465348;  // "HSF1" read as little-endian bytes
-  static constexpr uint8_t kVersion = 2;  // 2: keyed trailers are nonce + Poly1305 tag; control payloads (sync/net_job.hpp)
-  static constexpr size_t kHeaderBytes = 48;
+  static constexpr uint8_t kVersion = 3;  // 3: opaque payloads (sync's words moved into them, sync/wire.hpp)
+  static constexpr size_t kHeaderBytes = 32;
+  static constexpr size_t kLengthAt = 20;  // where the payload's length (u32) is in the header
 
   // `job` tells jobs apart on a shared wire; `key` (optional) makes every frame carry a MAC.
   explicit FrameFormat(uint64_t job, std::optional<JobKey> key = std::nullopt);
@@ -61,11 +72,17 @@ class FrameFormat {
 
   // Writes the header and trailer around a payload already in place at frame + kHeaderBytes
   // (h.length bytes). The buffer holds h.length + overhead() bytes. Returns the frame's size.
-  size_t Seal(std::byte* frame, const Header& h) const;
+  size_t Seal(std::byte* frame, const FrameHeader& h) const;
+
+  // The bytes of the frame at `frame` without the padding our senders may put after its trailer
+  // (up to 15 bytes, so the next frame of a run stays 16-aligned): `bytes` trimmed where the
+  // frame's length field says it ends, or `bytes` unchanged when that field says otherwise
+  // (Parse then refuses it like any bad length).
+  size_t Unpadded(const std::byte* frame, size_t bytes) const;
 
   // Checks `bytes` bytes at `frame`. nullopt: a good frame; *h and *payload (pointing into the
   // frame) are set. Otherwise why it was refused; *h and *payload are untouched.
-  std::optional<Reject> Parse(const std::byte* frame, size_t bytes, uint32_t max_payload, Header* h,
+  std::optional<Reject> Parse(const std::byte* frame, size_t bytes, uint32_t max_payload, FrameHeader* h,
                               const std::byte** payload) const;
 
  private:

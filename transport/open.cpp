@@ -355,6 +355,7 @@ std::unique_ptr<UdpEndpoint> MakeUdp(const PeerList& list, size_t r, const OpenO
   u.job = o.job;
   u.key = o.key;
   u.gso = o.gso;
+  u.heartbeat_ms = o.heartbeat_ms;
   u.peer_timeout_ms = o.peer_timeout_ms;
   return std::make_unique<UdpEndpoint>(static_cast<PeerId>(r), u);
 }
@@ -418,6 +419,7 @@ std::unique_ptr<RawEndpoint> MakeRaw(const PeerList& list, size_t r, const OpenO
   if (o.max_batch) ro.max_batch = o.max_batch;
   ro.job = o.job;
   ro.key = o.key;
+  ro.heartbeat_ms = o.heartbeat_ms;
   ro.peer_timeout_ms = o.peer_timeout_ms;
   auto end = std::make_unique<RawEndpoint>(static_cast<PeerId>(r), ro);
   HS_REQUIRE(e.local || end->mac() == e.mac)
@@ -469,6 +471,7 @@ VerbsOptions VerbsFor(const std::string& where, const OpenOptions& o) {
   if (o.max_batch) v.max_batch = o.max_batch;
   v.job = o.job;
   v.key = o.key;
+  v.heartbeat_ms = o.heartbeat_ms;
   v.peer_timeout_ms = o.peer_timeout_ms;
   v.api = o.verbs_api;
   return v;

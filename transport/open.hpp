@@ -101,8 +101,6 @@ LocalAddresses ReadLocalAddresses(const std::string& netns = "");
 // the MTU is unknown (0). The udp default of OpenOptions::max_payload.
 uint32_t UdpPayloadFor(uint32_t mtu, bool keyed);
 
-// A peer timeout that never comes (49 days): for callers whose own layer decides liveness.
-constexpr uint32_t kNeverDown = std::numeric_limits<uint32_t>::max();
 
 struct OpenOptions {
   int rank = -1;                // OpenTransport: the entry this process is (required)
@@ -115,7 +113,11 @@ struct OpenOptions {
   uint32_t send_slots = 0;      // 0 = the backend's default
   uint32_t recv_slots = 0;      // udp, verbs; 0 = the backend's default
   uint32_t max_batch = 0;       // udp, raw, verbs; 0 = the backend's default
-  uint32_t peer_timeout_ms = 0;  // 0 = the backend's (10 heartbeats); kNeverDown = never
+  // Liveness: a heartbeat to every peer this often, and a peer silent for peer_timeout_ms (0: 10
+  // heartbeats) is down. heartbeat_ms 0: no heartbeats and no timeout, for a caller whose own
+  // messages decide who is alive (a job: sync/net_job.hpp's control messages).
+  uint32_t heartbeat_ms = 50;
+  uint32_t peer_timeout_ms = 0;
   bool gso = true;              // udp: UDP GSO where the kernel has it
   // OpenTransport: raw, the interface (default: the entry's iface=, else the one whose MAC is
   // the entry's); verbs, DEVICE[:PORT] (default: the entry's iface=, else the first device, 1).

@@ -75,7 +75,8 @@ class Interval {
 };
 
 // Receiver thread: when each peer was last heard (a good frame from its address), and how long
-// a heard peer may stay silent before it is down: peer_timeout_ms, or 10 heartbeats when 0.
+// a heard peer may stay silent before it is down: peer_timeout_ms, or 10 heartbeats when 0
+// (both 0, no heartbeats: never; the caller's own layer decides liveness).
 // Transport::LatchSilentPeer(heard(), timeout(), backend) judges it.
 class Liveness {
  public:

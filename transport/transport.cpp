@@ -3,19 +3,6 @@
 
 namespace hogstream {
 
-const char* MsgKindName(MsgKind k) {
-  switch (k) {
-    case MsgKind::kPosition: return "position";
-    case MsgKind::kDelta: return "delta";
-    case MsgKind::kJoin: return "join";
-    case MsgKind::kLeave: return "leave";
-    case MsgKind::kHeartbeat: return "heartbeat";
-    case MsgKind::kIteration: return "iteration";
-    case MsgKind::kFactors: return "factors";
-  }
-  return "unknown";
-}
-
 const char* RejectName(Reject r) {
   switch (r) {
     case Reject::kShort: return "short";
@@ -63,17 +50,17 @@ Status Transport::status() const {
   return status_;
 }
 
-void Transport::CountReceived(const Message* out, size_t n) {
+void Transport::CountReceived(const Packet* out, size_t n) {
   if (n == 0) return;
   uint64_t bytes = 0;
-  for (size_t i = 0; i < n; ++i) bytes += out[i].h.length;
+  for (size_t i = 0; i < n; ++i) bytes += out[i].length;
   Bump(counters_.received, n);
   Bump(counters_.bytes_received, bytes);
 }
 
 void Transport::LatchSilentPeer(const std::map<PeerId, std::chrono::steady_clock::time_point>& heard,
                                 std::chrono::milliseconds timeout, const char* backend) {
-  if (failed()) return;
+  if (failed() || timeout.count() == 0) return;  // 0: no timeout (no heartbeats: the caller decides)
   const auto now = std::chrono::steady_clock::now();
   for (const auto& [peer, when] : heard) {
     if (now - when > timeout) {

@@ -1,6 +1,8 @@
 // The one interface sync/ uses to move messages between peers: non-blocking, zero-copy slots,
 // batched. Every backend implements it (transport/inproc/ in one process; udp/, raw/, verbs/
 // over wires); the delta rule (sync/segment.hpp) sees only this, never a socket.
+// A message is opaque bytes: a transport knows peers, slots, frames, the job's id and MAC, never
+// what a payload means (sync/wire.hpp puts sync's own header at its start).
 // Not for: framing, checksums, addresses, sockets (each backend's own files), fault injection
 // (transport/fault/ wraps any backend).
 //
@@ -38,46 +40,12 @@ namespace hogstream {
 using PeerId = uint16_t;
 constexpr PeerId kNoPeer = 0xffff;
 
-enum class MsgKind : uint8_t {
-  kPosition = 1,   // master -> slave: the master's current values of one chunk
-  kDelta = 2,      // slave -> master: the slave's progress on that chunk, answering a position
-  kJoin = 3,       // control: a peer enters the job (payload: backend-defined address)
-  kLeave = 4,      // control: a peer leaves in good order
-  kHeartbeat = 5,  // control: "still alive"; no payload
-  kIteration = 6,  // control: the global iteration; `clock` carries it, no payload
-  kFactors = 7,    // one part of an InnerProduct layer's sufficient vectors (--svb, sync/svb.hpp)
-};
-constexpr int kMsgKinds = 8;  // one past the largest MsgKind value (for per-kind tables)
-const char* MsgKindName(MsgKind k);
-
-// How the payload's bytes encode values (sync/codec.hpp writes and reads the compressed ones).
-enum class Encoding : uint8_t {
-  kFloat32 = 1,  // n floats
-  kFloat16 = 2,  // n IEEE halves
-  kInt8 = 3,     // a float scale per block of 64 values, then n signed bytes
-  kTopK = 4,     // k uint32 indices, then k floats; the rest are zero
-};
-constexpr uint8_t kMaxEncoding = 4;
-
-// What a message says about itself. The sender fills everything but `source`, which the
-// transport sets (a receiver must not trust a claimed source).
-struct Header {
-  MsgKind kind = MsgKind::kPosition;
-  Encoding encoding = Encoding::kFloat32;
-  PeerId source = kNoPeer;  // set by the transport: the peer that sent it
-  uint32_t epoch = 0;       // the sender's incarnation: a restarted master starts a new one
-  uint32_t chunk = 0;       // chunk index in the flat buffer
-  uint64_t seq = 0;         // per-chunk sequence number, set by the master, echoed by the slave
-  uint64_t clock = 0;       // the sender's iteration clock (staleness policies read it)
+// A received message: who sent it and its payload, valid until its Release. The bytes are the
+// caller's: a transport never reads them (sync/ puts its own small header first, sync/wire.hpp).
+struct Packet {
+  PeerId source = kNoPeer;  // set by the transport: the peer that sent it (never what it claims)
   uint32_t length = 0;      // payload bytes
-};
-
-// A received message: the header and a view of the payload, valid until its Release.
-struct Message {
-  Header h;
   const std::byte* payload = nullptr;  // caps().alignment-aligned
-  const float* floats() const { return reinterpret_cast<const float*>(payload); }
-  uint32_t float_count() const { return h.length / sizeof(float); }
 };
 
 // Where a send goes: one peer, or every member of a multicast group.
@@ -117,7 +85,7 @@ enum class Reject : uint8_t {
   kChecksum,     // corrupt (XXH3 mismatch)
   kMac,          // keyed MAC mismatch: another key, a forgery, or corrupt
   kLength,       // header length disagrees with the bytes received, or over max_payload
-  kHeader,       // a field out of range (unknown kind, encoding)
+  kHeader,       // a field out of range (unknown frame type, reserved bytes not zero)
   kSender,       // not from a peer of the job (by the wire's source address), or claiming another
   kCount
 };
@@ -153,21 +121,21 @@ class Transport {
   // when every slot is in flight (counted in send_full). Calling it again before CommitSend
   // or Flush returns the same slot: abandoning a filled slot is free.
   virtual std::byte* AcquireSend() = 0;
-  // Queues the slot from AcquireSend with h.length bytes of payload for `to`. It may leave at
-  // once or only at the next Flush(). h.length > max_payload, or no slot acquired, is a Bug.
-  virtual void CommitSend(Dest to, const Header& h) = 0;
+  // Queues the slot from AcquireSend with `length` bytes of payload for `to`. It may leave at
+  // once or only at the next Flush(). length > max_payload, or no slot acquired, is a Bug.
+  virtual void CommitSend(Dest to, uint32_t length) = 0;
   // Hands what was committed to the wire (one sendmmsg, one doorbell). Never blocks: what the
   // kernel or NIC will not take now stays queued, and goes at a later Flush. A slot acquired
   // and not committed is abandoned: the caller must not write it after Flush.
   virtual void Flush() = 0;
   // AcquireSend + copy + CommitSend (no Flush); false = no free slot, nothing sent. A payload
   // longer than max_payload is a Bug, raised before anything is copied.
-  bool PostSend(Dest to, const Header& h, const void* payload) {
-    HS_CHECK_LE(h.length, caps().max_payload) << "PostSend: message longer than a slot";
+  bool PostSend(Dest to, const void* payload, uint32_t length) {
+    HS_CHECK_LE(length, caps().max_payload) << "PostSend: message longer than a slot";
     std::byte* slot = AcquireSend();
     if (!slot) return false;
-    std::memcpy(slot, payload, h.length);
-    CommitSend(to, h);
+    std::memcpy(slot, payload, length);
+    CommitSend(to, length);
     return true;
   }
 
@@ -175,7 +143,7 @@ class Transport {
   // Up to `max` messages received since the last Poll, oldest first, into out[0..n); 0 =
   // nothing waiting. Each stays valid until released. Messages already held count against the
   // receive slots: an endpoint whose caller holds everything returns 0 until Release.
-  virtual size_t Poll(Message* out, size_t max) = 0;
+  virtual size_t Poll(Packet* out, size_t max) = 0;
   // Hands back the oldest n messages still held (their slots go back to the wire).
   virtual void Release(size_t n) = 0;
 
@@ -214,20 +182,20 @@ class Transport {
   }
   // Receiver thread: whether a good frame claims the peer whose address (MAC, queue pair) sent
   // it; if not, it is counted as Reject::kSender and must be dropped.
-  bool ClaimMatches(const Header& h, PeerId wire) {
-    if (h.source == wire) return true;
+  bool ClaimMatches(PeerId claimed, PeerId wire) {
+    if (claimed == wire) return true;
     Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
     return false;
   }
   Counters counters_;
 
   // Sender thread: counts one message committed (and its payload bytes).
-  void CountSent(const Header& h) {
+  void CountSent(uint32_t length) {
     Bump(counters_.sent);
-    Bump(counters_.bytes_sent, h.length);
+    Bump(counters_.bytes_sent, length);
   }
   // Receiver thread: counts the n messages a Poll hands out (messages and payload bytes).
-  void CountReceived(const Message* out, size_t n);
+  void CountReceived(const Packet* out, size_t n);
   // Receiver thread: latches kPeerDown for the first peer in `heard` (peer -> when last heard)
   // silent for longer than `timeout`, unless something is latched already. `backend` names the
   // transport in the message.

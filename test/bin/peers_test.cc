@@ -24,6 +24,7 @@
 
 #include "base/common.hpp"
 #include "test/test_seed.hpp"
+#include "test/transport/transport_test_util.hpp"
 #include "test/transport/veth.hpp"
 #ifdef HOGSTREAM_VERBS
 #include "test/transport/verbs/fake_verbs.hpp"
@@ -67,39 +68,7 @@ std::vector<uint16_t> FreeUdpPorts(int n) {
   return ports;
 }
 
-// Sends 16 floats (tagged with `seq`) from `a` to `to` until `b` receives them, resending every
-// 100 ms, for at most 5 s; checks the source `b` was told and the payload.
-::testing::AssertionResult Delivers(Transport* a, Dest to, Transport* b, uint64_t seq) {
-  float out[16];
-  for (int i = 0; i < 16; ++i) out[i] = static_cast<float>(seq * 100 + i);
-  Header h;
-  h.kind = MsgKind::kPosition;
-  h.seq = seq;
-  h.length = sizeof out;
-  const auto deadline = Clock::now() + std::chrono::seconds(5);
-  auto resend = Clock::now();
-  Message m[8];
-  while (Clock::now() < deadline) {
-    if (Clock::now() >= resend) {
-      a->PostSend(to, h, out);
-      resend = Clock::now() + std::chrono::milliseconds(100);
-    }
-    a->Flush();
-    const size_t n = b->Poll(m, 8);
-    for (size_t i = 0; i < n; ++i) {
-      if (m[i].h.seq != seq || m[i].h.source == b->self()) continue;  // an echo of b's own group sends
-      const bool same = m[i].h.length == sizeof out && std::memcmp(m[i].payload, out, sizeof out) == 0;
-      const PeerId source = m[i].h.source;
-      b->Release(n);
-      if (source != a->self()) return ::testing::AssertionFailure() << "source " << source << ", sent by " << a->self();
-      if (!same) return ::testing::AssertionFailure() << "payload changed on the way";
-      return ::testing::AssertionSuccess();
-    }
-    b->Release(n);
-    if (!n) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return ::testing::AssertionFailure() << "message " << seq << " from peer " << a->self() << " not received in 5 s";
-}
+using test::Delivers;
 
 // ---------------------------------------------------------------- parsing
 
@@ -368,7 +337,7 @@ TEST(PeersOpen, TwoUdpRanksOnLoopbackTalkBothWays) {
   // call it down after 10 heartbeats, 500 ms).
   t[1].reset();
   const auto until = Clock::now() + std::chrono::milliseconds(800);
-  Message m[8];
+  Packet m[8];
   while (Clock::now() < until) {
     t[0]->Flush();
     t[0]->Release(t[0]->Poll(m, 8));
@@ -472,9 +441,9 @@ TEST(PeersOpen, EachEndOfAVethPairFindsItselfAndTalks) {
       opt.netns = net.ns(i);
       if (l == &raw) opt.multicast = "on";
       t[i] = OpenPeers(*l, s, opt);
-      // What one frame or datagram carries within MTU 1500, unfragmented: raw 1500 - 48 bytes
-      // of our header - 8 of checksum, down to 16; udp 1500 - 28 (IPv4, UDP) - 48 - 16.
-      EXPECT_EQ(t[i]->caps().max_payload, l == &raw ? 1440u : 1408u) << (l == &raw ? "raw" : "udp");
+      // What one frame or datagram carries within MTU 1500, unfragmented: raw 1500 - 32 bytes
+      // of our header - 8 of checksum, down to 16; udp 1500 - 28 (IPv4, UDP) - 32 - 16.
+      EXPECT_EQ(t[i]->caps().max_payload, l == &raw ? 1456u : 1424u) << (l == &raw ? "raw" : "udp");
     }
     EXPECT_TRUE(Delivers(t[0].get(), Dest::Peer(1), t[1].get(), 5));
     EXPECT_TRUE(Delivers(t[1].get(), Dest::Peer(0), t[0].get(), 6));
@@ -522,7 +491,8 @@ TEST(PeersOpen, VerbsMachinesTradeAddressesThenTalk) {
       if (q == r) continue;
       EXPECT_TRUE(Delivers(t[r].get(), Dest::Peer(q), t[q].get(), 10 * r + q)) << r << " to " << q;
     }
-  EXPECT_GT(fabric.stats().delivered, 6u) << "the messages went over verbs";
+  // Every one of the 6 messages over verbs (a job opens no heartbeats: the fabric carries only them).
+  EXPECT_GE(fabric.stats().delivered, 6u) << "the messages went over verbs";
 
   PeerOpenOptions bad = opt;
   bad.multicast = "on";

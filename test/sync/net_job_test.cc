@@ -66,8 +66,8 @@ class NetJobTest : public ::testing::Test {
     for (int r = 0; r < kMachines; ++r) {
       UdpOptions o;
       o.job = 0x7e57;
-      o.peer_timeout_ms = 1u << 30;  // the job decides who is dead, not the transport
-      o.max_payload = kChunk * sizeof(float);
+      o.heartbeat_ms = 0;  // the job decides who is dead (its control messages), not the transport
+      o.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
       ports_[r] = Open(r, o);
     }
   }
@@ -375,8 +375,8 @@ TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
   // Restarted on the same port, with weights of its own (a fresh process's fillers).
   UdpOptions o;
   o.job = 0x7e57;
-  o.peer_timeout_ms = 1u << 30;
-  o.max_payload = kChunk * sizeof(float);
+  o.heartbeat_ms = 0;  // liveness is the job's
+  o.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
   Open(2, o, ports_[2]);
   m_[2].counters = std::make_unique<SolverGroup>();
   m_[2].group = std::make_unique<MachineGroup>(m_[2].counters.get(), false);
@@ -461,11 +461,11 @@ class Cuttable final : public Transport {
   PeerId self() const override { return inner_->self(); }
   Caps caps() const override { return inner_->caps(); }
   std::byte* AcquireSend() override { return inner_->AcquireSend(); }
-  void CommitSend(Dest to, const Header& h) override {
-    if (!cut_->load()) inner_->CommitSend(to, h);  // cut: the slot is abandoned at the next Flush
+  void CommitSend(Dest to, uint32_t length) override {
+    if (!cut_->load()) inner_->CommitSend(to, length);  // cut: the slot is abandoned at the next Flush
   }
   void Flush() override { inner_->Flush(); }
-  size_t Poll(Message* out, size_t max) override {
+  size_t Poll(Packet* out, size_t max) override {
     size_t n = inner_->Poll(out, max);
     if (n && cut_->load()) {
       inner_->Release(n);
@@ -547,8 +547,8 @@ class HandPlayed {
     UdpOptions uo;
     uo.job = 0x7e58;
     uo.key = Key();
-    uo.peer_timeout_ms = 1u << 30;
-    uo.max_payload = kChunk * sizeof(float);
+    uo.heartbeat_ms = 0;  // liveness is the job's
+    uo.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
     auto t = UdpDevice(uo).Open(0);
     auto* udp = static_cast<UdpEndpoint*>(t.get());
     udp->AddPeer(1, "127.0.0.1", one.port());
@@ -765,8 +765,8 @@ TEST_F(NetJobTest, MachinesThatDisagreeAreNamedInOneLineAtTheStart) {
     // endpoint stamps 0, as bin/peers opens it at its place in its list).
     UdpOptions uo;
     uo.job = 0x7e57;
-    uo.peer_timeout_ms = 1u << 30;
-    uo.max_payload = kChunk * sizeof(float);
+    uo.heartbeat_ms = 0;  // liveness is the job's
+    uo.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
     for (int r = 0; r < 2; ++r) {
       transports_[r] = UdpDevice(uo).Open(static_cast<PeerId>(reversed ? 0 : r));
       ports_[r] = static_cast<UdpEndpoint*>(transports_[r].get())->port();
@@ -849,8 +849,8 @@ TEST_F(NetJobTest, AMachineWithoutAMajorityForTooLongGivesUpInOneLine) {
 TEST(NetJobSteerTest, ADifferentKeyIsNamedAsSuch) {
   UdpOptions uo;
   uo.job = 0x7e59;
-  uo.peer_timeout_ms = 1u << 30;
-  uo.max_payload = kChunk * sizeof(float);
+  uo.heartbeat_ms = 0;  // liveness is the job's
+  uo.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
   std::unique_ptr<Transport> t[2];
   uint16_t port[2];
   for (int r = 0; r < 2; ++r) {

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <cmath>
@@ -124,7 +125,8 @@ TEST_P(SegmentTest, LosesExactlyTheDroppedDeltasUnderFaults) {
   FaultOptions f;
   f.drop = f.duplicate = f.reorder = 0.2;
   f.seed = seed_;
-  f.on_drop = [&](const Message& m) {
+  f.on_drop = [&](const Packet& p) {
+    const Message m = MessageOf(p);
     if (m.h.kind != MsgKind::kDelta) return;
     ++lost_deltas;
     for (uint32_t i = 0; i < m.float_count(); ++i) lost[size_t{m.h.chunk} * chunk_ + i] += m.floats()[i];
@@ -132,7 +134,7 @@ TEST_P(SegmentTest, LosesExactlyTheDroppedDeltasUnderFaults) {
   FaultOptions g = f;
   g.seed = seed_ + 1;
   InprocOptions o;
-  o.max_payload = chunk_ * sizeof(float);
+  o.max_payload = kWireHeaderBytes + chunk_ * sizeof(float);
   o.slots = 8;
   auto [a, b] = InprocDevice::MakePair(o);
   auto to_slave = std::make_unique<FaultEndpoint>(std::move(a), f);
@@ -190,7 +192,8 @@ TEST_P(SegmentTest, DaemonWithFaultsLosesOnlyDroppedDeltas) {
   opt.chunk_floats = chunk_;
   opt.faults.drop = opt.faults.duplicate = opt.faults.reorder = 0.2;
   opt.faults.seed = seed_;
-  opt.faults.on_drop = [&](const Message& m) {  // runs on the daemon thread; read after Stop
+  opt.faults.on_drop = [&](const Packet& p) {  // runs on the daemon thread; read after Stop
+    const Message m = MessageOf(p);
     if (m.h.kind != MsgKind::kDelta) return;
     for (uint32_t i = 0; i < m.float_count(); ++i) lost[size_t{m.h.chunk} * chunk_ + i] += m.floats()[i];
   };
@@ -357,7 +360,7 @@ TEST(SegmentWindowTest, BoundsPositionsAwaitingDeltas) {
   std::mt19937 gen(TestSeed());
   std::vector<float> master = RandomVector(n, gen), slave = master;
   InprocOptions o;
-  o.max_payload = chunk * sizeof(float);
+  o.max_payload = kWireHeaderBytes + chunk * sizeof(float);
   o.slots = 16;
   auto [a, b] = InprocDevice::MakePair(o);
   FlowOptions flow;
@@ -384,7 +387,7 @@ TEST(SegmentWindowTest, NewerPositionOfAChunkSupersedesTheOlder) {
   std::mt19937 gen(TestSeed());
   std::vector<float> master = RandomVector(chunk, gen), slave = master;
   InprocOptions o;
-  o.max_payload = chunk * sizeof(float);
+  o.max_payload = kWireHeaderBytes + chunk * sizeof(float);
   o.slots = 16;
   auto [a, b] = InprocDevice::MakePair(o);
   FlowOptions flow;
@@ -405,7 +408,7 @@ TEST(SegmentWindowTest, LostAnswersStopCountingAfterTheTimeout) {
   std::mt19937 gen(TestSeed());
   std::vector<float> master = RandomVector(n, gen), slave = master;
   InprocOptions o;
-  o.max_payload = chunk * sizeof(float);
+  o.max_payload = kWireHeaderBytes + chunk * sizeof(float);
   o.slots = 16;
   auto [a, b] = InprocDevice::MakePair(o);
   FaultOptions all;
@@ -438,7 +441,8 @@ TEST(SegmentWindowTest, LostAnswersStopCountingAfterTheTimeout) {
 // master) without a network.
 class ScriptedTransport final : public Transport {
  public:
-  explicit ScriptedTransport(uint32_t max_payload) : max_(max_payload) {}
+  // `max_values`: bytes of values one message carries (after sync's header).
+  explicit ScriptedTransport(uint32_t max_values) : max_(max_values) {}
   struct Sent {
     Dest to;
     Header h;
@@ -446,28 +450,34 @@ class ScriptedTransport final : public Transport {
   };
   std::vector<Sent> sent;
   void Deliver(Header h, PeerId from, std::vector<float> payload) {
-    h.source = from;
     h.length = static_cast<uint32_t>(payload.size() * sizeof(float));
-    inbox_.push_back({h, std::move(payload)});
+    std::vector<std::byte> bytes(kWireHeaderBytes + h.length);
+    PutHeader(bytes.data(), h);
+    if (h.length) std::memcpy(bytes.data() + kWireHeaderBytes, payload.data(), h.length);
+    inbox_.push_back({from, std::move(bytes)});
   }
   PeerId self() const override { return 0; }
   Caps caps() const override {
     Caps c;
-    c.max_payload = max_;
+    c.max_payload = kWireHeaderBytes + max_;
     c.send_slots = 64;
     c.max_batch = 64;
     return c;
   }
   std::byte* AcquireSend() override { return reinterpret_cast<std::byte*>(slot_.data()); }
-  void CommitSend(Dest to, const Header& h) override {
-    sent.push_back({to, h, std::vector<float>(slot_.begin(), slot_.begin() + h.length / sizeof(float))});
+  void CommitSend(Dest to, uint32_t length) override {
+    const std::byte* slot = reinterpret_cast<const std::byte*>(slot_.data());
+    Header h;
+    ASSERT_TRUE(GetHeader(slot, length, self(), &h)) << "the endpoint sent something that is no sync message";
+    const float* values = reinterpret_cast<const float*>(slot + kWireHeaderBytes);
+    sent.push_back({to, h, std::vector<float>(values, values + h.length / sizeof(float))});
   }
   void Flush() override {}
-  size_t Poll(Message* out, size_t max) override {
+  size_t Poll(Packet* out, size_t max) override {
     size_t n = 0;
     for (; n < max && held_ + n < inbox_.size(); ++n) {
-      const auto& [h, payload] = inbox_[held_ + n];
-      out[n] = Message{h, reinterpret_cast<const std::byte*>(payload.data())};
+      const auto& [from, bytes] = inbox_[held_ + n];
+      out[n] = Packet{from, static_cast<uint32_t>(bytes.size()), bytes.data()};
     }
     held_ += n;
     return n;
@@ -479,8 +489,8 @@ class ScriptedTransport final : public Transport {
 
  private:
   uint32_t max_;
-  std::vector<float> slot_ = std::vector<float>(1024);
-  std::deque<std::pair<Header, std::vector<float>>> inbox_;
+  std::vector<float> slot_ = std::vector<float>(1024 + kWireHeaderBytes / sizeof(float));
+  std::deque<std::pair<PeerId, std::vector<std::byte>>> inbox_;
   size_t held_ = 0;
 };
 
@@ -667,7 +677,7 @@ TEST(SegmentLayoutTest, TheRuleSyncsOverAnUnevenLayout) {
   const ChunkLayout layout(n, 64, {3, 10, 500, 501});
   std::vector<float> master = RandomVector(n, gen), slave = master, want = master;
   InprocOptions o;
-  o.max_payload = 64 * sizeof(float);
+  o.max_payload = kWireHeaderBytes + 64 * sizeof(float);
   o.slots = 8;
   auto [a, b] = InprocDevice::MakePair(o);
   MasterEndpoint me(master.data(), layout, a.get(), Dest::Peer(1));
@@ -706,7 +716,7 @@ TEST_P(SegmentCodecTest, LosesNothingToQuantisation) {
   std::vector<float> master = RandomVector(n, gen), slave = master;
   Ledger ledger(master);
   InprocOptions o;
-  o.max_payload = chunk * sizeof(float);
+  o.max_payload = kWireHeaderBytes + chunk * sizeof(float);
   o.slots = 8;
   auto [a, b] = InprocDevice::MakePair(o);
   MasterEndpoint me(master.data(), n, chunk, a.get(), Dest::Peer(1));

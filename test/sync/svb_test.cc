@@ -112,13 +112,15 @@ SvbLayer Small() {
 struct Pair {
   std::vector<std::unique_ptr<SvbLink>> links;
   std::vector<std::unique_ptr<FaultEndpoint>> ends;
+  std::vector<std::unique_ptr<Wire>> wires;  // sync's messages over each end
   Pair(const SvbLayer& l, FaultOptions f0, FaultOptions f1, uint32_t deadline_ms = 1000) {
     InprocOptions o;
-    o.max_payload = sizeof(FactorPart) + 8 * sizeof(float);
+    o.max_payload = kWireHeaderBytes + sizeof(FactorPart) + 8 * sizeof(float);
     o.slots = 4;
     auto [a, b] = InprocDevice::MakePair(o);
     ends.push_back(std::make_unique<FaultEndpoint>(std::move(a), f0));
     ends.push_back(std::make_unique<FaultEndpoint>(std::move(b), f1));
+    for (auto& e : ends) wires.push_back(std::make_unique<Wire>(e.get()));
     SvbLinkOptions lo;
     lo.deadline_ms = deadline_ms;
     lo.outbox = 1000;
@@ -132,11 +134,11 @@ struct Pair {
     for (int quiet = 0; quiet < 3;) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the exchange made no progress";
       size_t moved = 0;
-      for (int r = 0; r < 2; ++r) moved += links[r]->Send(ends[r].get(), {Dest::Peer(static_cast<PeerId>(1 - r))}, 7);
+      for (int r = 0; r < 2; ++r) moved += links[r]->Send(wires[r].get(), {Dest::Peer(static_cast<PeerId>(1 - r))}, 7);
       for (int r = 0; r < 2; ++r) {
-        for (size_t got; (got = ends[r]->Poll(batch, 16)) > 0;) {
+        for (size_t got; (got = wires[r]->Poll(batch, 16)) > 0;) {
           for (size_t i = 0; i < got; ++i) links[r]->OnMessage(batch[i]);
-          ends[r]->Release(got);
+          wires[r]->Release(got);
           moved += got;
         }
       }
@@ -237,8 +239,9 @@ TEST(Svb, LostPartDropsTheSetAndCountsIt) {
   for (int r = 0; r < 2; ++r) {
     f[r].drop = 0.15;
     f[r].seed = gen();
-    f[r].kinds = FaultOptions::Kind(MsgKind::kFactors);
-    f[r].on_drop = [&mu, &lost, &lost_parts, &parts_of, r](const Message& m) {
+    f[r].applies = FaultsOn(KindBit(MsgKind::kFactors));
+    f[r].on_drop = [&mu, &lost, &lost_parts, &parts_of, r](const Packet& dropped) {
+      const Message m = MessageOf(dropped);
       std::lock_guard<std::mutex> lock(mu);
       lost[1 - r].insert(m.h.seq);
       ++lost_parts[1 - r][m.h.seq];
@@ -324,12 +327,13 @@ TEST(Svb, MalformedPartsAreCountedNotApplied) {
   std::mt19937 gen(TestSeed());
   const SvbLayer l = Small();
   InprocOptions o;
-  o.max_payload = 256;
+  o.max_payload = kWireHeaderBytes + 256;
   o.slots = 16;
   auto [a, b] = InprocDevice::MakePair(o);
+  Wire wa(a.get()), wb(b.get());
   SvbLink link({l});
   const std::vector<float> payload = RandomVector(64, gen);
-  auto send = [&, t = a.get()](uint32_t layer, uint64_t seq, FactorPart p, uint32_t floats) {
+  auto send = [&, t = &wa](uint32_t layer, uint64_t seq, FactorPart p, uint32_t floats) {
     std::vector<std::byte> buf(sizeof p + floats * sizeof(float));
     std::memcpy(buf.data(), &p, sizeof p);
     std::memcpy(buf.data() + sizeof p, payload.data(), floats * sizeof(float));
@@ -347,10 +351,10 @@ TEST(Svb, MalformedPartsAreCountedNotApplied) {
   send(0, 0, {0, 1, 32, 32}, 32);   // seq 0 is never sent
   send(0, 1, {0, 3, 16, 32}, 16);   // parts disagree with per_part
   Message batch[16];
-  const size_t got = b->Poll(batch, 16);
+  const size_t got = wb.Poll(batch, 16);
   ASSERT_EQ(got, 6u);
   for (size_t i = 0; i < got; ++i) EXPECT_NO_THROW(link.OnMessage(batch[i]));
-  b->Release(got);
+  wb.Release(got);
   EXPECT_EQ(link.figures().parts_malformed, 6u);
   link.Expire();
   EXPECT_TRUE(link.Take().empty());
@@ -492,7 +496,7 @@ TEST(Svb, TwoMachinesTrainAndTheirReplicasAgree) {
   for (int r = 0; r < kMachines; ++r) {
     UdpOptions o;
     o.job = 0x5fb;
-    o.peer_timeout_ms = 1u << 30;
+    o.heartbeat_ms = 0;  // liveness is the job's
     o.max_payload = 4096;  // a set of 3 328 floats goes in 4 parts
     transports[r] = UdpDevice(o).Open(static_cast<PeerId>(r));
     ports[r] = static_cast<UdpEndpoint*>(transports[r].get())->port();

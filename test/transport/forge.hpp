@@ -1,5 +1,6 @@
 // A frame-crafting helper for tests that play an attacker (or a peer by hand) on UDP loopback:
-// a plain socket on 127.0.0.1 that seals frames of our format with any header and payload,
+// a plain socket on 127.0.0.1 that seals frames of our format holding any sync message (sync's
+// header, sync/wire.hpp, and values),
 // sends them, and reads and parses what a real endpoint sends to it. Registered as a peer of
 // an endpoint (AddPeer with its port) its frames come from that peer's address; unregistered,
 // it is a stranger. Every wait has a deadline.
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "sync/wire.hpp"
 #include "transport/frame.hpp"
 #include "transport/transport.hpp"
 
@@ -54,19 +56,35 @@ class Forger {
     return SendBytes(port, bytes.data(), bytes.size());
   }
 
-  // A frame of `fmt` with header `h` (h.source is what it claims; h.length payload bytes).
+  // A frame of `fmt` holding the sync message `h` (h.source is what the frame claims; h.length
+  // bytes of values at `payload`).
   static std::vector<std::byte> Seal(const FrameFormat& fmt, const Header& h, const void* payload) {
-    std::vector<std::byte> f(h.length + fmt.overhead());
-    if (h.length) std::memcpy(f.data() + FrameFormat::kHeaderBytes, payload, h.length);
-    fmt.Seal(f.data(), h);
+    std::vector<std::byte> f(kWireHeaderBytes + h.length + fmt.overhead());
+    PutHeader(f.data() + FrameFormat::kHeaderBytes, h);
+    if (h.length) std::memcpy(f.data() + FrameFormat::kHeaderBytes + kWireHeaderBytes, payload, h.length);
+    fmt.Seal(f.data(), FrameHeader{FrameType::kData, h.source, kWireHeaderBytes + h.length});
     return f;
   }
   bool Send(uint16_t port, const FrameFormat& fmt, const Header& h, const void* payload) const {
     return SendBytes(port, Seal(fmt, h, payload));
   }
 
-  // What arrived within `limit` (at most `max` datagrams), parsed with `fmt`; datagrams that
-  // are not good frames of it are skipped.
+  // Datagrams of any kind that arrived within `limit` (a transport's heartbeats too).
+  size_t Count(std::chrono::milliseconds limit) const {
+    size_t n = 0;
+    std::vector<std::byte> buf(1 << 16);
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return n;
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(left.count())) <= 0) return n;
+      n += recv(fd_, buf.data(), buf.size(), 0) >= 0;
+    }
+  }
+
+  // The sync messages that arrived within `limit` (at most `max` datagrams), parsed with `fmt`;
+  // datagrams that are not good frames of it holding a sync message are skipped.
   struct Got {
     Header h;
     std::vector<std::byte> payload;
@@ -82,17 +100,14 @@ class Forger {
       if (poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
       const ssize_t n = recv(fd_, buf.data(), buf.size(), 0);
       if (n <= 0) continue;
-      size_t bytes = static_cast<size_t>(n);
-      if (bytes >= FrameFormat::kHeaderBytes) {  // senders pad after the trailer
-        uint32_t length;
-        std::memcpy(&length, buf.data() + 28, sizeof length);
-        const size_t f = FrameFormat::kHeaderBytes + length + fmt.trailer_bytes();
-        if (f <= bytes) bytes = f;
-      }
-      Header h;
+      const size_t bytes = fmt.Unpadded(buf.data(), static_cast<size_t>(n));  // senders pad after the trailer
+      FrameHeader f;
       const std::byte* payload = nullptr;
-      if (fmt.Parse(buf.data(), bytes, 1 << 16, &h, &payload)) continue;
-      got.push_back({h, std::vector<std::byte>(payload, payload + h.length)});
+      if (fmt.Parse(buf.data(), bytes, 1 << 16, &f, &payload)) continue;
+      Header h;
+      if (!GetHeader(payload, f.length, f.source, &h)) continue;
+      const std::byte* values = payload + kWireHeaderBytes;
+      got.push_back({h, std::vector<std::byte>(values, values + h.length)});
     }
     return got;
   }

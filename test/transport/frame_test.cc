@@ -1,6 +1,6 @@
 // Tests of transport/frame: a sealed frame parses back whole (plain and keyed); a frame of
 // another job, a bad checksum or MAC, a short, oversized or length-mismatched frame, an unknown
-// version or kind is refused with its reason; and a bounded fuzz loop of over a million random
+// version or frame type, reserved bytes not zero is refused with its reason; and a bounded fuzz loop of over a million random
 // and mutated frames never crashes and never accepts anything but an unchanged good frame.
 #include "transport/frame.hpp"
 
@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -21,29 +22,36 @@ namespace {
 
 constexpr uint32_t kMax = 256;
 
-Header Hdr(uint32_t floats, uint64_t seq = 7) {
-  Header h;
-  h.kind = MsgKind::kDelta;
+// The header of a frame of `floats` payload floats from peer 3.
+FrameHeader Hdr(uint32_t floats, FrameType type = FrameType::kData) {
+  FrameHeader h;
+  h.type = type;
   h.source = 3;
-  h.epoch = 2;
-  h.chunk = 11;
-  h.seq = seq;
-  h.clock = 1234567;
   h.length = floats * sizeof(float);
   return h;
 }
 
-// A sealed frame of `floats` payload floats (value i + seq).
-std::vector<std::byte> Make(const FrameFormat& fmt, const Header& h) {
+// A sealed frame with header h, its payload floats i + seq.
+std::vector<std::byte> Make(const FrameFormat& fmt, const FrameHeader& h, uint64_t seq = 7) {
   std::vector<std::byte> f(h.length + fmt.overhead());
   float* p = reinterpret_cast<float*>(f.data() + FrameFormat::kHeaderBytes);
-  for (uint32_t i = 0; i < h.length / sizeof(float); ++i) p[i] = static_cast<float>(i + h.seq);
+  for (uint32_t i = 0; i < h.length / sizeof(float); ++i) p[i] = static_cast<float>(i + seq);
   EXPECT_EQ(fmt.Seal(f.data(), h), f.size());
   return f;
 }
 
-std::optional<Reject> Parse(const FrameFormat& fmt, const std::vector<std::byte>& f, Header* h = nullptr) {
-  Header tmp;
+// Rewrites byte `at` of an unkeyed frame and seals its checksum again: a frame whose sender
+// wrote that byte.
+std::vector<std::byte> Rewritten(std::vector<std::byte> f, size_t at, std::byte v) {
+  f[at] = v;
+  const size_t body = f.size() - FrameFormat::TrailerBytes(false);
+  const uint64_t sum = Digest64(f.data(), body);
+  std::memcpy(f.data() + body, &sum, sizeof sum);
+  return f;
+}
+
+std::optional<Reject> Parse(const FrameFormat& fmt, const std::vector<std::byte>& f, FrameHeader* h = nullptr) {
+  FrameHeader tmp;
   const std::byte* payload = nullptr;
   return fmt.Parse(f.data(), f.size(), kMax, h ? h : &tmp, &payload);
 }
@@ -53,20 +61,19 @@ TEST(FrameTest, RoundTripsEveryField) {
     JobKey key{};
     key[0] = 42;
     FrameFormat fmt(0xfeedbeef, keyed ? std::optional<JobKey>(key) : std::nullopt);
-    const Header want = Hdr(5);
-    const auto f = Make(fmt, want);
-    Header got;
-    const std::byte* payload = nullptr;
-    ASSERT_EQ(fmt.Parse(f.data(), f.size(), kMax, &got, &payload), std::nullopt);
-    EXPECT_EQ(got.kind, want.kind);
-    EXPECT_EQ(got.source, want.source);
-    EXPECT_EQ(got.epoch, want.epoch);
-    EXPECT_EQ(got.chunk, want.chunk);
-    EXPECT_EQ(got.seq, want.seq);
-    EXPECT_EQ(got.clock, want.clock);
-    EXPECT_EQ(got.length, want.length);
-    EXPECT_EQ(payload, f.data() + FrameFormat::kHeaderBytes);
-    EXPECT_EQ(reinterpret_cast<const float*>(payload)[4], 4.f + want.seq);
+    for (FrameType type : {FrameType::kData, FrameType::kHeartbeat}) {
+      const FrameHeader want = Hdr(type == FrameType::kData ? 5 : 0, type);
+      const auto f = Make(fmt, want, 7);
+      FrameHeader got;
+      const std::byte* payload = nullptr;
+      ASSERT_EQ(fmt.Parse(f.data(), f.size(), kMax, &got, &payload), std::nullopt);
+      EXPECT_EQ(got.type, want.type);
+      EXPECT_EQ(got.source, want.source);
+      EXPECT_EQ(got.length, want.length);
+      EXPECT_EQ(payload, f.data() + FrameFormat::kHeaderBytes);
+      if (want.length) EXPECT_EQ(reinterpret_cast<const float*>(payload)[4], 4.f + 7);
+      EXPECT_EQ(fmt.Unpadded(f.data(), f.size()), f.size());
+    }
   }
 }
 
@@ -92,17 +99,21 @@ TEST(FrameTest, RefusesEachBadFrameWithItsReason) {
   f = good;
   f[0] = std::byte{'X'};
   EXPECT_EQ(Parse(fmt, f), Reject::kMagic);
-  Header odd = Hdr(4);
-  odd.kind = static_cast<MsgKind>(99);
-  EXPECT_EQ(Parse(fmt, Make(fmt, odd)), Reject::kHeader);  // checksummed, but not a kind we know
-  odd = Hdr(4);
-  odd.encoding = static_cast<Encoding>(kMaxEncoding + 1);
-  EXPECT_EQ(Parse(fmt, Make(fmt, odd)), Reject::kHeader);  // nor an encoding
-  odd = Hdr(4);
-  odd.length = 13;  // float32 payloads come in whole floats; compressed ones need not
-  EXPECT_EQ(Parse(fmt, Make(fmt, odd)), Reject::kHeader);
-  odd.encoding = Encoding::kInt8;
+  EXPECT_EQ(Parse(fmt, Make(fmt, Hdr(4, static_cast<FrameType>(99)))), Reject::kHeader);  // checksummed, but no type we know
+  for (size_t reserved : {6, 18, 19, 24, 31})  // bytes every sender writes zero
+    EXPECT_EQ(Parse(fmt, Rewritten(good, reserved, std::byte{1})), Reject::kHeader) << "byte " << reserved;
+  EXPECT_EQ(Parse(fmt, Rewritten(good, FrameFormat::kHeaderBytes + 3, std::byte{0x55})), std::nullopt)
+      << "the payload is the sender's: any bytes";
+  FrameHeader odd = Hdr(4);
+  odd.length = 13;  // the payload's bytes are the caller's: any length
   EXPECT_EQ(Parse(fmt, Make(fmt, odd)), std::nullopt);
+  // Padding after the trailer (up to 15 bytes) is trimmed by Unpadded; more is not ours.
+  auto padded = good;
+  padded.resize(good.size() + 15);
+  EXPECT_EQ(fmt.Unpadded(padded.data(), padded.size()), good.size());
+  padded.resize(good.size() + 16);
+  EXPECT_EQ(fmt.Unpadded(padded.data(), padded.size()), padded.size());
+  EXPECT_EQ(Parse(fmt, padded), Reject::kLength);
 }
 
 TEST(FrameTest, KeyedFramesNeedTheSameKey) {
@@ -117,10 +128,10 @@ TEST(FrameTest, KeyedFramesNeedTheSameKey) {
   EXPECT_EQ(Parse(theirs, f), Reject::kMac);
   EXPECT_EQ(Parse(FrameFormat(9), f), Reject::kJob);  // unkeyed reader, keyed frame
   auto g = f;
-  g[30] ^= std::byte{0x10};  // length field: caught as a length, not applied
+  g[FrameFormat::kLengthAt + 2] ^= std::byte{0x10};  // length field: caught as a length, not applied
   EXPECT_NE(Parse(ours, g), std::nullopt);
   g = f;
-  g[40] ^= std::byte{0x10};  // the clock: only the MAC notices
+  g[40] ^= std::byte{0x10};  // a payload byte: only the MAC notices
   EXPECT_EQ(Parse(ours, g), Reject::kMac);
   g = f;
   g[f.size() - 32 + 3] ^= std::byte{1};  // the nonce: the tag was made under another
@@ -166,12 +177,9 @@ TEST(FrameFuzzTest, MillionMutatedFramesNeverCrashOrPass) {
     const FrameFormat& fmt = (frames & 1) ? keyed : plain;
     const uint32_t floats = static_cast<uint32_t>(rng() % (kMax / 4 + 2));
     const unsigned mutation = rng() % 7;
-    Header hdr = Hdr(floats, rng());
-    if (mutation == 6) {  // well sealed, but a kind or encoding that may not exist
-      hdr.kind = static_cast<MsgKind>(rng() % 9);
-      hdr.encoding = static_cast<Encoding>(rng() % 3);
-    }
-    const std::vector<std::byte> good = Make(fmt, hdr);
+    FrameHeader hdr = Hdr(floats);
+    if (mutation == 6) hdr.type = static_cast<FrameType>(rng() % 4);  // well sealed, but a type that may not exist
+    const std::vector<std::byte> good = Make(fmt, hdr, rng());
     buf = good;
     switch (mutation) {
       case 0: {  // pure noise of any length
@@ -195,7 +203,7 @@ TEST(FrameFuzzTest, MillionMutatedFramesNeverCrashOrPass) {
       case 6:
         break;
     }
-    Header h;
+    FrameHeader h;
     const std::byte* payload = nullptr;
     // Parse from a heap copy of exactly the frame's size, so ASan sees any overread.
     std::unique_ptr<std::byte[]> exact(new std::byte[buf.size() ? buf.size() : 1]);

@@ -20,6 +20,7 @@
 #endif
 
 #include "test/test_seed.hpp"
+#include "test/transport/transport_test_util.hpp"
 #include "test/transport/veth.hpp"
 #include <gtest/gtest.h>
 
@@ -154,7 +155,7 @@ TYPED_TEST(TransportTest, MessagesArriveWhole) {
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
   auto [a, b] = TypeParam::Make(4096, 16);
-  const uint32_t kMax = std::min<uint32_t>(4096, a->caps().max_payload);  // verbs: the MTU's
+  const uint32_t kMax = std::min<uint32_t>(4096, a->caps().max_payload - kWireHeaderBytes);  // verbs: the MTU's
   for (auto [from, to] : {std::pair{a.get(), b.get()}, std::pair{b.get(), a.get()}}) {
     const PeerId dest = to->self();
     std::map<uint64_t, uint32_t> want;  // seq -> length
@@ -166,17 +167,20 @@ TYPED_TEST(TransportTest, MessagesArriveWhole) {
         ASSERT_NE(slot, nullptr);
         const uint32_t len = (gen() % (kMax / 4 + 1)) * 4;
         ++seq;
-        for (uint32_t i = 0; i < len; ++i) slot[i] = static_cast<std::byte>((seq * 131 + i) & 0xff);
-        from->CommitSend(Dest::Peer(dest), Hdr(MsgKind::kPosition, static_cast<uint32_t>(seq % 7), seq, len));
+        for (uint32_t i = 0; i < len; ++i) slot[kWireHeaderBytes + i] = static_cast<std::byte>((seq * 131 + i) & 0xff);
+        test::Commit(*from, slot, Dest::Peer(dest), Hdr(MsgKind::kPosition, static_cast<uint32_t>(seq % 7), seq, len));
         want[seq] = len;
       }
       from->Flush();
-      Message m[8];
+      Packet m[8];
       while (!want.empty() && want.begin()->first <= seq) {
         ASSERT_LT(Clock::now(), deadline) << want.size() << " messages never arrived";
         const size_t n = to->Poll(m, 8);
         for (size_t i = 0; i < n; ++i) {
-          const Header& h = m[i].h;
+          const Message got = MessageOf(m[i]);  // sync's header travels in the payload
+          const Header& h = got.h;
+          ASSERT_NE(got.payload, nullptr) << "not the sync message sent";
+          EXPECT_EQ(m[i].length, kWireHeaderBytes + h.length);
           auto it = want.find(h.seq);
           ASSERT_NE(it, want.end()) << "seq " << h.seq << " arrived twice or was never sent";
           EXPECT_EQ(h.length, it->second);
@@ -186,7 +190,7 @@ TYPED_TEST(TransportTest, MessagesArriveWhole) {
           EXPECT_EQ(h.epoch, 5u);
           EXPECT_EQ(reinterpret_cast<uintptr_t>(m[i].payload) % 16, 0u);
           size_t bad = 0;
-          for (uint32_t j = 0; j < h.length; ++j) bad += m[i].payload[j] != static_cast<std::byte>((h.seq * 131 + j) & 0xff);
+          for (uint32_t j = 0; j < h.length; ++j) bad += got.payload[j] != static_cast<std::byte>((h.seq * 131 + j) & 0xff);
           EXPECT_EQ(bad, 0u) << "seq " << h.seq;
           want.erase(it);
         }
@@ -204,12 +208,12 @@ TYPED_TEST(TransportTest, FullSenderAnswersNoSlot) {
   auto [a, b] = TypeParam::Make(64, 4);
   for (int i = 0; i < 4; ++i) {
     ASSERT_NE(a->AcquireSend(), nullptr);
-    a->CommitSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 0, i + 1, 16));
+    a->CommitSend(Dest::Peer(1), 16);
   }
   EXPECT_EQ(a->AcquireSend(), nullptr);
   EXPECT_GE(a->counters().send_full, 1u);
   std::vector<std::byte> big(4096);
-  EXPECT_THROW(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 0, 9, 4096), big.data()), Bug);
+  EXPECT_THROW(a->PostSend(Dest::Peer(1), big.data(), 4096), Bug);
 }
 
 // The segment ledger over the backend with 20% drop, duplicate and reorder each way: after
@@ -234,13 +238,14 @@ TYPED_TEST(TransportTest, SegmentLedgerIsExactUnderFaults) {
   FaultOptions f;
   f.drop = f.duplicate = f.reorder = 0.2;
   f.seed = seed;
-  f.on_drop = [&](const Message& m) {
+  f.on_drop = [&](const Packet& p) {
+    const Message m = MessageOf(p);
     if (m.h.kind != MsgKind::kDelta) return;
     for (uint32_t i = 0; i < m.float_count(); ++i) lost[size_t{m.h.chunk} * chunk + i] += m.floats()[i];
   };
   FaultOptions g = f;
   g.seed = seed + 1;
-  auto [a, b] = TypeParam::Make(chunk * sizeof(float), 16);
+  auto [a, b] = TypeParam::Make(kWireHeaderBytes + chunk * sizeof(float), 16);
   FaultEndpoint to_slave(std::move(a), f), to_master(std::move(b), g);
   MasterEndpoint me(master.data(), n, chunk, &to_slave, Dest::Peer(1));
   SlaveEndpoint se(slave.data(), n, chunk, &to_master);
@@ -309,12 +314,13 @@ TYPED_TEST(TransportTest, SegmentLedgerIsExactUnderFaults) {
 TYPED_TEST(TransportTest, ClosedPeerBecomesPeerDown) {
   auto [a, b] = TypeParam::Make(64, 4);
   const float p = 1;
-  ASSERT_TRUE(b->PostSend(Dest::Peer(0), Hdr(MsgKind::kJoin, 0, 1, 4), &p));
+  ASSERT_TRUE(b->PostSend(Dest::Peer(0), &p, sizeof p));
   b->Flush();
-  Message m;
+  Packet m;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (a->Poll(&m, 1) == 0) ASSERT_LT(Clock::now(), deadline) << "the first message never came";
-  EXPECT_EQ(m.h.kind, MsgKind::kJoin);
+  EXPECT_EQ(m.length, sizeof p);
+  EXPECT_EQ(m.source, 1);
   a->Release(1);
   EXPECT_TRUE(a->status().ok());
   b.reset();

@@ -34,19 +34,19 @@ FaultEndpoint::Held* FaultEndpoint::FreeHold() {
   return nullptr;
 }
 
-void FaultEndpoint::Hold(Held* slot, Dest to, const Header& h, const std::byte* payload) {
-  std::memcpy(slot->buf.get(), payload, h.length);
+void FaultEndpoint::Hold(Held* slot, Dest to, uint32_t length, const std::byte* payload) {
+  std::memcpy(slot->buf.get(), payload, length);
   slot->busy = true;
   slot->reorder = slot->duplicate = slot->overtaken = false;
   slot->after = 0;
   slot->not_before = {};
   slot->ticket = tickets_;
   slot->to = to;
-  slot->h = h;
+  slot->length = length;
 }
 
-void FaultEndpoint::CommitInner(Dest to, const Header& h, uint64_t ticket) {
-  inner_->CommitSend(to, h);
+void FaultEndpoint::CommitInner(Dest to, uint32_t length, uint64_t ticket) {
+  inner_->CommitSend(to, length);
   for (Held& o : held_) {
     if (!o.busy || ticket <= o.ticket) continue;
     o.overtaken = true;
@@ -68,11 +68,11 @@ void FaultEndpoint::ReleaseDue() {
     }
     std::byte* s = inner_->AcquireSend();
     if (!s) return;  // goes at a later call
-    std::memcpy(s, o.buf.get(), o.h.length);
+    std::memcpy(s, o.buf.get(), o.length);
     o.busy = false;
     if (o.duplicate) Bump(counters_.duplicated);
     if (o.overtaken) Bump(counters_.reordered);
-    CommitInner(o.to, o.h, o.ticket);
+    CommitInner(o.to, o.length, o.ticket);
   }
 }
 
@@ -84,22 +84,18 @@ std::byte* FaultEndpoint::AcquireSend() {
   return acquired_;
 }
 
-void FaultEndpoint::CommitSend(Dest to, const Header& h) {
+void FaultEndpoint::CommitSend(Dest to, uint32_t length) {
   HS_CHECK(acquired_ != nullptr) << "CommitSend without AcquireSend";
-  HS_CHECK_LE(h.length, inner_->caps().max_payload);
+  HS_CHECK_LE(length, inner_->caps().max_payload);
   std::byte* slot = acquired_;
   acquired_ = nullptr;
-  CountSent(h);
+  CountSent(length);
   const uint64_t ticket = ++tickets_;
-  const bool faulty = enabled_ && (f_.kinds & FaultOptions::Kind(h.kind));
+  const bool faulty = enabled_ && (!f_.applies || f_.applies(slot, length));
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   if (faulty && f_.drop > 0 && coin(rng_) < f_.drop) {
     Bump(counters_.dropped);
-    if (f_.on_drop) {
-      Header stamped = h;
-      stamped.source = inner_->self();
-      f_.on_drop(Message{stamped, slot});
-    }
+    if (f_.on_drop) f_.on_drop(Packet{inner_->self(), length, slot});
     return;  // the inner slot was never committed: its next AcquireSend hands it out again
   }
   const bool dup = faulty && f_.duplicate > 0 && coin(rng_) < f_.duplicate;
@@ -107,11 +103,11 @@ void FaultEndpoint::CommitSend(Dest to, const Header& h) {
   bool reorder_held = false;
   for (const Held& o : held_) reorder_held |= o.busy && o.reorder;
   if (hold && !reorder_held && f_.reorder > 0 && coin(rng_) < f_.reorder) {
-    Hold(hold, to, h, slot);
+    Hold(hold, to, length, slot);
     hold->reorder = true;
     hold->after = 1;
   } else if (hold && f_.delay > 0 && coin(rng_) < f_.delay) {
-    Hold(hold, to, h, slot);
+    Hold(hold, to, length, slot);
     hold->not_before = std::chrono::steady_clock::now() + std::chrono::microseconds(f_.delay_us);
     Bump(counters_.delayed);
   } else {
@@ -122,15 +118,15 @@ void FaultEndpoint::CommitSend(Dest to, const Header& h) {
     // otherwise the inner slot is abandoned, and handed out again by its next AcquireSend.
     if (dup) {
       hold->duplicate = true;
-      CommitInner(to, h, ticket);
+      CommitInner(to, length, ticket);
     }
   } else {
     Held* copy = dup ? FreeHold() : nullptr;
     if (copy) {
-      Hold(copy, to, h, slot);  // due at once: follows the original when a slot is free
+      Hold(copy, to, length, slot);  // due at once: follows the original when a slot is free
       copy->duplicate = true;
     }
-    CommitInner(to, h, ticket);
+    CommitInner(to, length, ticket);
   }
   ReleaseDue();
 }

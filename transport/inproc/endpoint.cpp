@@ -28,7 +28,7 @@ class InprocChannel {
       : max_payload_(max_payload),
         stride_((max_payload + kLine - 1) / kLine * kLine),
         slots_(slots),
-        headers_(slots),
+        sent_(slots),
         ready_(slots + 1),  // +1: a ring of n+1 holds n, so a push of any of our slots fits
         free_(slots + 1),
         held_(slots) {
@@ -51,21 +51,21 @@ class InprocChannel {
     }
     return slot(acquired_);
   }
-  void Commit(const Header& h) {
+  void Commit(PeerId source, uint32_t length) {
     HS_CHECK(acquired_ != kNone) << "CommitSend without AcquireSend";
-    HS_CHECK_LE(h.length, max_payload_);
-    headers_[acquired_] = h;
+    HS_CHECK_LE(length, max_payload_);
+    sent_[acquired_] = Sent{source, length};
     HS_CHECK(ready_.push(static_cast<uint32_t>(acquired_)));  // never full: slots + 1
     acquired_ = kNone;
   }
 
   // ---- receiver thread
-  size_t Poll(Message* out, size_t max) {
+  size_t Poll(Packet* out, size_t max) {
     size_t n = 0;
     uint32_t s;
     while (n < max && ready_.pop(s)) {
       held_[(held_first_ + held_count_++) % slots_] = s;
-      out[n++] = Message{headers_[s], slot(s)};
+      out[n++] = Packet{sent_[s].source, sent_[s].length, slot(s)};
     }
     return n;
   }
@@ -82,7 +82,11 @@ class InprocChannel {
   const size_t stride_;  // bytes between slots: payload rounded up to a cache line
   const uint32_t slots_;
   std::unique_ptr<std::byte[], FreeDeleter> storage_;
-  std::vector<Header> headers_;  // one per slot; written by the sender before the push
+  struct Sent {
+    PeerId source;
+    uint32_t length;
+  };
+  std::vector<Sent> sent_;  // one per slot; written by the sender before the push
   boost::lockfree::spsc_queue<uint32_t> ready_;  // producer: sender; consumer: receiver
   boost::lockfree::spsc_queue<uint32_t> free_;   // producer: receiver; consumer: sender
 
@@ -119,15 +123,13 @@ std::byte* InprocEndpoint::AcquireSend() {
   return s;
 }
 
-void InprocEndpoint::CommitSend(Dest to, const Header& h) {
+void InprocEndpoint::CommitSend(Dest to, uint32_t length) {
   HS_CHECK(to.group || to.id == (self_ ^ 1)) << "inproc: no peer " << to.id;
-  Header stamped = h;
-  stamped.source = self_;
-  out_->Commit(stamped);
-  CountSent(h);
+  out_->Commit(self_, length);
+  CountSent(length);
 }
 
-size_t InprocEndpoint::Poll(Message* out, size_t max) {
+size_t InprocEndpoint::Poll(Packet* out, size_t max) {
   const size_t n = in_->Poll(out, max);
   CountReceived(out, n);
   return n;

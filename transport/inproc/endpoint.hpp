@@ -24,9 +24,9 @@ class InprocEndpoint final : public Transport {
   PeerId self() const override { return self_; }
   Caps caps() const override;
   std::byte* AcquireSend() override;
-  void CommitSend(Dest to, const Header& h) override;
+  void CommitSend(Dest to, uint32_t length) override;
   void Flush() override {}  // a commit is delivered at once
-  size_t Poll(Message* out, size_t max) override;
+  size_t Poll(Packet* out, size_t max) override;
   void Release(size_t n) override;
   Status status() const override;
 

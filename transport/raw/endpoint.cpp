@@ -73,7 +73,8 @@ RawEndpoint::RawEndpoint(PeerId self, const RawOptions& opt)
   const std::string where = opt_.netns.empty() ? "" : " in network namespace '" + opt_.netns + "'";
   HS_REQUIRE(!opt_.iface.empty()) << "raw: no interface given (RawOptions::iface)";
   HS_REQUIRE(opt_.send_slots > 0 && opt_.max_batch > 0) << "raw: slots and batch must be > 0";
-  HS_REQUIRE(opt_.heartbeat_ms > 0) << "raw: heartbeat_ms must be > 0";
+  HS_REQUIRE(opt_.heartbeat_ms > 0 || opt_.peer_timeout_ms == 0)
+      << "raw: a peer timeout needs heartbeats (heartbeat_ms > 0)";
   HS_REQUIRE(opt_.recv_block_timeout_ms > 0) << "raw: recv_block_timeout_ms must be > 0";
 
   size_t max_wire = 0;  // the longest Ethernet frame we send
@@ -190,7 +191,7 @@ RawEndpoint::RawEndpoint(PeerId self, const RawOptions& opt)
                           Pacer(opt_.pace_bytes_per_s, burst, static_cast<double>(max_wire * opt_.max_batch), now));
   const std::chrono::milliseconds beat(opt_.heartbeat_ms);
   beat_ = Interval(beat, Clock::time_point{});  // the first Flush or AcquireSend beats at once
-  stats_ = Interval(beat, now);
+  stats_ = Interval(opt_.heartbeat_ms ? beat : std::chrono::milliseconds(50), now);
 }
 
 RawEndpoint::~RawEndpoint() {
@@ -275,15 +276,13 @@ std::byte* RawEndpoint::AcquireSend() {
   return s ? SendSlot(*s) + kSlotFrame + FrameFormat::kHeaderBytes : nullptr;
 }
 
-void RawEndpoint::CommitSend(Dest to, const Header& h) {
+void RawEndpoint::CommitSend(Dest to, uint32_t length) {
   const uint32_t s = sq_.acquired_slot();
-  HS_CHECK_LE(h.length, max_payload_);
+  HS_CHECK_LE(length, max_payload_);
   const Mac& dst = RouteOf(peers_, groups_, to, "raw: no MAC for");
-  Header stamped = h;
-  stamped.source = self_;
-  const size_t frame = fmt_.Seal(SendSlot(s) + kSlotFrame, stamped);
+  const size_t frame = fmt_.Seal(SendSlot(s) + kSlotFrame, FrameHeader{FrameType::kData, self_, length});
   sq_.Commit({s, Frame(SendSlot(s), dst, frame)});
-  CountSent(h);
+  CountSent(length);
 }
 
 void RawEndpoint::Flush() {
@@ -321,12 +320,9 @@ void RawEndpoint::Flush() {
 }
 
 void RawEndpoint::Heartbeats() {
-  if (!beat_.Due(Clock::now())) return;
+  if (opt_.heartbeat_ms == 0 || !beat_.Due(Clock::now())) return;  // 0: none (liveness is the caller's)
   alignas(kLine) std::byte slot[kSlotFrame + FrameFormat::kHeaderBytes + 16 + 16];
-  Header h;
-  h.kind = MsgKind::kHeartbeat;
-  h.source = self_;
-  const size_t frame = fmt_.Seal(slot + kSlotFrame, h);
+  const size_t frame = fmt_.Seal(slot + kSlotFrame, FrameHeader{FrameType::kHeartbeat, self_, 0});
   for (const auto& [peer, mac] : peers_) {  // best effort: a full socket skips one beat
     const uint32_t wire = Frame(slot, mac, frame);
     send(fd_, slot + kSlotEth, wire, MSG_DONTWAIT);
@@ -335,7 +331,7 @@ void RawEndpoint::Heartbeats() {
 
 // ---------------------------------------------------------------- receiver thread
 
-RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* bounced) {
+RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Packet* m, bool* bounced) {
   const auto* hdr = reinterpret_cast<const tpacket3_hdr*>(pkt);
   const auto* sll = reinterpret_cast<const sockaddr_ll*>(pkt + TPACKET_ALIGN(sizeof(tpacket3_hdr)));
   const bool group = sll->sll_pkttype == PACKET_BROADCAST || sll->sll_pkttype == PACKET_MULTICAST;
@@ -357,30 +353,21 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* b
     return Seen::kSkip;
   }
   const std::byte* frame = eth + kEth;
-  size_t bytes = snap - kEth;
   std::optional<Reject> why;
-  Header h;
+  FrameHeader h;
   const std::byte* payload = nullptr;
   if (hdr->tp_len != snap) {
     why = Reject::kLength;  // cut at the ring's entry size: larger than any frame of ours
   } else {
-    // Our senders pad after the trailer (up to 15 bytes); the frame's length field says where the
-    // frame ends, and Parse checks that field like every other.
-    if (bytes >= FrameFormat::kHeaderBytes) {
-      uint32_t length;
-      std::memcpy(&length, frame + 28, sizeof length);
-      const uint64_t f = FrameFormat::kHeaderBytes + uint64_t{length} + fmt_.trailer_bytes();
-      if (f <= bytes && bytes - f < 16) bytes = static_cast<size_t>(f);
-    }
-    why = fmt_.Parse(frame, bytes, max_payload_, &h, &payload);
+    why = fmt_.Parse(frame, fmt_.Unpadded(frame, snap - kEth), max_payload_, &h, &payload);
   }
   if (why) {
     Bump(counters_.rejected[static_cast<size_t>(*why)]);
     return Seen::kSkip;
   }
-  if (!ClaimMatches(h, peer->second)) return Seen::kSkip;  // another peer's frame from this MAC
+  if (!ClaimMatches(h.source, peer->second)) return Seen::kSkip;  // another peer's frame from this MAC
   live_.Heard(peer->second, Clock::now());
-  if (h.kind == MsgKind::kHeartbeat) return Seen::kSkip;  // liveness only
+  if (h.type == FrameType::kHeartbeat) return Seen::kSkip;  // liveness only
   if (reinterpret_cast<uintptr_t>(payload) % 16 != 0) {
     if (bounce_used_ == bounce_slots_) return Seen::kStall;  // read it again after a Release
     std::byte* copy = Bounce((bounce_first_ + bounce_used_++) % bounce_slots_);
@@ -389,7 +376,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Message* m, bool* b
     *bounced = true;
     Bump(realigned_);
   }
-  *m = Message{h, payload};
+  *m = Packet{peer->second, h.length, payload};
   return Seen::kDeliver;
 }
 
@@ -410,7 +397,7 @@ void RawEndpoint::FinishBlock() {
   }
 }
 
-size_t RawEndpoint::Poll(Message* out, size_t max) {
+size_t RawEndpoint::Poll(Packet* out, size_t max) {
   if (stats_.Due(Clock::now())) ReadKernelStats();
   size_t n = 0;
   bool drained = false;  // read through every block the kernel has handed over

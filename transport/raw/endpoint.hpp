@@ -36,7 +36,7 @@
 // packet starts 16-aligned. A payload that still lands off 16 (a frame from elsewhere came
 // first in the block) is copied into a bounce slot (realigned() counts them; 0 between two of
 // ours). At the longest payload the pad is 0 or 1 byte, so the default max_payload is the largest
-// multiple of 16 that leaves that byte (MTU 9000: 8928, not 8944; MaxPayload in endpoint.cpp).
+// multiple of 16 that leaves that byte (MTU 9000: 8944, not 8960; MaxPayload in endpoint.cpp).
 //
 // Receive ring bookkeeping: Poll reads blocks in ring order; each message handed out holds its
 // block. A block goes back to the kernel once it is read through and every message in it is
@@ -101,9 +101,9 @@ class RawEndpoint final : public Transport {
   PeerId self() const override { return self_; }
   Caps caps() const override;
   std::byte* AcquireSend() override;
-  void CommitSend(Dest to, const Header& h) override;
+  void CommitSend(Dest to, uint32_t length) override;
   void Flush() override;
-  size_t Poll(Message* out, size_t max) override;
+  size_t Poll(Packet* out, size_t max) override;
   void Release(size_t n) override;
   int wait_fd() const override { return fd_; }  // POLLIN once a ring block is ready
 
@@ -121,7 +121,7 @@ class RawEndpoint final : public Transport {
   uint32_t Frame(std::byte* slot, const Mac& to, size_t frame_bytes) const;
   void Heartbeats();                                    // sender thread
   void ReadKernelStats() const;                         // any thread
-  Seen Examine(const std::byte* pkt, Message* m, bool* bounced);  // receiver thread
+  Seen Examine(const std::byte* pkt, Packet* m, bool* bounced);  // receiver thread
   void FinishBlock();                                   // receiver thread
   void ReturnBlock(uint32_t b);                         // receiver thread
 

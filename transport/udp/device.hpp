@@ -26,7 +26,7 @@ struct UdpOptions {
   uint64_t job = 0;                   // frames of another job are counted and dropped
   std::optional<JobKey> key;          // --job-key: every frame carries a keyed MAC
   uint64_t pace_bytes_per_s = 0;      // sender rate limit on frame bytes; 0 = unpaced
-  uint32_t heartbeat_ms = 50;         // a heartbeat to every peer at least this often
+  uint32_t heartbeat_ms = 50;         // a heartbeat to every peer at least this often; 0 = none and no peer timeout (the caller decides liveness)
   uint32_t peer_timeout_ms = 0;       // silence after which a heard peer is down; 0 = 10 heartbeats
   uint32_t rcvbuf_bytes = 0;          // socket receive buffer; 0 = derived (see endpoint.cpp)
   uint8_t multicast_ttl = 1;

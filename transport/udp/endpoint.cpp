@@ -96,7 +96,8 @@ UdpEndpoint::UdpEndpoint(PeerId self, const UdpOptions& opt)
       << " bytes)";
   HS_REQUIRE(opt_.send_slots > 0 && opt_.recv_slots > 0 && opt_.max_batch > 0)
       << "udp: slots and batch must be > 0";
-  HS_REQUIRE(opt_.heartbeat_ms > 0) << "udp: heartbeat_ms must be > 0";
+  HS_REQUIRE(opt_.heartbeat_ms > 0 || opt_.peer_timeout_ms == 0)
+      << "udp: a peer timeout needs heartbeats (heartbeat_ms > 0)";
   sockaddr_in me = Addr(opt_.address, opt_.port);
   {
     NetnsScope in_ns(opt_.netns);  // the socket stays in that namespace for good
@@ -229,18 +230,16 @@ std::byte* UdpEndpoint::AcquireSend() {
   return s ? SendSlot(*s) + FrameFormat::kHeaderBytes : nullptr;
 }
 
-void UdpEndpoint::CommitSend(Dest to, const Header& h) {
+void UdpEndpoint::CommitSend(Dest to, uint32_t length) {
   const uint32_t s = sq_.acquired_slot();
-  HS_CHECK_LE(h.length, opt_.max_payload);
+  HS_CHECK_LE(length, opt_.max_payload);
   const sockaddr_in& addr = RouteOf(peers_, groups_, to, "udp: no address for");
-  Header stamped = h;
-  stamped.source = self_;
-  size_t bytes = fmt_.Seal(SendSlot(s), stamped);
+  size_t bytes = fmt_.Seal(SendSlot(s), FrameHeader{FrameType::kData, self_, length});
   const size_t pad = Pad16(bytes);
   std::memset(SendSlot(s) + bytes, 0, pad);
   bytes += pad;
   sq_.Commit({s, static_cast<uint32_t>(bytes), addr});
-  CountSent(h);
+  CountSent(length);
 }
 
 void UdpEndpoint::Flush() {
@@ -322,12 +321,9 @@ void UdpEndpoint::Flush() {
 }
 
 void UdpEndpoint::Heartbeats() {
-  if (!beat_.Due(Clock::now())) return;
+  if (opt_.heartbeat_ms == 0 || !beat_.Due(Clock::now())) return;  // 0: none (liveness is the caller's)
   alignas(kLine) std::byte frame[FrameFormat::kHeaderBytes + 32]{};  // header, trailer, pad
-  Header h;
-  h.kind = MsgKind::kHeartbeat;
-  h.source = self_;
-  size_t bytes = fmt_.Seal(frame, h);
+  size_t bytes = fmt_.Seal(frame, FrameHeader{FrameType::kHeartbeat, self_, 0});
   bytes += Pad16(bytes);
   for (const auto& [peer, addr] : peers_)  // best effort: a full socket skips one beat
     sendto(fd_, frame, bytes, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
@@ -417,20 +413,12 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
     const std::byte* frame = data + off;
     size_t bytes = std::min(seg, total - off);
     std::optional<Reject> why;
-    Header h;
+    FrameHeader h;
     const std::byte* payload = nullptr;
     if (m.msg_hdr.msg_flags & MSG_TRUNC) {
       why = Reject::kLength;  // larger than any frame or run of ours
     } else {
-      // Our senders pad after the trailer (up to 15 bytes); the frame's length field says where
-      // the frame ends, and Parse checks that field like every other.
-      if (bytes >= FrameFormat::kHeaderBytes) {
-        uint32_t length;
-        std::memcpy(&length, frame + 28, sizeof length);
-        const uint64_t f = FrameFormat::kHeaderBytes + uint64_t{length} + fmt_.trailer_bytes();
-        if (f <= bytes && bytes - f < 16) bytes = static_cast<size_t>(f);
-      }
-      why = fmt_.Parse(frame, bytes, opt_.max_payload, &h, &payload);
+      why = fmt_.Parse(frame, fmt_.Unpadded(frame, bytes), opt_.max_payload, &h, &payload);
     }
     if (why) {
       Bump(counters_.rejected[static_cast<size_t>(*why)]);
@@ -443,16 +431,16 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
       Bump(counters_.rejected[static_cast<size_t>(Reject::kLength)]);
       continue;
     }
-    if (!ClaimMatches(h, from)) continue;
+    if (!ClaimMatches(h.source, from)) continue;
     live_.Heard(from, now);  // only a good frame from a peer's address says it is alive
-    if (h.kind == MsgKind::kHeartbeat) continue;  // liveness only
-    ready_.push_back(Message{h, payload});
+    if (h.type == FrameType::kHeartbeat) continue;  // liveness only
+    ready_.push_back(Packet{from, h.length, payload});
     ++kept;
   }
   return kept;
 }
 
-void UdpEndpoint::Handout(Message* out, size_t max, size_t* n) {
+void UdpEndpoint::Handout(Packet* out, size_t max, size_t* n) {
   while (*n < max && ready_head_ < ready_.size()) out[(*n)++] = ready_[ready_head_++];
   if (ready_head_ == ready_.size()) {
     ready_.clear();
@@ -460,7 +448,7 @@ void UdpEndpoint::Handout(Message* out, size_t max, size_t* n) {
   }
 }
 
-size_t UdpEndpoint::Poll(Message* out, size_t max) {
+size_t UdpEndpoint::Poll(Packet* out, size_t max) {
   const auto now = Clock::now();
   LatchSilentPeer(live_.heard(), live_.timeout(), "udp");
   const size_t R = ring_.size();

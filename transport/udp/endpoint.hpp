@@ -65,9 +65,9 @@ class UdpEndpoint final : public Transport {
   PeerId self() const override { return self_; }
   Caps caps() const override;
   std::byte* AcquireSend() override;
-  void CommitSend(Dest to, const Header& h) override;
+  void CommitSend(Dest to, uint32_t length) override;
   void Flush() override;
-  size_t Poll(Message* out, size_t max) override;
+  size_t Poll(Packet* out, size_t max) override;
   void Release(size_t n) override;
   int wait_fd() const override { return epoll_; }
 
@@ -84,7 +84,7 @@ class UdpEndpoint final : public Transport {
   // Receiver thread: the frames of datagram j of the last Receive (at ring position `pos`) into
   // ready_; returns how many.
   size_t Frames(size_t j, size_t pos, std::chrono::steady_clock::time_point now);
-  void Handout(Message* out, size_t max, size_t* n);  // receiver thread: ready_ -> out
+  void Handout(Packet* out, size_t max, size_t* n);  // receiver thread: ready_ -> out
 
   const PeerId self_;
   const UdpOptions opt_;
@@ -118,7 +118,7 @@ class UdpEndpoint final : public Transport {
   std::vector<uint32_t> ring_;
   std::vector<uint32_t> msgs_;
   size_t first_ = 0, held_ = 0;
-  std::vector<Message> ready_;
+  std::vector<Packet> ready_;
   size_t ready_head_ = 0;
   size_t out_ = 0;  // handed out and not released
   bool gro_ = false;

@@ -44,7 +44,7 @@ struct VerbsOptions {
   uint32_t max_batch = 32;       // most messages one Poll returns
   uint64_t job = 0;              // frames of another job are counted and dropped
   std::optional<JobKey> key;     // --job-key: every frame carries a keyed MAC
-  uint32_t heartbeat_ms = 50;    // a heartbeat to every peer at least this often
+  uint32_t heartbeat_ms = 50;    // a heartbeat to every peer at least this often; 0 = none and no peer timeout (the caller decides liveness)
   uint32_t peer_timeout_ms = 0;  // silence after which a heard peer is down; 0 = 10 heartbeats
   uint32_t signal_every = 16;    // one signalled send per this many (1..send_slots)
   const VerbsApi* api = nullptr;  // the verbs library; nullptr: VerbsApi::System() (tests: a fake)

@@ -66,7 +66,8 @@ VerbsEndpoint::VerbsEndpoint(PeerId self, const VerbsOptions& opt, const VerbsAp
   // Settings first: one line each, before anything is allocated.
   HS_REQUIRE(opt_.send_slots > 0 && opt_.recv_slots > 0 && opt_.max_batch > 0)
       << "verbs: slots and batch must be > 0";
-  HS_REQUIRE(opt_.heartbeat_ms > 0) << "verbs: heartbeat_ms must be > 0";
+  HS_REQUIRE(opt_.heartbeat_ms > 0 || opt_.peer_timeout_ms == 0)
+      << "verbs: a peer timeout needs heartbeats (heartbeat_ms > 0)";
   HS_REQUIRE(opt_.signal_every >= 1 && opt_.signal_every <= opt_.send_slots)
       << "verbs: signal_every must be 1.." << opt_.send_slots << " (send_slots), not " << opt_.signal_every;
   HS_REQUIRE(opt_.qkey < 0x80000000u) << "verbs: qkey 0x" << std::hex << opt_.qkey
@@ -147,10 +148,7 @@ VerbsEndpoint::VerbsEndpoint(PeerId self, const VerbsOptions& opt, const VerbsAp
                          << ErrnoText(errno) << " (locked-memory limit? ulimit -l)";
 
   // The heartbeat frame: sealed once, never written again.
-  Header beat;
-  beat.kind = MsgKind::kHeartbeat;
-  beat.source = self_;
-  beat_bytes_ = static_cast<uint32_t>(fmt_.Seal(SendSlot(beat_slot_), beat));
+  beat_bytes_ = static_cast<uint32_t>(fmt_.Seal(SendSlot(beat_slot_), FrameHeader{FrameType::kHeartbeat, self_, 0}));
 
   wrs_.resize(sq_depth_);
   send_sges_.resize(sq_depth_);
@@ -296,15 +294,13 @@ std::byte* VerbsEndpoint::AcquireSend() {
   return s ? SendSlot(*s) + FrameFormat::kHeaderBytes : nullptr;
 }
 
-void VerbsEndpoint::CommitSend(Dest to, const Header& h) {
+void VerbsEndpoint::CommitSend(Dest to, uint32_t length) {
   const uint32_t s = sq_.acquired_slot();
-  HS_CHECK_LE(h.length, max_payload_);
+  HS_CHECK_LE(length, max_payload_);
   const Route& route = RouteOf(peers_, groups_, to, "verbs: no address for");
-  Header stamped = h;
-  stamped.source = self_;
-  const size_t bytes = fmt_.Seal(SendSlot(s), stamped);
+  const size_t bytes = fmt_.Seal(SendSlot(s), FrameHeader{FrameType::kData, self_, length});
   sq_.Commit({s, static_cast<uint32_t>(bytes), route});
-  CountSent(h);
+  CountSent(length);
 }
 
 void VerbsEndpoint::Flush() {
@@ -388,7 +384,7 @@ void VerbsEndpoint::Reap() {
 }
 
 void VerbsEndpoint::Heartbeats() {
-  if (!beat_.Due(Clock::now()) || beats_.empty()) return;
+  if (opt_.heartbeat_ms == 0 || !beat_.Due(Clock::now()) || beats_.empty()) return;  // 0: none
   Reap();
   // Best effort: a send queue without room skips the rest of this beat; the next round starts
   // where this one stopped, so with many peers every one still hears from us.
@@ -426,7 +422,7 @@ void VerbsEndpoint::Repost() {
   repost_.clear();
 }
 
-void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::time_point now) {
+void VerbsEndpoint::Receive(const ibv_wc& wc, Packet* out, size_t* n, Clock::time_point now) {
   HS_CHECK_LT(wc.wr_id, opt_.recv_slots) << "a receive completion for no slot of ours";
   const uint32_t slot = static_cast<uint32_t>(wc.wr_id);
   if (wc.status != IBV_WC_SUCCESS) {
@@ -447,7 +443,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
     return;
   }
   const std::byte* frame = RecvBuffer(slot) + kGrh;
-  Header h;
+  FrameHeader h;
   const std::byte* payload = nullptr;
   const std::optional<Reject> why =
       wc.byte_len < kGrh ? std::optional<Reject>(Reject::kShort)
@@ -457,21 +453,21 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Message* out, size_t* n, Clock::ti
     repost_.push_back(slot);
     return;
   }
-  if (!ClaimMatches(h, src->second)) {  // another peer's frame from this queue pair
+  if (!ClaimMatches(h.source, src->second)) {  // another peer's frame from this queue pair
     repost_.push_back(slot);
     return;
   }
   live_.Heard(src->second, now);
-  if (h.kind == MsgKind::kHeartbeat) {  // liveness only
+  if (h.type == FrameType::kHeartbeat) {  // liveness only
     repost_.push_back(slot);
     return;
   }
   held_[(held_head_ + held_count_) % held_.size()] = slot;
   ++held_count_;
-  out[(*n)++] = Message{h, payload};
+  out[(*n)++] = Packet{src->second, h.length, payload};
 }
 
-size_t VerbsEndpoint::Poll(Message* out, size_t max) {
+size_t VerbsEndpoint::Poll(Packet* out, size_t max) {
   if (max == 0) return 0;
   const auto now = Clock::now();
   LatchSilentPeer(live_.heard(), live_.timeout(), "verbs");

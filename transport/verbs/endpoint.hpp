@@ -78,9 +78,9 @@ class VerbsEndpoint final : public Transport {
   PeerId self() const override { return self_; }
   Caps caps() const override;
   std::byte* AcquireSend() override;
-  void CommitSend(Dest to, const Header& h) override;
+  void CommitSend(Dest to, uint32_t length) override;
   void Flush() override;
-  size_t Poll(Message* out, size_t max) override;
+  size_t Poll(Packet* out, size_t max) override;
   void Release(size_t n) override;
   int wait_fd() const override { return r_.epoll; }
   void Register(const void* p, size_t bytes, MemoryKind kind) override;
@@ -134,7 +134,7 @@ class VerbsEndpoint final : public Transport {
   // Receiver thread.
   void Repost();  // repost_'s slots back to the receive queue, one post_recv
   // One receive completion: a message into out[*n], or its slot onto repost_.
-  void Receive(const ibv_wc& wc, Message* out, size_t* n, std::chrono::steady_clock::time_point now);
+  void Receive(const ibv_wc& wc, Packet* out, size_t* n, std::chrono::steady_clock::time_point now);
 
   static constexpr uint32_t kGrh = 40;      // bytes the HCA writes before every UD message
   static constexpr uint32_t kRecvLead = 8;  // receive buffer offset in its slot (see above)

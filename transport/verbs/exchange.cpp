@@ -13,19 +13,23 @@ namespace hogstream {
 
 namespace {
 
-// The payload of a kJoin: an address in fixed little-endian-free bytes (both ends run this
-// code; no pointers). Header::chunk says HELLO (0) or REPLY (1).
+// The exchange's message: a tag that says it is one, HELLO (0) or REPLY (1), and an address in
+// fixed bytes (both ends run this code; no pointers).
 struct Wire {
+  uint32_t tag;   // kTag
+  uint32_t what;  // kHello or kReply
   uint16_t lid;
   uint8_t gid[16];
   uint8_t pad[2];
   uint32_t qpn;
 };
-static_assert(sizeof(Wire) == 24, "the wire form of an address is 24 bytes");
+static_assert(sizeof(Wire) == 32, "the wire form of an address is 32 bytes");
+constexpr uint32_t kTag = 0x58565348;  // "HSVX" read as little-endian bytes
 constexpr uint32_t kHello = 0, kReply = 1;
 
 Wire ToWire(const VerbsAddress& a) {
   Wire w{};
+  w.tag = kTag;
   w.lid = a.lid;
   std::memcpy(w.gid, a.gid.data(), sizeof w.gid);
   w.qpn = a.qpn;
@@ -51,31 +55,30 @@ std::vector<VerbsAddress> ExchangeVerbsAddresses(Transport& t, uint32_t ranks, c
   std::vector<bool> known(ranks, false), replied(ranks, false);
   all[me] = mine;
   known[me] = replied[me] = true;
-  const Wire wire = ToWire(mine);
+  Wire wire = ToWire(mine);
   std::vector<PeerId> owe;  // ranks whose HELLO awaits our REPLY (no send slot yet)
 
   auto send = [&](PeerId to, uint32_t what) {
-    Header h;
-    h.kind = MsgKind::kJoin;
-    h.chunk = what;
-    h.length = sizeof wire;
-    return t.PostSend(Dest::Peer(to), h, &wire);
+    wire.what = what;
+    return t.PostSend(Dest::Peer(to), &wire, sizeof wire);
   };
   auto receive = [&] {
-    Message got[32];
+    Packet got[32];
     const size_t n = t.Poll(got, 32);
     for (size_t i = 0; i < n; ++i) {
-      const Message& m = got[i];
-      const PeerId from = m.h.source;
-      if (m.h.kind != MsgKind::kJoin || from >= ranks || from == me) continue;  // not ours to read
-      HS_REQUIRE(m.h.length == sizeof(Wire) && m.h.chunk <= kReply)
-          << "verbs address exchange: " << name(from) << " sent a malformed address (" << m.h.length
+      const Packet& m = got[i];
+      const PeerId from = m.source;
+      uint32_t tag = 0;
+      if (m.length >= sizeof tag) std::memcpy(&tag, m.payload, sizeof tag);
+      if (tag != kTag || from >= ranks || from == me) continue;  // not ours to read
+      Wire w{};
+      if (m.length == sizeof w) std::memcpy(&w, m.payload, sizeof w);
+      HS_REQUIRE(m.length == sizeof w && w.what <= kReply)
+          << "verbs address exchange: " << name(from) << " sent a malformed address (" << m.length
           << " bytes): is it running the same hogstream?";
-      Wire w;
-      std::memcpy(&w, m.payload, sizeof w);
       all[from] = FromWire(w);
       known[from] = true;
-      if (m.h.chunk == kReply) replied[from] = true;
+      if (w.what == kReply) replied[from] = true;
       else owe.push_back(from);
     }
     t.Release(n);

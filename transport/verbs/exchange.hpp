@@ -1,5 +1,5 @@
 // The address exchange of a verbs job: every machine learns every other machine's UD queue pair
-// address (LID, GID, QPN) before the first frame can go over RDMA, by trading kJoin messages
+// address (LID, GID, QPN) before the first frame can go over RDMA, by trading HELLO and REPLY messages
 // over a bootstrap transport that needs no exchange itself (UDP on the addresses of --peers).
 // Not for: the RDMA traffic (transport/verbs/endpoint.hpp), deciding ranks (bin/peers.hpp).
 //

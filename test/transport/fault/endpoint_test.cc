@@ -8,6 +8,7 @@
 #include "transport/inproc/device.hpp"
 
 #include "test/test_seed.hpp"
+#include "test/transport/transport_test_util.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,9 +29,12 @@ Header Hdr(MsgKind kind, uint64_t seq) {
   return h;
 }
 
+// The sync message a packet holds (the tests send sync's messages: transport_test_util.hpp).
+Message M(const Packet& p) { return MessageOf(p); }
+
 std::pair<std::unique_ptr<FaultEndpoint>, std::unique_ptr<Transport>> Faulty(uint32_t slots, FaultOptions f) {
   InprocOptions o;
-  o.max_payload = 16;
+  o.max_payload = kWireHeaderBytes + 16;
   o.slots = slots;
   auto [a, b] = InprocDevice::MakePair(o);
   return {std::make_unique<FaultEndpoint>(std::move(a), std::move(f)), std::move(b)};
@@ -43,25 +47,25 @@ TEST(FaultTransportTest, CountersMatchWhatArrived) {
   f.drop = f.duplicate = f.reorder = 0.2;
   f.seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << f.seed);
-  f.on_drop = [&](const Message& m) {
-    EXPECT_EQ(m.floats()[0], static_cast<float>(m.h.seq));
-    dropped_seqs.insert(m.h.seq);
+  f.on_drop = [&](const Packet& p) {
+    EXPECT_EQ(M(p).floats()[0], static_cast<float>(M(p).h.seq));
+    dropped_seqs.insert(M(p).h.seq);
   };
   auto [a, b] = Faulty(8, f);
   std::vector<uint64_t> order;  // seqs in arrival order
-  Message m[8];
+  Packet m[8];
   auto drain = [&, b = b.get()] {
     for (size_t n; (n = b->Poll(m, 8)) > 0;) {
       for (size_t i = 0; i < n; ++i) {
-        EXPECT_EQ(m[i].floats()[0], static_cast<float>(m[i].h.seq));
-        order.push_back(m[i].h.seq);
+        EXPECT_EQ(M(m[i]).floats()[0], static_cast<float>(M(m[i]).h.seq));
+        order.push_back(M(m[i]).h.seq);
       }
       b->Release(n);
     }
   };
   for (uint64_t s = 0; s < kSent; ++s) {
     const float p = static_cast<float>(s);
-    ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, s), &p));
+    ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, s), &p));
     a->Flush();
     drain();
   }
@@ -93,16 +97,16 @@ TEST(FaultTransportTest, CountersMatchWhatArrived) {
 TEST(FaultTransportTest, OnlyTheChosenKindsSufferFaults) {
   FaultOptions f;
   f.drop = 1.0;
-  f.kinds = FaultOptions::Kind(MsgKind::kDelta);
+  f.applies = FaultsOn(KindBit(MsgKind::kDelta));
   auto [a, b] = Faulty(4, f);
   const float p = 1;
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 1), &p));
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kPosition, 2), &p));
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kHeartbeat, 3), &p));
-  Message m[4];
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, 1), &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kPosition, 2), &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kIteration, 3), &p));
+  Packet m[4];
   ASSERT_EQ(b->Poll(m, 4), 2u);
-  EXPECT_EQ(m[0].h.seq, 2u);
-  EXPECT_EQ(m[1].h.seq, 3u);
+  EXPECT_EQ(M(m[0]).h.seq, 2u);
+  EXPECT_EQ(M(m[1]).h.seq, 3u);
   EXPECT_EQ(a->counters().dropped, 1u);
   b->Release(2);
 }
@@ -114,16 +118,16 @@ TEST(FaultTransportTest, DelayedMessageArrivesAfterItsDelay) {
   auto [a, b] = Faulty(4, f);
   const float p = 1;
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kPosition, 1), &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kPosition, 1), &p));
   a->Flush();
-  Message m;
+  Packet m;
   EXPECT_EQ(b->Poll(&m, 1), 0u);
   const auto deadline = t0 + std::chrono::seconds(5);
   while (b->Poll(&m, 1) == 0 && std::chrono::steady_clock::now() < deadline) {
     a->Flush();  // the sender's calls let due messages go
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  ASSERT_EQ(m.h.seq, 1u) << "the delayed message never arrived (5 s deadline)";
+  ASSERT_EQ(M(m).h.seq, 1u) << "the delayed message never arrived (5 s deadline)";
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
   EXPECT_EQ(a->counters().delayed, 1u);
   b->Release(1);
@@ -137,11 +141,11 @@ TEST(FaultTransportTest, OneSlotReorderingNeverWedges) {
   auto [a, b] = Faulty(1, f);
   const float p = 1;
   int received = 0;
-  Message m;
+  Packet m;
   for (uint64_t seq = 1; seq <= 20; ++seq) {
     bool sent = false;
     for (int tries = 0; tries < 100 && !sent; ++tries) {
-      sent = a->PostSend(Dest::Peer(1), Hdr(MsgKind::kPosition, seq), &p);
+      sent = test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kPosition, seq), &p);
       a->Flush();
       while (b->Poll(&m, 1)) {
         ++received;

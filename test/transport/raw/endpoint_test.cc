@@ -45,6 +45,9 @@ namespace {
 using test::PollFor;
 using test::SealedFrame;
 
+// The sync message a packet holds (the tests send sync's messages: transport_test_util.hpp).
+Message M(const Packet& p) { return MessageOf(p); }
+
 using Clock = std::chrono::steady_clock;
 using test::TestNet;
 using test::VethBridge;
@@ -124,7 +127,7 @@ void ExchangeRandomMessages(RawEndpoint* a, RawEndpoint* b, int rounds, bool lon
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
-  const uint32_t max = a->caps().max_payload;
+  const uint32_t max = a->caps().max_payload - kWireHeaderBytes;  // sync's messages (transport_test_util.hpp)
   struct Sent {
     uint32_t length;
     uint32_t chunk;
@@ -145,7 +148,7 @@ void ExchangeRandomMessages(RawEndpoint* a, RawEndpoint* b, int rounds, bool lon
         const uint32_t len = longest_often && gen() % 2 ? max : (gen() % (max / 4 + 1)) * 4;
         Sent sent{len, static_cast<uint32_t>(gen()), std::vector<std::byte>(len)};
         for (auto& x : sent.bytes) x = static_cast<std::byte>(gen());
-        if (len) std::memcpy(slot, sent.bytes.data(), len);  // (an empty vector has no data())
+        if (len) std::memcpy(slot + kWireHeaderBytes, sent.bytes.data(), len);  // (an empty vector has no data())
         Header h;
         h.kind = gen() % 2 ? MsgKind::kPosition : MsgKind::kDelta;
         h.chunk = sent.chunk;
@@ -153,19 +156,20 @@ void ExchangeRandomMessages(RawEndpoint* a, RawEndpoint* b, int rounds, bool lon
         h.clock = seq * 3 + 1;
         h.epoch = 9;
         h.length = len;
-        s->CommitSend(Dest::Peer(ends[1 - from]->self()), h);
+        test::Commit(*s, slot, Dest::Peer(ends[1 - from]->self()), h);
         want[1 - from].emplace(seq, std::move(sent));
       }
       s->Flush();
     }
     for (int to = 0; to < 2; ++to) {
-      Message m[8];
+      Packet m[8];
       while (!want[to].empty()) {
         ASSERT_LT(Clock::now(), deadline) << want[to].size() << " messages never arrived at peer " << to;
         ends[1 - to]->Flush();  // anything the kernel refused earlier
         const size_t n = ends[to]->Poll(m, 8);
         for (size_t i = 0; i < n; ++i) {
-          const Header& h = m[i].h;
+          const Message got = MessageOf(m[i]);
+          const Header& h = got.h;
           auto it = want[to].find(h.seq);
           ASSERT_NE(it, want[to].end()) << "seq " << h.seq << " arrived twice or was never sent";
           EXPECT_EQ(h.source, ends[1 - to]->self());
@@ -174,7 +178,7 @@ void ExchangeRandomMessages(RawEndpoint* a, RawEndpoint* b, int rounds, bool lon
           EXPECT_EQ(h.clock, h.seq * 3 + 1);
           EXPECT_EQ(h.epoch, 9u);
           EXPECT_EQ(reinterpret_cast<uintptr_t>(m[i].payload) % 16, 0u);
-          EXPECT_TRUE(h.length == 0 || std::memcmp(m[i].payload, it->second.bytes.data(), h.length) == 0)
+          EXPECT_TRUE(h.length == 0 || std::memcmp(got.payload, it->second.bytes.data(), h.length) == 0)
               << "seq " << h.seq;
           want[to].erase(it);
         }
@@ -198,7 +202,7 @@ TEST(RawTransportTest, MessagesArriveWholeBothWaysAtMtu1500) {
   VethPair net(1500);
   auto p = Open(net);
   EXPECT_EQ(p.a->mtu(), 1500u);
-  EXPECT_EQ(p.a->caps().max_payload, 1440u);  // 1500 - 56 bytes of frame, less 1 byte of pad room
+  EXPECT_EQ(p.a->caps().max_payload, 1456u);  // 1500 - 40 bytes of frame, down to 16 (its 1 byte of pad fits)
   EXPECT_TRUE(p.a->caps().multicast);
   EXPECT_NE(p.a->mac(), p.b->mac());
   ExchangeRandomMessages(p.a.get(), p.b.get(), 40, false);
@@ -289,7 +293,7 @@ TEST(RawTransportTest, SourceComesFromTheMacAndUnknownMacsAreDropped) {
   Header h;
   h.kind = MsgKind::kDelta;
   h.length = 4;
-  ASSERT_TRUE(p.a->PostSend(Dest::Peer(1), h, &x));
+  ASSERT_TRUE(test::Post(*p.a, Dest::Peer(1), h, &x));
   p.a->Flush();
   std::vector<Header> got;
   EXPECT_EQ(PollFor(p.b.get(), 1, &got), 1u);
@@ -319,7 +323,7 @@ TEST(RawTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
   Header h;
   h.kind = MsgKind::kDelta;
   h.length = 4;
-  ASSERT_TRUE(p.b->PostSend(Dest::Peer(0), h, &x));
+  ASSERT_TRUE(test::Post(*p.b, Dest::Peer(0), h, &x));
   p.b->Flush();
   EXPECT_EQ(PollFor(p.a.get(), 1), 1u);
   EXPECT_EQ(PollFor(p.a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
@@ -349,7 +353,7 @@ TEST(RawTransportTest, GroupAndBroadcastReachEveryMember) {
     h.seq = s;
     h.length = 16;
     const float v[4] = {1, 2, 3, 4};
-    ASSERT_TRUE(e[0]->PostSend(Dest::Group(s <= 20 ? 7 : 8), h, v));
+    ASSERT_TRUE(test::Post(*e[0], Dest::Group(s <= 20 ? 7 : 8), h, v));
     if (s % 8 == 0) e[0]->Flush();
   }
   e[0]->Flush();
@@ -375,7 +379,7 @@ TEST(RawTransportTest, WaitFdWakesPoll) {
   const float x = 1;
   Header h;
   h.length = 4;
-  ASSERT_TRUE(p.a->PostSend(Dest::Peer(1), h, &x));
+  ASSERT_TRUE(test::Post(*p.a, Dest::Peer(1), h, &x));
   p.a->Flush();
   EXPECT_EQ(poll(&pfd, 1, 5000), 1);
   std::vector<Header> got;
@@ -402,10 +406,10 @@ TEST(RawTransportTest, KilledPeerProcessBecomesPeerDown) {
       const Mac mine = b.mac();
       if (write(macs[1], mine.data(), 6) != 6) _exit(1);
       Header h;
-      h.kind = MsgKind::kJoin;
+      h.kind = MsgKind::kIteration;
       h.length = 4;
       const float x = 1;
-      b.PostSend(Dest::Peer(0), h, &x);
+      test::Post(b, Dest::Peer(0), h, &x);
       const auto end = Clock::now() + std::chrono::seconds(20);
       while (Clock::now() < end) {
         b.Flush();
@@ -430,7 +434,7 @@ TEST(RawTransportTest, KilledPeerProcessBecomesPeerDown) {
   std::vector<Header> got;
   const size_t joined = PollFor(a.get(), 1, &got);
   const auto alive_until = Clock::now() + std::chrono::milliseconds(300);  // a live peer is not down
-  Message m;
+  Packet m;
   while (Clock::now() < alive_until) {
     a->Release(a->Poll(&m, 1));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -439,7 +443,7 @@ TEST(RawTransportTest, KilledPeerProcessBecomesPeerDown) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   ASSERT_EQ(joined, 1u);
-  ASSERT_EQ(got[0].kind, MsgKind::kJoin);
+  ASSERT_EQ(got[0].kind, MsgKind::kIteration);
   EXPECT_EQ(got[0].source, 1);
   EXPECT_TRUE(ok_while_alive) << a->status().what;
   const auto t0 = Clock::now();
@@ -467,7 +471,7 @@ TEST(RawTransportTest, HeldMessagesStayValidUntilReleased) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
-  const uint32_t len = p.a->caps().max_payload;
+  const uint32_t len = p.a->caps().max_payload - kWireHeaderBytes;  // full-size frames
   uint64_t seq = 0;
   std::map<uint64_t, std::vector<std::byte>> sent;
   auto send = [&](int count) {
@@ -476,24 +480,27 @@ TEST(RawTransportTest, HeldMessagesStayValidUntilReleased) {
       ASSERT_NE(slot, nullptr);
       std::vector<std::byte> bytes(len);
       for (auto& x : bytes) x = static_cast<std::byte>(gen());
-      std::memcpy(slot, bytes.data(), len);
+      std::memcpy(slot + kWireHeaderBytes, bytes.data(), len);
       Header h;
       h.kind = MsgKind::kDelta;
       h.seq = ++seq;
       h.length = len;
-      p.a->CommitSend(Dest::Peer(1), h);
+      test::Commit(*p.a, slot, Dest::Peer(1), h);
       sent[seq] = std::move(bytes);
     }
     p.a->Flush();
   };
-  auto intact = [&](const Message& m) { return std::memcmp(m.payload, sent.at(m.h.seq).data(), len) == 0; };
+  auto intact = [&](const Packet& pk) {
+    const Message m = M(pk);
+    return std::memcmp(m.payload, sent.at(m.h.seq).data(), len) == 0;
+  };
   // Hold 6 messages: 3 to 6 of the 8 blocks.
   send(6);
-  std::vector<Message> held;
+  std::vector<Packet> held;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (held.size() < 6) {
     ASSERT_LT(Clock::now(), deadline) << 6 - held.size() << " of the first messages never arrived";
-    Message m[8];
+    Packet m[8];
     const size_t n = p.b->Poll(m, 8);
     held.insert(held.end(), m, m + n);
     if (!n) std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -503,17 +510,17 @@ TEST(RawTransportTest, HeldMessagesStayValidUntilReleased) {
     send(4);
     const auto until = Clock::now() + std::chrono::milliseconds(20);
     while (Clock::now() < until) {
-      Message m[8];
+      Packet m[8];
       held.insert(held.end(), m, m + p.b->Poll(m, 8));
     }
   }
-  for (const Message& m : held) EXPECT_TRUE(intact(m)) << "held message " << m.h.seq << " was overwritten";
+  for (const Packet& m : held) EXPECT_TRUE(intact(m)) << "held message " << M(m).h.seq << " was overwritten";
   EXPECT_LT(held.size(), 6u + 48u) << "the ring never filled up";
   EXPECT_GT(p.b->kernel_drops(), 0u);
   // Let go: the kernel moves on, and new frames arrive again.
   p.b->Release(held.size());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  Message m[8];
+  Packet m[8];
   p.b->Release(p.b->Poll(m, 8));  // whatever got in as the kernel moved on
   const uint64_t before = seq;
   send(6);
@@ -536,21 +543,24 @@ TEST(RawTransportTest, MisalignedPayloadsAreCopiedToAlignedSlots) {
   const FrameFormat fmt(77);
   const int kCount = 40;
   for (int i = 0; i < kCount; ++i) {
-    // No padding: an empty frame (56 bytes) puts the next ring entry 8 bytes off 16.
+    // No padding: a message with no values (a 72-byte frame) puts the next ring entry 8 bytes
+    // off 16.
     const uint32_t len = i % 2 ? 32 : 0;
-    std::vector<std::byte> f(len + fmt.overhead());
-    for (uint32_t j = 0; j < len; ++j) f[FrameFormat::kHeaderBytes + j] = static_cast<std::byte>(i * 7 + j);
+    std::vector<std::byte> f(kWireHeaderBytes + len + fmt.overhead());
+    const size_t values = FrameFormat::kHeaderBytes + kWireHeaderBytes;
+    for (uint32_t j = 0; j < len; ++j) f[values + j] = static_cast<std::byte>(i * 7 + j);
     Header h;
     h.kind = MsgKind::kDelta;
     h.seq = i + 1;
     h.length = len;
-    h.source = 0;  // a's, whose MAC sends it
-    fmt.Seal(f.data(), h);
+    PutHeader(f.data() + FrameFormat::kHeaderBytes, h);
+    fmt.Seal(f.data(), FrameHeader{FrameType::kData, 0, kWireHeaderBytes + len});  // a's, whose MAC sends it
     inject.Send(p.b->mac(), p.a->mac(), f);
   }
   size_t got = 0, bad = 0;
-  auto check = [&](const Message& x) {
-    bad += x.h.seq != got + 1 || reinterpret_cast<uintptr_t>(x.payload) % 16 != 0;
+  auto check = [&](const Packet& pk) {
+    const Message x = M(pk);
+    bad += x.h.seq != got + 1 || reinterpret_cast<uintptr_t>(pk.payload) % 16 != 0;
     for (uint32_t j = 0; j < x.h.length; ++j) bad += x.payload[j] != static_cast<std::byte>(got * 7 + j);
     ++got;
   };
@@ -558,7 +568,7 @@ TEST(RawTransportTest, MisalignedPayloadsAreCopiedToAlignedSlots) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every block handed over
   size_t held = 0;
   for (int idle = 0; idle < 3;) {
-    Message m[8];
+    Packet m[8];
     const size_t n = p.b->Poll(m, 8);
     for (size_t i = 0; i < n; ++i) check(m[i]);
     held += n;
@@ -569,7 +579,7 @@ TEST(RawTransportTest, MisalignedPayloadsAreCopiedToAlignedSlots) {
   p.b->Release(held);
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (got < kCount && Clock::now() < deadline) {
-    Message m[8];
+    Packet m[8];
     const size_t n = p.b->Poll(m, 8);
     for (size_t i = 0; i < n; ++i) check(m[i]);
     p.b->Release(n);
@@ -682,7 +692,7 @@ TEST(RawTransportTest, BadSettingsAreOneLineErrors) {
   o = On(net, 0);
   o.max_payload = 4096;
   ExpectOneLineError([&] { RawEndpoint(0, o); }, "MTU 1500");
-  o.max_payload = 1456;  // 1500 - 56 rounded up: no room for the frame
+  o.max_payload = 1472;  // 1500 - 40 rounded up: no room for the frame
   ExpectOneLineError([&] { RawEndpoint(0, o); }, "MTU 1500");
   o.max_payload = 100;
   ExpectOneLineError([&] { RawEndpoint(0, o); }, "multiple of 16");
@@ -698,8 +708,8 @@ TEST(RawTransportTest, BadSettingsAreOneLineErrors) {
   ExpectOneLineError([&] { p.a->AddPeer(4, ParseMac("03:00:00:00:00:01")); }, "group address");
   ExpectOneLineError([&] { p.a->AddPeer(4, p.b->mac()); }, "already peer 1");
   ASSERT_NE(p.a->AcquireSend(), nullptr);
-  ExpectOneLineError([&] { p.a->CommitSend(Dest::Peer(9), Header()); }, "peer 9");
-  ExpectOneLineError([&] { p.a->CommitSend(Dest::Group(9), Header()); }, "group 9");
+  ExpectOneLineError([&] { p.a->CommitSend(Dest::Peer(9), 0); }, "peer 9");
+  ExpectOneLineError([&] { p.a->CommitSend(Dest::Group(9), 0); }, "group 9");
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ namespace {
 using test::PollFor;
 using test::SealedFrame;
 
+// The sync message a packet holds (the tests send sync's messages: transport_test_util.hpp).
+Message M(const Packet& p) { return MessageOf(p); }
+
 using Clock = std::chrono::steady_clock;
 
 UdpOptions Opts() {
@@ -107,7 +110,7 @@ TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
     Header h;
     h.kind = MsgKind::kDelta;
     h.length = 4;
-    ASSERT_TRUE(from->PostSend(Dest::Peer(0), h, &p));
+    ASSERT_TRUE(test::Post(*from, Dest::Peer(0), h, &p));
     from->Flush();
   }
   RawSocket unkeyed;
@@ -136,7 +139,7 @@ TEST(UdpTransportTest, MulticastReachesEveryMember) {
     h.seq = s;
     h.length = 16;
     const float p[4] = {1, 2, 3, 4};
-    ASSERT_TRUE(a->PostSend(Dest::Group(7), h, p));
+    ASSERT_TRUE(test::Post(*a, Dest::Group(7), h, p));
   }
   a->Flush();
   std::vector<Header> at_b, at_c;
@@ -153,7 +156,7 @@ TEST(UdpTransportTest, MulticastReachesEveryMember) {
   h.seq = 99;
   h.length = 16;
   const float p[4] = {1, 2, 3, 4};
-  ASSERT_TRUE(b->PostSend(Dest::Group(7), h, p));
+  ASSERT_TRUE(test::Post(*b, Dest::Group(7), h, p));
   b->Flush();
   EXPECT_EQ(PollFor(c.get(), 1), 1u);
   EXPECT_EQ(PollFor(b.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
@@ -173,12 +176,12 @@ TEST(UdpTransportTest, PacingBoundsTheRate) {
   std::vector<std::byte> p(4096, std::byte{3});
   Header h;
   h.kind = MsgKind::kDelta;
-  h.length = 4096;
+  h.length = 4096 - kWireHeaderBytes;  // whole slots
   const auto t0 = Clock::now();
   size_t received = 0;
-  Message m[8];
+  Packet m[8];
   for (size_t sent = 0; (sent < kCount || received < kCount) && Clock::now() - t0 < std::chrono::seconds(10);) {
-    if (sent < kCount && a->PostSend(Dest::Peer(1), h, p.data())) ++sent;
+    if (sent < kCount && test::Post(*a, Dest::Peer(1), h, p.data())) ++sent;
     a->Flush();
     const size_t k = b->Poll(m, 8);
     b->Release(k);
@@ -213,18 +216,15 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
       for (size_t i = 0; i < kCount; ++i) {
         std::byte* slot = a->AcquireSend();
         ASSERT_NE(slot, nullptr);
-        Header h;
-        h.kind = MsgKind::kPosition;
-        h.seq = i + 1;
-        h.length = i + 1 < kCount ? kLong : kShort;  // the last one shorter: still in the run
-        for (uint32_t j = 0; j < h.length; ++j) slot[j] = static_cast<std::byte>((i + j) & 0xff);
-        a->CommitSend(Dest::Peer(1), h);
+        const uint32_t length = i + 1 < kCount ? kLong : kShort;  // the last one shorter: still in the run
+        for (uint32_t j = 0; j < length; ++j) slot[j] = static_cast<std::byte>((i + j) & 0xff);
+        a->CommitSend(Dest::Peer(1), length);
       }
       a->Flush();
       EXPECT_EQ(a->gso_sends() >= 1, gso);
       const auto deadline = Clock::now() + std::chrono::seconds(5);
-      std::vector<Message> held;
-      Message m[8];
+      std::vector<Packet> held;
+      Packet m[8];
       while (held.size() < kCount && Clock::now() < deadline) {
         const size_t k = b->Poll(m, 8);
         held.insert(held.end(), m, m + k);
@@ -232,10 +232,9 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
       ASSERT_EQ(held.size(), kCount);
       size_t bad = 0, misaligned = 0;
       for (size_t i = 0; i < kCount; ++i) {
-        bad += held[i].h.seq != i + 1 || held[i].h.length != (i + 1 < kCount ? kLong : kShort) ||
-               held[i].h.source != 0;
+        bad += held[i].length != (i + 1 < kCount ? kLong : kShort) || held[i].source != 0;
         misaligned += reinterpret_cast<uintptr_t>(held[i].payload) % 16 != 0;
-        for (uint32_t j = 0; j < held[i].h.length; ++j)
+        for (uint32_t j = 0; j < held[i].length; ++j)  // the pattern of message i: in order
           bad += held[i].payload[j] != static_cast<std::byte>((i + j) & 0xff);
       }
       b->Release(kCount);
@@ -255,7 +254,7 @@ TEST(UdpTransportTest, GsoAndGroRunsArriveAsSeparateWholeAlignedMessages) {
         h.seq = 100 + i;
         h.length = kShort;
         const std::vector<std::byte> p(kShort, std::byte{7});
-        ASSERT_TRUE(a->PostSend(Dest::Peer(1), h, p.data()));
+        ASSERT_TRUE(test::Post(*a, Dest::Peer(1), h, p.data()));
       }
       a->Flush();
       EXPECT_EQ(PollFor(b.get(), kCount), kCount);
@@ -277,12 +276,12 @@ TEST(UdpTransportTest, KernelDropsAreCounted) {
   h.length = 512;
   size_t sent = 0;
   for (int i = 0; i < 200; ++i) {
-    if (a->PostSend(Dest::Peer(1), h, p.data())) ++sent;
+    if (test::Post(*a, Dest::Peer(1), h, p.data())) ++sent;
     a->Flush();
   }
   size_t received = PollFor(b.get(), sent, nullptr, std::chrono::milliseconds(300));
   // The count comes with the next datagram received: one more, once the buffer has room.
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), h, p.data()));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), h, p.data()));
   a->Flush();
   ++sent;
   received += PollFor(b.get(), 1);
@@ -300,7 +299,7 @@ TEST(UdpTransportTest, WaitFdWakesPoll) {
   const float p = 1;
   Header h;
   h.length = 4;
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), h, &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), h, &p));
   a->Flush();
   EXPECT_EQ(poll(&pfd, 1, 5000), 1);
   EXPECT_EQ(PollFor(b.get(), 1), 1u);
@@ -322,10 +321,10 @@ TEST(UdpTransportTest, KilledPeerProcessBecomesPeerDown) {
     const uint16_t port = b->port();
     if (write(ports[1], &port, sizeof port) != sizeof port) _exit(1);
     Header h;
-    h.kind = MsgKind::kJoin;
+    h.kind = MsgKind::kIteration;
     h.length = 4;
     const float p = 1;
-    b->PostSend(Dest::Peer(0), h, &p);
+    test::Post(*b, Dest::Peer(0), h, &p);
     const auto end = Clock::now() + std::chrono::seconds(20);
     while (Clock::now() < end) {
       b->Flush();
@@ -342,7 +341,7 @@ TEST(UdpTransportTest, KilledPeerProcessBecomesPeerDown) {
   const size_t joined = PollFor(a.get(), 1, &got);
   // Let it beat a while: a live peer is not down.
   const auto alive_until = Clock::now() + std::chrono::milliseconds(300);
-  Message m;
+  Packet m;
   while (Clock::now() < alive_until) {
     a->Release(a->Poll(&m, 1));
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -351,7 +350,7 @@ TEST(UdpTransportTest, KilledPeerProcessBecomesPeerDown) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   ASSERT_EQ(joined, 1u);
-  ASSERT_EQ(got[0].kind, MsgKind::kJoin);
+  ASSERT_EQ(got[0].kind, MsgKind::kIteration);
   EXPECT_EQ(got[0].source, 1);
   EXPECT_TRUE(ok_while_alive);
   const auto t0 = Clock::now();
@@ -383,7 +382,7 @@ TEST(UdpTransportTest, EndpointsInTwoNamespacesTalkOverVeth) {
     h.kind = MsgKind::kDelta;
     h.length = 4;
     const float x = 1;
-    ASSERT_TRUE(from->PostSend(Dest::Peer(to->self()), h, &x));
+    ASSERT_TRUE(test::Post(*from, Dest::Peer(to->self()), h, &x));
     from->Flush();
     std::vector<Header> got;
     EXPECT_EQ(PollFor(to, 1, &got), 1u);
@@ -393,6 +392,43 @@ TEST(UdpTransportTest, EndpointsInTwoNamespacesTalkOverVeth) {
   oa.port = 0;
   oa.netns = "";  // the caller's own namespace has no such address
   EXPECT_THROW(UdpEndpoint(2, oa), Error);
+}
+
+// heartbeat_ms 0 (what a job opens its transport with: its control messages decide who is
+// alive): an idle endpoint sends nothing and never calls a silent peer down. With heartbeats (the
+// control case) the same idle endpoint beats, and its silent peer is down within 10 beats.
+TEST(UdpTransportTest, WithoutHeartbeatsAnIdleLinkIsQuietAndNoPeerGoesDown) {
+  for (const uint32_t beat : {0u, 10u}) {
+    SCOPED_TRACE(testing::Message() << "heartbeat_ms " << beat);
+    UdpOptions o = Opts();
+    o.heartbeat_ms = beat;
+    o.peer_timeout_ms = 0;
+    auto a = Open(0, o);
+    test::Forger peer;
+    ASSERT_TRUE(peer.ok());
+    a->AddPeer(1, "127.0.0.1", peer.port());
+    ASSERT_TRUE(peer.SendBytes(a->port(), SealedFrame(FrameFormat(77), 16, 1)));  // a hears peer 1 once
+    ASSERT_EQ(PollFor(a.get(), 1), 1u);
+    size_t datagrams = 0;
+    const auto until = Clock::now() + std::chrono::milliseconds(300);
+    Packet m[8];
+    while (Clock::now() < until) {  // an idle daemon: Flush and Poll
+      a->Flush();
+      a->Release(a->Poll(m, 8));
+      datagrams += peer.Count(std::chrono::milliseconds(2));
+    }
+    if (beat == 0) {
+      EXPECT_EQ(datagrams, 0u) << "heartbeats went out";
+      EXPECT_TRUE(a->status().ok()) << a->status().what;
+    } else {
+      EXPECT_GT(datagrams, 5u) << "no heartbeats";
+      EXPECT_EQ(a->status().code, Status::kPeerDown);
+    }
+  }
+  UdpOptions o = Opts();
+  o.heartbeat_ms = 0;
+  o.peer_timeout_ms = 100;  // a timeout without heartbeats would call every idle peer down
+  EXPECT_THROW(UdpEndpoint(0, o), Error);
 }
 
 TEST(UdpTransportTest, BadSettingsAreOneLineErrors) {
@@ -415,8 +451,7 @@ TEST(UdpTransportTest, BadSettingsAreOneLineErrors) {
   EXPECT_THROW(a->AddGroup(1, "127.0.0.1", 5000, false), Error);  // not multicast
   std::byte* s = a->AcquireSend();
   ASSERT_NE(s, nullptr);
-  Header h;
-  EXPECT_THROW(a->CommitSend(Dest::Peer(9), h), Error);  // no address for that peer
+  EXPECT_THROW(a->CommitSend(Dest::Peer(9), 0), Error);  // no address for that peer
 }
 
 }  // namespace

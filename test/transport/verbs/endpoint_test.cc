@@ -87,6 +87,9 @@ void Know(VerbsEndpoint* a, VerbsEndpoint* b) {
   b->AddPeer(a->self(), a->Address());
 }
 
+// The sync message a packet holds (the tests send sync's messages: transport_test_util.hpp).
+Message M(const Packet& p) { return MessageOf(p); }
+
 Header Hdr(MsgKind kind, uint64_t seq, uint32_t bytes) {
   Header h;
   h.kind = kind;
@@ -114,7 +117,7 @@ size_t BadBytes(const std::byte* p, uint32_t n, uint32_t seed, uint64_t seq) {
 // each arrives once with its header, its true source and every byte.
 void ExchangeWhole(Transport* a, Transport* b, uint32_t seed) {
   std::mt19937 gen(seed);
-  const uint32_t kMax = a->caps().max_payload;
+  const uint32_t kMax = a->caps().max_payload - kWireHeaderBytes;  // sync's messages (transport_test_util.hpp)
   for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
     std::map<uint64_t, uint32_t> want;  // seq -> length
     uint64_t seq = 0;
@@ -130,17 +133,18 @@ void ExchangeWhole(Transport* a, Transport* b, uint32_t seed) {
         ASSERT_EQ(reinterpret_cast<uintptr_t>(slot) % 16, 0u);
         const uint32_t len = (gen() % (kMax / 4 + 1)) * 4;
         ++seq;
-        Fill(slot, len, seed, seq);
-        from->CommitSend(Dest::Peer(to->self()), Hdr(MsgKind::kPosition, seq, len));
+        Fill(slot + kWireHeaderBytes, len, seed, seq);
+        test::Commit(*from, slot, Dest::Peer(to->self()), Hdr(MsgKind::kPosition, seq, len));
         want[seq] = len;
       }
       from->Flush();
-      Message m[8];
+      Packet m[8];
       while (!want.empty()) {
         ASSERT_LT(Clock::now(), deadline) << want.size() << " messages never arrived";
         const size_t n = to->Poll(m, 8);
         for (size_t i = 0; i < n; ++i) {
-          const Header& h = m[i].h;
+          const Message got = M(m[i]);
+          const Header& h = got.h;
           auto it = want.find(h.seq);
           ASSERT_NE(it, want.end()) << "seq " << h.seq << " arrived twice or was never sent";
           EXPECT_EQ(h.length, it->second);
@@ -148,7 +152,7 @@ void ExchangeWhole(Transport* a, Transport* b, uint32_t seed) {
           EXPECT_EQ(h.chunk, h.seq % 5);
           EXPECT_EQ(h.clock, h.seq * 3);
           EXPECT_EQ(reinterpret_cast<uintptr_t>(m[i].payload) % 16, 0u);
-          EXPECT_EQ(BadBytes(m[i].payload, h.length, seed, h.seq), 0u) << "seq " << h.seq;
+          EXPECT_EQ(BadBytes(got.payload, h.length, seed, h.seq), 0u) << "seq " << h.seq;
           want.erase(it);
         }
         to->Release(n);
@@ -163,9 +167,12 @@ void ExchangeWhole(Transport* a, Transport* b, uint32_t seed) {
   }
 }
 
-std::vector<std::byte> Frame(const FrameFormat& fmt, const Header& h) {
-  std::vector<std::byte> f(h.length + fmt.overhead(), std::byte{1});
-  fmt.Seal(f.data(), h);
+// A frame of `fmt` holding the sync message h (h.length bytes of 1s), claiming h.source; of
+// frame type `type`.
+std::vector<std::byte> Frame(const FrameFormat& fmt, const Header& h, FrameType type = FrameType::kData) {
+  std::vector<std::byte> f(kWireHeaderBytes + h.length + fmt.overhead(), std::byte{1});
+  PutHeader(f.data() + FrameFormat::kHeaderBytes, h);
+  fmt.Seal(f.data(), FrameHeader{type, h.source, kWireHeaderBytes + h.length});
   return f;
 }
 
@@ -218,9 +225,9 @@ TEST_F(VerbsFake, BadFramesAreCountedPerReasonAndDropped) {
   std::vector<Header> got;
   auto inject = [&](const std::vector<std::byte>& bytes) {
     ASSERT_TRUE(raw.Send(a->Address(), bytes, o.qkey));
-    Message m[4];
+    Packet m[4];
     const size_t k = a->Poll(m, 4);  // the fake delivers at once
-    for (size_t i = 0; i < k; ++i) got.push_back(m[i].h);
+    for (size_t i = 0; i < k; ++i) got.push_back(M(m[i]).h);
     a->Release(k);
   };
   const FrameFormat ours(kJob), theirs(kJob + 1);
@@ -236,9 +243,7 @@ TEST_F(VerbsFake, BadFramesAreCountedPerReasonAndDropped) {
   auto version = Frame(ours, h);
   version[4] = std::byte{9};
   inject(version);
-  Header odd = h;
-  odd.kind = static_cast<MsgKind>(42);  // checksummed, but no kind of ours
-  inject(Frame(ours, odd));
+  inject(Frame(ours, h, static_cast<FrameType>(42)));  // checksummed, but no frame type of ours
   Header lie = Hdr(MsgKind::kDelta, 6, 64);
   lie.source = 3;  // a lie: the fabric says it came from peer 9
   inject(Frame(ours, lie));
@@ -278,7 +283,7 @@ TEST_F(VerbsFake, KeyedEndpointsRefuseOtherKeys) {
   Know(a.get(), c.get());
   for (VerbsEndpoint* from : {b.get(), c.get()}) {
     const float p = 1;
-    ASSERT_TRUE(from->PostSend(Dest::Peer(0), Hdr(MsgKind::kDelta, 1, 4), &p));
+    ASSERT_TRUE(test::Post(*from, Dest::Peer(0), Hdr(MsgKind::kDelta, 1, 4), &p));
     from->Flush();
   }
   EXPECT_EQ(PollFor(a.get(), 1), 1u);
@@ -304,7 +309,7 @@ TEST_F(VerbsFake, UnknownSourceIsCountedAndDropped) {
   EXPECT_EQ(a->counters().rejected_total(), 1u);
   // The buffer went back: the next message from the real b still arrives.
   const float p = 2;
-  ASSERT_TRUE(b->PostSend(Dest::Peer(0), Hdr(MsgKind::kDelta, 6, 4), &p));
+  ASSERT_TRUE(test::Post(*b, Dest::Peer(0), Hdr(MsgKind::kDelta, 6, 4), &p));
   b->Flush();
   std::vector<Header> got;
   EXPECT_EQ(PollFor(a.get(), 1, &got), 1u);
@@ -332,7 +337,7 @@ TEST_F(VerbsFake, MulticastReachesEveryMember) {
   ASSERT_TRUE(a->AddGroup(7, mgid, mlid, true));  // a member too: its own sends loop back to it
   for (uint64_t s = 1; s <= 20; ++s) {
     const float p[4] = {1, 2, 3, static_cast<float>(s)};
-    ASSERT_TRUE(a->PostSend(Dest::Group(7), Hdr(MsgKind::kPosition, s, 16), p));
+    ASSERT_TRUE(test::Post(*a, Dest::Group(7), Hdr(MsgKind::kPosition, s, 16), p));
     if (s % 5 == 0) a->Flush();
   }
   std::vector<Header> at_b, at_c;
@@ -352,7 +357,7 @@ TEST_F(VerbsFake, MulticastReachesEveryMember) {
   unicast[0] = 0xfe;
   EXPECT_THROW(a->AddGroup(8, unicast, 1, true), Error);
   const float p = 0;
-  EXPECT_THROW(a->PostSend(Dest::Group(9), Hdr(MsgKind::kPosition, 1, 4), &p), Error);
+  EXPECT_THROW(test::Post(*a, Dest::Group(9), Hdr(MsgKind::kPosition, 1, 4), &p), Error);
 }
 
 // A held message stays valid: its buffer is not posted again until Release. With every buffer
@@ -369,13 +374,13 @@ TEST_F(VerbsFake, ReceiveBuffersComeBackOnlyAtRelease) {
     for (uint64_t s = first; s < first + count; ++s) {
       std::byte* slot = a->AcquireSend();
       ASSERT_NE(slot, nullptr);
-      Fill(slot, 256, seed, s);
-      a->CommitSend(Dest::Peer(1), Hdr(MsgKind::kDelta, s, 256));
+      Fill(slot + kWireHeaderBytes, 256, seed, s);
+      test::Commit(*a, slot, Dest::Peer(1), Hdr(MsgKind::kDelta, s, 256));
     }
     a->Flush();
   };
   send(1, 4);
-  Message held[4];
+  Packet held[4];
   size_t n = 0;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (n < 4 && Clock::now() < deadline) n += b->Poll(held + n, 4 - n);
@@ -383,11 +388,11 @@ TEST_F(VerbsFake, ReceiveBuffersComeBackOnlyAtRelease) {
   const uint64_t rnr = fake_.stats().dropped_rnr;
   send(5, 3);  // nowhere to go
   EXPECT_EQ(fake_.stats().dropped_rnr, rnr + 3) << "a held buffer was posted again before Release";
-  Message m[4];
+  Packet m[4];
   EXPECT_EQ(b->Poll(m, 4), 0u);
   for (size_t i = 0; i < 4; ++i) {
-    EXPECT_EQ(held[i].h.seq, i + 1);
-    EXPECT_EQ(BadBytes(held[i].payload, 256, seed, i + 1), 0u) << "held message " << i + 1 << " was overwritten";
+    EXPECT_EQ(M(held[i]).h.seq, i + 1);
+    EXPECT_EQ(BadBytes(M(held[i]).payload, 256, seed, i + 1), 0u) << "held message " << i + 1 << " was overwritten";
   }
   b->Release(2);
   send(8, 2);
@@ -397,7 +402,7 @@ TEST_F(VerbsFake, ReceiveBuffersComeBackOnlyAtRelease) {
   EXPECT_EQ(got[0].seq, 8u);
   EXPECT_EQ(got[1].seq, 9u);
   for (size_t i = 2; i < 4; ++i)  // the two still held are intact
-    EXPECT_EQ(BadBytes(held[i].payload, 256, seed, i + 1), 0u) << "held message " << i + 1 << " was overwritten";
+    EXPECT_EQ(BadBytes(M(held[i]).payload, 256, seed, i + 1), 0u) << "held message " << i + 1 << " was overwritten";
   b->Release(2);
 }
 
@@ -414,12 +419,12 @@ TEST_F(VerbsFake, SelectiveSignallingFreesSlots) {
   const uint64_t kCount = 200;
   uint64_t sent = 0, received = 0;
   const auto deadline = Clock::now() + std::chrono::seconds(10);
-  Message m[8];
+  Packet m[8];
   while (received < kCount) {
     ASSERT_LT(Clock::now(), deadline) << "stuck at " << sent << " sent, " << received
                                       << " received: send slots never came back";
     const float p = 1;
-    while (sent < kCount && a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, sent + 1, 4), &p)) ++sent;
+    while (sent < kCount && test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, sent + 1, 4), &p)) ++sent;
     a->Flush();
     for (size_t k; (k = b->Poll(m, 8)) > 0;) {
       b->Release(k);
@@ -441,14 +446,14 @@ TEST_F(VerbsFake, FailedPostsRetryOrLatch) {
   auto a = Open(0, o), b = Open(1, o, "fake1");
   Know(a.get(), b.get());
   const float p = 1;
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p));
   fake_.FailNextPostSend(ENOMEM);
   a->Flush();  // refused: stays queued
   EXPECT_EQ(PollFor(b.get(), 1, nullptr, std::chrono::milliseconds(20)), 0u);
   a->Flush();
   EXPECT_EQ(PollFor(b.get(), 1), 1u);
   EXPECT_TRUE(a->status().ok());
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 2, 4), &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, 2, 4), &p));
   fake_.FailNextPostSend(EINVAL);
   a->Flush();
   EXPECT_EQ(a->status().code, Status::kIoError);
@@ -462,7 +467,7 @@ TEST_F(VerbsFake, SendErrorCompletionLatchesIoError) {
   Know(a.get(), b.get());
   fake_.ErrorNextSend(IBV_WC_LOC_QP_OP_ERR);
   const float p = 1;
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p));  // unsignalled: errors complete anyway
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p));  // unsignalled: errors complete anyway
   a->Flush();
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (a->status().ok() && Clock::now() < deadline) a->Flush();
@@ -477,9 +482,9 @@ TEST_F(VerbsFake, ReceiveErrorCompletionLatchesIoError) {
   Know(a.get(), b.get());
   fake_.ErrorNextReceive(IBV_WC_LOC_PROT_ERR);
   const float p = 1;
-  ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p));
+  ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p));
   a->Flush();
-  Message m;
+  Packet m;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   while (b->status().ok() && Clock::now() < deadline) EXPECT_EQ(b->Poll(&m, 1), 0u);
   const Status s = b->status();
@@ -501,13 +506,13 @@ TEST_F(VerbsFake, WaitFdWakesPoll) {
   auto a = Open(0, o), b = Open(1, o, "fake1");
   Know(a.get(), b.get());
   ASSERT_GE(b->wait_fd(), 0);
-  Message m[4];
+  Packet m[4];
   EXPECT_EQ(b->Poll(m, 4), 0u);
   EXPECT_FALSE(Readable(b->wait_fd(), 0)) << "readable with nothing waiting";
   std::thread sender([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     const float p = 1;
-    a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p);
+    test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, 1, 4), &p);
     a->Flush();
   });
   const auto t0 = Clock::now();
@@ -522,7 +527,7 @@ TEST_F(VerbsFake, WaitFdWakesPoll) {
   // Three waiting, taken one at a time: readable before each.
   for (uint64_t s = 2; s <= 4; ++s) {
     const float p = 1;
-    ASSERT_TRUE(a->PostSend(Dest::Peer(1), Hdr(MsgKind::kDelta, s, 4), &p));
+    ASSERT_TRUE(test::Post(*a, Dest::Peer(1), Hdr(MsgKind::kDelta, s, 4), &p));
   }
   a->Flush();
   for (int i = 0; i < 3; ++i) {
@@ -553,7 +558,7 @@ TEST_F(VerbsFake, BothEndsOnTheirOwnThreads) {
     std::mt19937 gen(seed + me->self());
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     uint64_t sent = 0;
-    Message m[8];
+    Packet m[8];
     // Keep receiving until the other end has sent everything, so its last frames are seen.
     while ((sent < kCount || done.load() < 2) && Clock::now() < deadline) {
       if (sent < kCount) {
@@ -561,15 +566,15 @@ TEST_F(VerbsFake, BothEndsOnTheirOwnThreads) {
           const uint32_t len = (gen() % 65) * 4;
           ++sent;
           const uint64_t seq = sent * 2 + me->self();
-          Fill(slot, len, seed, seq);
-          me->CommitSend(Dest::Peer(to), Hdr(MsgKind::kDelta, seq, len));
+          Fill(slot + kWireHeaderBytes, len, seed, seq);
+          test::Commit(*me, slot, Dest::Peer(to), Hdr(MsgKind::kDelta, seq, len));
         }
         me->Flush();
         if (sent == kCount) done.fetch_add(1);
       }
       const size_t k = me->Poll(m, 8);
       for (size_t i = 0; i < k; ++i)
-        if (m[i].h.source != to || BadBytes(m[i].payload, m[i].h.length, seed, m[i].h.seq) != 0) ++bad;
+        if (m[i].source != to || BadBytes(M(m[i]).payload, M(m[i]).h.length, seed, M(m[i]).h.seq) != 0) ++bad;
       me->Release(k);
       *received += k;
     }
@@ -595,11 +600,11 @@ TEST_F(VerbsFake, ClosedPeerBecomesPeerDown) {
   auto a = Open(0, Opts(fake_.api())), b = Open(1, Opts(fake_.api()), "fake1");
   Know(a.get(), b.get());
   const float p = 1;
-  ASSERT_TRUE(b->PostSend(Dest::Peer(0), Hdr(MsgKind::kJoin, 1, 4), &p));
+  ASSERT_TRUE(test::Post(*b, Dest::Peer(0), Hdr(MsgKind::kIteration, 1, 4), &p));
   b->Flush();
   ASSERT_EQ(PollFor(a.get(), 1), 1u);
   // Idle for three timeouts, both ends calling Flush and Poll: heartbeats keep them up.
-  Message m;
+  Packet m;
   for (const auto idle = Clock::now() + std::chrono::milliseconds(600); Clock::now() < idle;) {
     for (VerbsEndpoint* e : {a.get(), b.get()}) {
       e->Flush();

@@ -114,11 +114,8 @@ TEST(VerbsExchange, ARankThatNeverComesIsNamed) {
 
 TEST(VerbsExchange, AMalformedAddressIsOneLine) {
   auto udp = Bootstraps(2);
-  Header h;
-  h.kind = MsgKind::kJoin;
-  h.length = 8;
-  const uint64_t junk = 0x1234;
-  ASSERT_TRUE(udp[1]->PostSend(Dest::Peer(0), h, &junk));
+  const char junk[8] = {'H', 'S', 'V', 'X', 1, 2, 3, 4};  // the exchange's tag, then no address
+  ASSERT_TRUE(udp[1]->PostSend(Dest::Peer(0), junk, sizeof junk));
   udp[1]->Flush();
   VerbsExchangeOptions o;
   o.timeout = 2s;
