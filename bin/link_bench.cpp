@@ -14,8 +14,11 @@
 #include <memory>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/common.hpp"
 #include "bin/peers.hpp"
+#include "observe/stats_json.hpp"
 #include "sync/segment.hpp"
 #include "transport/frame.hpp"
 #include "transport/open.hpp"
@@ -653,19 +656,19 @@ std::vector<LinkBenchRow> RunLinkBench(const LinkBenchOptions& opt) {
 }
 
 void PrintLinkBench(const std::vector<LinkBenchRow>& rows, std::ostream& os, bool json) {
-  if (json) {
+  if (json) {  // one object per row, figures to 6 significant digits, non-finite as null
+    auto g = [](double v) { return RoundedTo(v, 6); };
     for (const LinkBenchRow& r : rows) {
-      os << std::setprecision(6) << "{\"transport\":\"" << r.transport << "\",\"chunk_bytes\":" << r.chunk_bytes
-         << ",\"batch\":" << r.batch << ",\"multicast\":" << (r.multicast ? "true" : "false")
-         << ",\"gso\":" << (r.gso ? "true" : "false") << ",\"keyed\":" << (r.keyed ? "true" : "false")
-         << ",\"segment_gbps\":" << r.segment_gbps << ",\"segment_both_gbps\":" << r.segment_both_gbps
-         << ",\"raw_gbps\":" << r.raw_gbps << ",\"ratio\":" << r.ratio
-         << ",\"raw_one_way_gbps\":" << r.raw_one_way_gbps
-         << ",\"segment_frames_per_s\":" << r.segment_frames_per_s
-         << ",\"raw_frames_per_s\":" << r.raw_frames_per_s << ",\"segment_lost\":" << r.segment_lost
-         << ",\"raw_lost\":" << r.raw_lost << ",\"segment_sweeps_per_s\":" << r.segment_sweeps_per_s
-         << ",\"cpu_master\":" << r.cpu_master << ",\"cpu_slave\":" << r.cpu_slave
-         << ",\"cpu_sender\":" << r.cpu_sender << ",\"cpu_receiver\":" << r.cpu_receiver << "}\n";
+      const nlohmann::ordered_json j = {
+          {"transport", r.transport}, {"chunk_bytes", r.chunk_bytes}, {"batch", r.batch},
+          {"multicast", r.multicast}, {"gso", r.gso}, {"keyed", r.keyed},
+          {"segment_gbps", g(r.segment_gbps)}, {"segment_both_gbps", g(r.segment_both_gbps)},
+          {"raw_gbps", g(r.raw_gbps)}, {"ratio", g(r.ratio)}, {"raw_one_way_gbps", g(r.raw_one_way_gbps)},
+          {"segment_frames_per_s", g(r.segment_frames_per_s)}, {"raw_frames_per_s", g(r.raw_frames_per_s)},
+          {"segment_lost", r.segment_lost}, {"raw_lost", r.raw_lost},
+          {"segment_sweeps_per_s", g(r.segment_sweeps_per_s)}, {"cpu_master", g(r.cpu_master)},
+          {"cpu_slave", g(r.cpu_slave)}, {"cpu_sender", g(r.cpu_sender)}, {"cpu_receiver", g(r.cpu_receiver)}};
+      os << j.dump() << "\n";
     }
     return;
   }

@@ -21,14 +21,9 @@ double UnixNow() {
 }
 
 // A figure as JSON: null when not finite (JSON has no NaN or infinity, and a diverging loss
-// must not break jq), else the double nearest its 9 significant digits, so a float's 0.01
-// prints as 0.01 and not as the float's exact 0.009999999776482582.
-Json Number(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return std::strtod(buf, nullptr);
-}
+// must not break jq), else rounded to 9 significant digits, so a float's 0.01 prints as 0.01
+// and not as the float's exact 0.009999999776482582.
+Json Number(double v) { return std::isfinite(v) ? Json(RoundedTo(v, 9)) : Json(nullptr); }
 
 // {"name": value, ...}; an output with several elements repeats its name, so those keys get
 // "[k]" (accuracy[0], accuracy[1]) to stay unique.
@@ -42,6 +37,13 @@ Json Outputs(const std::vector<std::pair<std::string, float>>& outputs) {
 }
 
 }  // namespace
+
+double RoundedTo(double v, int significant) {
+  if (!std::isfinite(v)) return v;
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*g", significant, v);
+  return std::strtod(buf, nullptr);
+}
 
 JsonLinesSink::JsonLinesSink(const std::string& path) : path_(path) {
   file_ = std::fopen(path.c_str(), "a");

@@ -13,6 +13,10 @@
 
 namespace hogstream {
 
+// The double nearest `v` written with `significant` digits (not finite: v itself), for figures
+// in JSON that read as they were measured (nlohmann-json writes every digit of a double).
+double RoundedTo(double v, int significant);
+
 class JsonLinesSink : public StatsSink {
  public:
   // Opens FILE for appending (created if absent); Error when it cannot be.

@@ -494,7 +494,9 @@ void SlaveEndpoint::RetakeAll() {
   chunks_heard_ = layout_.count - retaking_;
 }
 
-bool SlaveEndpoint::Answer(const Message& m) {
+// Whether a position is one to drop unanswered, and why (counted): not a position of this
+// layout and codec, not from that chunk's master, or not newer than the last one taken.
+bool SlaveEndpoint::Dropped(const Message& m) {
   const uint32_t c = m.h.chunk;
   if (m.h.kind != MsgKind::kPosition || m.h.encoding != codec_.position || c >= layout_.count ||
       m.h.length != codec_.Bytes(codec_.position, layout_.length(c))) {
@@ -510,30 +512,33 @@ bool SlaveEndpoint::Answer(const Message& m) {
     Add(positions_stale_);  // a duplicate, overtaken by a newer position, an old master's, or
     return true;            // of a run of its sender that is not the one proven
   }
-  const size_t off = layout_.offset(c);
-  const uint32_t len = layout_.length(c);
-  // The position's values, decoded where the codec compresses (into pos_).
+  return false;
+}
+
+// The position's values (decoded into pos_ where the codec compresses), or nullptr when they
+// are no payload of the codec or not finite (counted, and the refusal reported).
+const float* SlaveEndpoint::PositionValues(const Message& m, uint32_t len) {
   const float* pos = m.floats();
   if (codec_.position != Encoding::kFloat32) {
     pos_.resize(layout_.chunk_floats);
     if (!codec_.Decode(codec_.position, m.payload, m.h.length, len, pos_.data())) {
       Add(malformed_);  // checksummed, but not a payload of this codec
-      return true;
+      return nullptr;
     }
     pos = pos_.data();
   }
   if (!std::isfinite(SumSquares(pos, len))) {
     Add(positions_refused_);
-    if (on_refused_) on_refused_(m.h.source, c, Refusal::kNonFinite);
-    return true;
+    if (on_refused_) on_refused_(m.h.source, m.h.chunk, Refusal::kNonFinite);
+    return nullptr;
   }
-  // Answer a position only when its delta has a slot to go into: back-pressure, never a drop.
-  std::byte* slot = t_->AcquireSend();
-  if (!slot) return false;
-  Header h;
-  h.encoding = codec_.delta;
-  h.length = static_cast<uint32_t>(codec_.Bytes(codec_.delta, len));
-  const bool first = answers_[c] == 0 || retake_[c];
+  return pos;
+}
+
+// The rule for chunk c at `off` (len floats) against the position `pos`: this copy's progress
+// into `slot` as the delta (encoded), and the copy caught up with the position. A copy being
+// retaken takes the position whole and sends no progress; easgd's elastic pull sends the pull.
+void SlaveEndpoint::WriteDelta(uint32_t c, size_t off, uint32_t len, const float* pos, std::byte* slot) {
   if (retake_[c]) {  // this copy was lost: the position whole, and no progress to send
     for (uint32_t i = 0; i < len; ++i) {
       if (access_ == Access::kPlain) w_[off + i] = pos[i];
@@ -560,9 +565,9 @@ bool SlaveEndpoint::Answer(const Message& m) {
   } else if (!codec_.compresses()) {
     float* out = reinterpret_cast<float*>(slot);
     if (access_ == Access::kPlain) {
-      SlaveRulePlain(w_ + off, last_.get() + off, m.floats(), out, len);
+      SlaveRulePlain(w_ + off, last_.get() + off, pos, out, len);
     } else {
-      SlaveRuleAtomic(w_ + off, last_.get() + off, m.floats(), out, len);
+      SlaveRuleAtomic(w_ + off, last_.get() + off, pos, out, len);
     }
   } else {
     delta_.resize(layout_.chunk_floats);
@@ -570,8 +575,24 @@ bool SlaveEndpoint::Answer(const Message& m) {
     codec_.Encode(codec_.delta, delta_.data(), len, slot);  // delta_ = what the master will add
     SlaveCatchUp(w_ + off, last_.get() + off, pos, delta_.data(), len, access_);
   }
-  if (first) ++chunks_heard_;
+}
+
+bool SlaveEndpoint::Answer(const Message& m) {
+  if (Dropped(m)) return true;
+  const uint32_t c = m.h.chunk;
+  const size_t off = layout_.offset(c);
+  const uint32_t len = layout_.length(c);
+  const float* pos = PositionValues(m, len);
+  if (!pos) return true;
+  // Answer a position only when its delta has a slot to go into: back-pressure, never a drop.
+  std::byte* slot = t_->AcquireSend();
+  if (!slot) return false;
+  if (answers_[c] == 0 || retake_[c]) ++chunks_heard_;
+  WriteDelta(c, off, len, pos, slot);
+  Header h;
   h.kind = MsgKind::kDelta;
+  h.encoding = codec_.delta;
+  h.length = static_cast<uint32_t>(codec_.Bytes(codec_.delta, len));
   h.chunk = c;
   h.seq = m.h.seq;
   h.epoch = m.h.epoch;

@@ -356,6 +356,12 @@ class SlaveEndpoint {
   Stats stats() const;
 
  private:
+  // Answer's steps (segment.cpp): whether to drop a position (counted); its values, or nullptr
+  // (counted); the rule for one chunk, writing the delta into a send slot.
+  bool Dropped(const Message& m);
+  const float* PositionValues(const Message& m, uint32_t len);
+  void WriteDelta(uint32_t c, size_t off, uint32_t len, const float* pos, std::byte* slot);
+
   float* w_;
   ChunkLayout layout_;
   Wire wire_;         // the transport, with sync's header on every message

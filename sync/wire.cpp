@@ -5,21 +5,13 @@
 #include <bit>
 #include <cstring>
 
+#include "base/bytes.hpp"
+
 namespace hogstream {
 
 static_assert(std::endian::native == std::endian::little, "sync's header is packed for little-endian hosts");
 
 namespace {
-template <class T>
-void Put(std::byte* at, T v) {
-  std::memcpy(at, &v, sizeof v);
-}
-template <class T>
-T Get(const std::byte* at) {
-  T v;
-  std::memcpy(&v, at, sizeof v);
-  return v;
-}
 
 bool KnownKind(uint8_t k) {
   switch (static_cast<MsgKind>(k)) {
@@ -44,32 +36,32 @@ const char* MsgKindName(MsgKind k) {
 }
 
 void PutHeader(std::byte* at, const Header& h) {
-  Put<uint8_t>(at + 0, static_cast<uint8_t>(h.kind));
-  Put<uint8_t>(at + 1, static_cast<uint8_t>(h.encoding));
-  Put<uint16_t>(at + 2, 0);
-  Put<uint32_t>(at + 4, h.epoch);
-  Put<uint32_t>(at + 8, h.chunk);
-  Put<uint32_t>(at + 12, 0);
-  Put<uint64_t>(at + 16, h.seq);
-  Put<uint64_t>(at + 24, h.clock);
+  PutBytes<uint8_t>(at + 0, static_cast<uint8_t>(h.kind));
+  PutBytes<uint8_t>(at + 1, static_cast<uint8_t>(h.encoding));
+  PutBytes<uint16_t>(at + 2, 0);
+  PutBytes<uint32_t>(at + 4, h.epoch);
+  PutBytes<uint32_t>(at + 8, h.chunk);
+  PutBytes<uint32_t>(at + 12, 0);
+  PutBytes<uint64_t>(at + 16, h.seq);
+  PutBytes<uint64_t>(at + 24, h.clock);
 }
 
 bool GetHeader(const std::byte* p, uint32_t length, PeerId source, Header* out) {
   if (length < kWireHeaderBytes) return false;
-  const uint8_t kind = Get<uint8_t>(p), encoding = Get<uint8_t>(p + 1);
+  const uint8_t kind = GetBytes<uint8_t>(p), encoding = GetBytes<uint8_t>(p + 1);
   const uint32_t values = length - kWireHeaderBytes;
   if (!KnownKind(kind) || encoding == 0 || encoding > kMaxEncoding ||
       (encoding == static_cast<uint8_t>(Encoding::kFloat32) && values % sizeof(float) != 0) ||
-      Get<uint16_t>(p + 2) != 0 || Get<uint32_t>(p + 12) != 0)
+      GetBytes<uint16_t>(p + 2) != 0 || GetBytes<uint32_t>(p + 12) != 0)
     return false;
   Header h;
   h.kind = static_cast<MsgKind>(kind);
   h.encoding = static_cast<Encoding>(encoding);
   h.source = source;
-  h.epoch = Get<uint32_t>(p + 4);
-  h.chunk = Get<uint32_t>(p + 8);
-  h.seq = Get<uint64_t>(p + 16);
-  h.clock = Get<uint64_t>(p + 24);
+  h.epoch = GetBytes<uint32_t>(p + 4);
+  h.chunk = GetBytes<uint32_t>(p + 8);
+  h.seq = GetBytes<uint64_t>(p + 16);
+  h.clock = GetBytes<uint64_t>(p + 24);
   h.length = values;
   *out = h;
   return true;
@@ -77,7 +69,7 @@ bool GetHeader(const std::byte* p, uint32_t length, PeerId source, Header* out) 
 
 std::function<bool(const std::byte*, uint32_t)> FaultsOn(uint32_t kinds) {
   return [kinds](const std::byte* payload, uint32_t length) {
-    return length >= kWireHeaderBytes && (kinds & (1u << Get<uint8_t>(payload))) != 0;
+    return length >= kWireHeaderBytes && (kinds & (1u << GetBytes<uint8_t>(payload))) != 0;
   };
 }
 

@@ -9,6 +9,8 @@
 #include <iterator>
 #include <vector>
 
+#include "base/bytes.hpp"
+
 // XXH3 compiled here, inline, for this build's target (-march: AVX2/AVX-512 where the build
 // machine has them) rather than called in Debian's libxxhash.so, which is built for baseline
 // x86-64 (SSE2): perf showed the shared library at 21% of all CPU of a raw-Ethernet bench at
@@ -26,16 +28,6 @@ namespace hogstream {
 static_assert(std::endian::native == std::endian::little, "frames are packed for little-endian hosts");
 
 namespace {
-template <class T>
-void Put(std::byte* at, T v) {
-  std::memcpy(at, &v, sizeof v);
-}
-template <class T>
-T Get(const std::byte* at) {
-  T v;
-  std::memcpy(&v, at, sizeof v);
-  return v;
-}
 constexpr uint8_t kKeyed = 1;
 
 void InitSodium() {
@@ -75,16 +67,16 @@ void Nonce24(const std::byte* nonce16, unsigned char* out) {
 }  // namespace
 
 size_t FrameFormat::Seal(std::byte* f, const FrameHeader& h) const {
-  Put<uint32_t>(f + 0, kMagic);
-  Put<uint8_t>(f + 4, kVersion);
-  Put<uint8_t>(f + 5, static_cast<uint8_t>(h.type));
-  Put<uint8_t>(f + 6, 0);
-  Put<uint8_t>(f + 7, keyed() ? kKeyed : 0);
-  Put<uint64_t>(f + 8, job_);
-  Put<uint16_t>(f + 16, h.source);
-  Put<uint16_t>(f + 18, 0);
-  Put<uint32_t>(f + kLengthAt, h.length);
-  Put<uint64_t>(f + 24, 0);
+  PutBytes<uint32_t>(f + 0, kMagic);
+  PutBytes<uint8_t>(f + 4, kVersion);
+  PutBytes<uint8_t>(f + 5, static_cast<uint8_t>(h.type));
+  PutBytes<uint8_t>(f + 6, 0);
+  PutBytes<uint8_t>(f + 7, keyed() ? kKeyed : 0);
+  PutBytes<uint64_t>(f + 8, job_);
+  PutBytes<uint16_t>(f + 16, h.source);
+  PutBytes<uint16_t>(f + 18, 0);
+  PutBytes<uint32_t>(f + kLengthAt, h.length);
+  PutBytes<uint64_t>(f + 24, 0);
   const size_t body = kHeaderBytes + h.length;
   std::byte* trailer = f + body;
   if (key_) {
@@ -107,18 +99,18 @@ size_t FrameFormat::Seal(std::byte* f, const FrameHeader& h) const {
 
 size_t FrameFormat::Unpadded(const std::byte* f, size_t bytes) const {
   if (bytes < kHeaderBytes) return bytes;
-  const uint64_t frame = kHeaderBytes + uint64_t{Get<uint32_t>(f + kLengthAt)} + trailer_bytes();
+  const uint64_t frame = kHeaderBytes + uint64_t{GetBytes<uint32_t>(f + kLengthAt)} + trailer_bytes();
   return frame <= bytes && bytes - frame < 16 ? static_cast<size_t>(frame) : bytes;
 }
 
 std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint32_t max_payload,
                                          FrameHeader* out, const std::byte** payload) const {
   if (bytes < kHeaderBytes) return Reject::kShort;
-  if (Get<uint32_t>(f) != kMagic) return Reject::kMagic;
-  if (Get<uint8_t>(f + 4) != kVersion) return Reject::kVersion;
-  if (Get<uint8_t>(f + 7) != (keyed() ? kKeyed : 0) || Get<uint64_t>(f + 8) != job_) return Reject::kJob;
+  if (GetBytes<uint32_t>(f) != kMagic) return Reject::kMagic;
+  if (GetBytes<uint8_t>(f + 4) != kVersion) return Reject::kVersion;
+  if (GetBytes<uint8_t>(f + 7) != (keyed() ? kKeyed : 0) || GetBytes<uint64_t>(f + 8) != job_) return Reject::kJob;
   if (bytes < overhead()) return Reject::kShort;
-  const uint32_t length = Get<uint32_t>(f + kLengthAt);
+  const uint32_t length = GetBytes<uint32_t>(f + kLengthAt);
   if (length > max_payload || kHeaderBytes + size_t{length} + trailer_bytes() != bytes) return Reject::kLength;
   const size_t body = kHeaderBytes + length;
   if (key_) {
@@ -134,13 +126,13 @@ std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint3
     if (std::memcmp(&sum, f + body, sizeof sum) != 0) return Reject::kChecksum;
   }
   // The sender checksummed these fields; out-of-range values are still not ours to take.
-  const uint8_t type = Get<uint8_t>(f + 5);
+  const uint8_t type = GetBytes<uint8_t>(f + 5);
   if ((type != static_cast<uint8_t>(FrameType::kData) && type != static_cast<uint8_t>(FrameType::kHeartbeat)) ||
-      Get<uint8_t>(f + 6) != 0 || Get<uint16_t>(f + 18) != 0 || Get<uint64_t>(f + 24) != 0)
+      GetBytes<uint8_t>(f + 6) != 0 || GetBytes<uint16_t>(f + 18) != 0 || GetBytes<uint64_t>(f + 24) != 0)
     return Reject::kHeader;
   FrameHeader h;
   h.type = static_cast<FrameType>(type);
-  h.source = Get<uint16_t>(f + 16);
+  h.source = GetBytes<uint16_t>(f + 16);
   h.length = length;
   *out = h;
   *payload = f + kHeaderBytes;

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include <unistd.h>
 
@@ -47,8 +50,24 @@ TEST_P(LinkBench, MeasuresSegmentAndRawLink) {
   PrintLinkBench(rows, table, false);
   PrintLinkBench(rows, json, true);
   EXPECT_NE(table.str().find("ratio"), std::string::npos);
-  EXPECT_NE(json.str().find("\"ratio\":"), std::string::npos);
-  EXPECT_NE(json.str().find("\"raw_gbps\":"), std::string::npos);
+  // --json: one object per row, read back by an independent reader, the figures the rows'.
+  std::istringstream lines(json.str());
+  size_t i = 0;
+  for (std::string line; std::getline(lines, line); ++i) {
+    ASSERT_LT(i, rows.size()) << line;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    EXPECT_EQ(j["chunk_bytes"], rows[i].chunk_bytes);
+    EXPECT_EQ(j["transport"], GetParam());
+    EXPECT_NEAR(j["ratio"].get<double>(), rows[i].ratio, 1e-5 * rows[i].ratio);
+    EXPECT_NEAR(j["raw_gbps"].get<double>(), rows[i].raw_gbps, 1e-5 * rows[i].raw_gbps);
+    EXPECT_EQ(j.size(), 20u);
+  }
+  EXPECT_EQ(i, rows.size());
+  LinkBenchRow broken = rows[0];
+  broken.ratio = std::nan("");  // a figure that is no number is null, and the line still JSON
+  std::ostringstream one;
+  PrintLinkBench({broken}, one, true);
+  EXPECT_TRUE(nlohmann::json::parse(one.str())["ratio"].is_null()) << one.str();
 }
 
 INSTANTIATE_TEST_SUITE_P(Loopback, LinkBench, ::testing::Values("inproc", "udp"));

@@ -177,25 +177,7 @@ TEST(OpenTransports, UdpPairOnKernelPortsTalksAndGroupReachesMembersOnly) {
       << "rank 0 is no member";
 }
 
-// `n` distinct UDP ports free on 127.0.0.1: each bound at once (so they differ), then let go.
-std::vector<uint16_t> FreeUdpPorts(int n) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      ADD_FAILURE() << "no free UDP port on 127.0.0.1";
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) close(fd);
-  return ports;
-}
+using test::FreeUdpPorts;
 
 // The machines of one job, each opened by its own call from the same url (here two in one
 // process): every other entry is its peer, the payload asked for is the one it carries.

@@ -6,7 +6,11 @@
 // delivery check between two endpoints. Every wait has a deadline.
 #pragma once
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstddef>
@@ -108,6 +112,26 @@ inline ::testing::AssertionResult Delivers(Transport* a, Dest to, Transport* b, 
   }
   return ::testing::AssertionFailure() << "message " << seq << " from peer " << a->self() << " not received in "
                                        << wait.count() << " ms";
+}
+
+// `n` distinct UDP ports free on 127.0.0.1: each bound at once (so they differ), then let go.
+inline std::vector<uint16_t> FreeUdpPorts(int n) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ADD_FAILURE() << "no free UDP port on 127.0.0.1";
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) close(fd);
+  return ports;
 }
 
 }  // namespace hogstream::test
