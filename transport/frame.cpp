@@ -10,18 +10,7 @@
 #include <vector>
 
 #include "base/bytes.hpp"
-
-// XXH3 compiled here, inline, for this build's target (-march: AVX2/AVX-512 where the build
-// machine has them) rather than called in Debian's libxxhash.so, which is built for baseline
-// x86-64 (SSE2): perf showed the shared library at 21% of all CPU of a raw-Ethernet bench at
-// MTU 9000, against ~3% inline. Same function, same values (the format does not change).
-// (GCC 12 warns falsely about its own AVX-512 intrinsics inside xxhash.h.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-#pragma GCC diagnostic pop
+#include "base/hash.hpp"
 
 namespace hogstream {
 
@@ -91,7 +80,7 @@ size_t FrameFormat::Seal(std::byte* f, const FrameHeader& h) const {
         &none, reinterpret_cast<unsigned char*>(trailer + 16), &tag_bytes, &none, 0,
         reinterpret_cast<const unsigned char*>(f), body, nullptr, nonce, key_->data());
   } else {
-    const uint64_t sum = XXH3_64bits(f, body);
+    const uint64_t sum = Digest64(f, body);
     std::memcpy(trailer, &sum, sizeof sum);
   }
   return body + trailer_bytes();
@@ -122,7 +111,7 @@ std::optional<Reject> FrameFormat::Parse(const std::byte* f, size_t bytes, uint3
             reinterpret_cast<const unsigned char*>(f), body, nonce, key_->data()) != 0)
       return Reject::kMac;
   } else {
-    const uint64_t sum = XXH3_64bits(f, body);
+    const uint64_t sum = Digest64(f, body);
     if (std::memcmp(&sum, f + body, sizeof sum) != 0) return Reject::kChecksum;
   }
   // The sender checksummed these fields; out-of-range values are still not ours to take.
