@@ -69,7 +69,9 @@ bool GetHeader(const std::byte* p, uint32_t length, PeerId source, Header* out) 
 
 std::function<bool(const std::byte*, uint32_t)> FaultsOn(uint32_t kinds) {
   return [kinds](const std::byte* payload, uint32_t length) {
-    return length >= kWireHeaderBytes && (kinds & (1u << GetBytes<uint8_t>(payload))) != 0;
+    if (length < kWireHeaderBytes) return false;
+    const uint8_t kind = GetBytes<uint8_t>(payload);
+    return kind < 32 && (kinds & (1u << kind)) != 0;  // a byte of someone else's: no kind of ours
   };
 }
 

@@ -156,6 +156,8 @@ TEST(WireTest, FaultsOnPicksMessagesByKind) {
   PutHeader(buf.data(), h);
   EXPECT_FALSE(deltas(buf.data(), kWireHeaderBytes));
   EXPECT_FALSE(deltas(buf.data(), 3));  // too short to say
+  buf[0] = std::byte{200};                // a payload of someone else's (no shift past 31 bits)
+  EXPECT_FALSE(deltas(buf.data(), kWireHeaderBytes));
 }
 
 }  // namespace
