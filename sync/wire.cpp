@@ -101,7 +101,7 @@ bool Wire::PostSend(Dest to, const Header& h, const void* values) {
   HS_CHECK_LE(h.length, caps().max_payload) << "PostSend: message longer than a slot";
   std::byte* slot = AcquireSend();
   if (!slot) return false;
-  std::memcpy(slot, values, h.length);
+  if (h.length) std::memcpy(slot, values, h.length);  // no values may come as nullptr
   CommitSend(to, h);
   return true;
 }

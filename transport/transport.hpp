@@ -134,7 +134,7 @@ class Transport {
     HS_CHECK_LE(length, caps().max_payload) << "PostSend: message longer than a slot";
     std::byte* slot = AcquireSend();
     if (!slot) return false;
-    std::memcpy(slot, payload, length);
+    if (length) std::memcpy(slot, payload, length);  // an empty payload may come as nullptr
     CommitSend(to, length);
     return true;
   }
