@@ -89,8 +89,7 @@ Caps Wire::caps() const {
 }
 
 void Wire::CommitSend(Dest to, const Header& h) {
-  HS_CHECK_LE(h.length, caps().max_payload) << "a sync message longer than a slot";
-  // AcquireSend again hands out the same slot (transport.hpp): where the values went, less ours.
+  // (The transport's CommitSend checks the length against its slots.) AcquireSend again hands out the same slot (transport.hpp): where the values went, less ours.
   std::byte* slot = t_->AcquireSend();
   HS_CHECK(slot != nullptr) << "CommitSend without AcquireSend";
   PutHeader(slot, h);

@@ -342,6 +342,21 @@ std::optional<UdpGroup> UdpGroupOf(const std::string& multicast) {
 }
 
 // Entry r's endpoint, bound to its HOST:PORT; no peers yet.
+// What every wire backend's options take alike from OpenOptions: slots and batch (where given),
+// the job, its key and liveness. (raw has no receive slots: its ring is sized from the MTU.)
+template <class BackendOptions>
+void TakeCommon(const OpenOptions& o, BackendOptions* b) {
+  if (o.send_slots) b->send_slots = o.send_slots;
+  if constexpr (requires { b->recv_slots; }) {
+    if (o.recv_slots) b->recv_slots = o.recv_slots;
+  }
+  if (o.max_batch) b->max_batch = o.max_batch;
+  b->job = o.job;
+  b->key = o.key;
+  b->heartbeat_ms = o.heartbeat_ms;
+  b->peer_timeout_ms = o.peer_timeout_ms;
+}
+
 std::unique_ptr<UdpEndpoint> MakeUdp(const PeerList& list, size_t r, const OpenOptions& o) {
   const PeerEntry& e = list.peers[r];
   UdpOptions u;
@@ -349,14 +364,8 @@ std::unique_ptr<UdpEndpoint> MakeUdp(const PeerList& list, size_t r, const OpenO
   u.port = e.port;
   u.netns = NetnsOf(o, r);
   u.max_payload = o.max_payload ? o.max_payload : UdpPayloadFor(MtuOfAddress(e.ip, u.netns), o.key.has_value());
-  if (o.send_slots) u.send_slots = o.send_slots;
-  if (o.recv_slots) u.recv_slots = o.recv_slots;
-  if (o.max_batch) u.max_batch = o.max_batch;
-  u.job = o.job;
-  u.key = o.key;
+  TakeCommon(o, &u);
   u.gso = o.gso;
-  u.heartbeat_ms = o.heartbeat_ms;
-  u.peer_timeout_ms = o.peer_timeout_ms;
   return std::make_unique<UdpEndpoint>(static_cast<PeerId>(r), u);
 }
 
@@ -415,12 +424,7 @@ std::unique_ptr<RawEndpoint> MakeRaw(const PeerList& list, size_t r, const OpenO
                              << ") is on no interface here: give the interface (--iface)";
   ro.iface = iface;
   ro.max_payload = o.max_payload;
-  if (o.send_slots) ro.send_slots = o.send_slots;
-  if (o.max_batch) ro.max_batch = o.max_batch;
-  ro.job = o.job;
-  ro.key = o.key;
-  ro.heartbeat_ms = o.heartbeat_ms;
-  ro.peer_timeout_ms = o.peer_timeout_ms;
+  TakeCommon(o, &ro);
   auto end = std::make_unique<RawEndpoint>(static_cast<PeerId>(r), ro);
   HS_REQUIRE(e.local || end->mac() == e.mac)
       << "raw: interface '" << iface << "' has MAC " << FormatMac(end->mac()) << ", but this machine's entry (rank "
@@ -466,13 +470,7 @@ VerbsOptions VerbsFor(const std::string& where, const OpenOptions& o) {
     v.port = static_cast<uint8_t>(port);
   }
   v.max_payload = o.max_payload;
-  if (o.send_slots) v.send_slots = o.send_slots;
-  if (o.recv_slots) v.recv_slots = o.recv_slots;
-  if (o.max_batch) v.max_batch = o.max_batch;
-  v.job = o.job;
-  v.key = o.key;
-  v.heartbeat_ms = o.heartbeat_ms;
-  v.peer_timeout_ms = o.peer_timeout_ms;
+  TakeCommon(o, &v);
   v.api = o.verbs_api;
   return v;
 }
