@@ -86,6 +86,8 @@ Specs NetJobFlags() {
       {"loss", "P", "", "drop this fraction of the data messages, to see how a job takes it (default: 0)"},
       {"sweep_ms", "MS", std::to_string(n.sweep_ms), "a master sweeps its chunks at most once per MS"},
       {"dead_ms", "MS", std::to_string(n.dead_ms), "silence after which a machine is dead"},
+      {"quorum_ms", "MS", "0", "how long a machine cut off from a majority of the job waits before it gives up "
+                               "(default: 30 x --dead_ms)"},
       {"start_timeout", "SECONDS", std::to_string(n.start_ms / 1000),
        "how long every machine is waited for at the start"},
       {"chunk_at_params", "", "", "chunk boundaries at the parameter blobs' boundaries"},

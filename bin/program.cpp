@@ -145,6 +145,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
   n.dead_ms = static_cast<uint32_t>(f.int_in("dead_ms", 100, 3600000));
+  n.quorum_ms = static_cast<uint32_t>(f.int_in("quorum_ms", 0, 86400000));  // 0: 30 x dead_ms
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;
   // What every machine must share (checked in each control message): the list, in order, with
   // the job's name; and the exchange's settings.

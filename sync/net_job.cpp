@@ -157,6 +157,9 @@ NetJobOptions NetJob::Checked(NetJobOptions opt, const Transport* t) {
       << "the dead-machine timeout (" << opt.dead_ms << " ms) must exceed two heartbeats ("
       << opt.heartbeat_ms << " ms)";
   if (!opt.quorum_ms) opt.quorum_ms = 30 * opt.dead_ms;
+  HS_REQUIRE(opt.quorum_ms > opt.dead_ms) << "a machine cut off gives up after " << opt.quorum_ms
+                                          << " ms, sooner than the others take it for dead (" << opt.dead_ms
+                                          << " ms): make --quorum_ms longer than --dead_ms";
   return opt;
 }
 

@@ -13,6 +13,7 @@
 #include "core/proto/hogstream.pb.h"
 #include "data/lmdb.hpp"
 #include "test/program_runner.hpp"
+#include "test/transport/transport_test_util.hpp"
 
 namespace hogstream {
 namespace {
@@ -79,6 +80,16 @@ TEST_F(Cli, BadSolversSpec) {
 TEST_F(Cli, BadSignalEffect) {
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), "--sigint_effect=explode"}),
                 "hogstream", "sigint_effect");
+}
+
+// A machine cut off must not give up before the others could take it for dead.
+TEST_F(Cli, AQuorumWaitShorterThanTheDeadTimeoutIsOneLine) {
+  const std::vector<uint16_t> ports = test::FreeUdpPorts(2);
+  const std::string peers =
+      "--peers=udp://127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), peers, "--rank=0", "--dead_ms=2000",
+                                       "--quorum_ms=1500", "--start_timeout=1"}),
+                "hogstream", "--quorum_ms longer than --dead_ms");
 }
 
 TEST_F(Cli, HugeInputDimensionIsOneLine) {
