@@ -144,6 +144,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
                  rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_momentum);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
+  n.window = static_cast<uint32_t>(f.int_in("window", 0, 1 << 20));
   n.dead_ms = static_cast<uint32_t>(f.int_in("dead_ms", 100, 3600000));
   n.quorum_ms = static_cast<uint32_t>(f.int_in("quorum_ms", 0, 86400000));  // 0: 30 x dead_ms
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;
