@@ -11,19 +11,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "test/error_of.hpp"
+
 namespace hogstream {
 namespace {
-
-template <class E, class F>
-std::string MessageOf(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "nothing thrown";
-  return "";
-}
 
 TEST(CheckMacros, ComparisonOperandsAreEvaluatedOnce) {
   int n = 0, m = 0;
