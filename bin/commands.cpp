@@ -64,7 +64,7 @@ Specs HogwildFlags() {
        "private copies: iterations a solver runs without a completed sweep before it waits (0: never)"},
       {"sweep_pause_us", "US", std::to_string(h.sweep_pause_us),
        "private copies: the daemon's pause between sweeps (-1: 2000 for a CPU copy, 0 for a GPU one)"},
-      {"aggregate", "auto|sum|share|K=V,...", h.aggregate,
+      {"aggregate", "auto|sum|share[=S]|K=V,...", h.aggregate,
        "how deltas are weighted (keys weight, scale, warmup, from, budget, absurd)"},
       kInput,
       {"metrics", "[HOST:]PORT", "", "serve the leader's figures as a Prometheus endpoint"},

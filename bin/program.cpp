@@ -141,7 +141,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   const std::string aggregate = f.get("aggregate");
   // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
   ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, 1,
-                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_momentum);
+                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_speed);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
   n.window = static_cast<uint32_t>(f.int_in("window", 0, 1 << 20));

@@ -605,7 +605,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   // (ShareMomentum).
   pb::SolverParameter param = given;
   if (opt.net && opt.net->shares_momentum()) {
-    const std::string line = ShareMomentum(opt.net->machines(), &param);
+    const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
   Run r(param, opt, MakePlan(param, opt));

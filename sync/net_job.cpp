@@ -85,7 +85,7 @@ Losses LossesOf(const TransportCounters& tc, uint64_t not_sync) {
 }  // namespace
 
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale,
-                    bool* share_momentum) {
+                    double* share_speed) {
   // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
   // 1 / its staleness in updates (the deltas of the others applied to its chunk since this
   // sender's previous one, + 1; about machines - 1 at equal pace), so that the job as a whole
@@ -98,41 +98,48 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
   rule->stale_budget = 0;
   rule->absurd = 100;
   rule->weight_scale = default_scale;
-  if (share_momentum) *share_momentum = false;
+  if (share_speed) *share_speed = 0;
   if (text == "sum") return;
-  if (text == "share") {
-    HS_REQUIRE(share_momentum) << "--aggregate=share: only for a job across machines whose deltas are added (not easgd, "
-                                  "bsp or gsp, nor private copies in one process)";
-    *share_momentum = machines >= 2;
-    rule->staleness_weight = false;
-    return;
-  }
-  rule->staleness_weight = rule->staleness_weight || machines > 2;
-  if (text.empty() || text == "auto") return;
-  std::stringstream ss(text);
+  bool share = false, weight_given = false;
+  double speed = std::min(machines, kShareMomentumSpeed);
+  std::stringstream ss(text == "auto" ? "" : text);
   for (std::string item; std::getline(ss, item, ',');) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
-    HS_REQUIRE(eq != std::string::npos && !value.empty() && end && *end == 0 && v >= 0 && std::isfinite(v))
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share, or weight=, scale=, warmup=, from=, budget=, absurd=)";
+    const bool number = !value.empty() && end && *end == 0 && std::isfinite(v);
+    if (key == "share") {
+      // "share" or "share=S": every delta whole and the momentum share, the job at S machines'
+      // steps (ShareMomentum).
+      HS_REQUIRE(share_speed) << "--aggregate=share: only for a job across machines whose deltas are added (not "
+                                 "easgd, bsp or gsp, nor private copies in one process)";
+      HS_REQUIRE(eq == std::string::npos || (number && v >= 1 && v <= std::max(machines, 1)))
+          << "--aggregate=" << item << ": the job's speed in machines' steps, from 1 to the job's " << machines
+          << " machines";
+      share = true;
+      if (eq != std::string::npos) speed = v;
+      continue;
+    }
+    HS_REQUIRE(eq != std::string::npos && number && v >= 0)
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], or weight=, scale=, warmup=, from=, budget=, absurd=)";
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
     else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
     else if (key == "absurd") rule->absurd = static_cast<float>(v);
-    else if (key == "weight") rule->staleness_weight = v != 0;
+    else if (key == "weight") rule->staleness_weight = v != 0, weight_given = true;
     else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
-    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (weight, scale, warmup, from, budget, absurd)";
+    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, weight, scale, warmup, from, budget, absurd)";
   }
+  if (!weight_given) rule->staleness_weight = !share && (rule->staleness_weight || machines > 2);
+  if (share && machines >= 2) *share_speed = speed;
 }
 
-std::string ShareMomentum(int machines, pb::SolverParameter* param) {
+std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param) {
   const std::string& type = param->type();
   const float mu = param->momentum();
   if (machines < 2 || !(type.empty() || type == "SGD" || type == "Nesterov") || !(mu > 0 && mu < 1)) return "";
   const double shared = std::max(0.0, 1.0 - machines * (1.0 - mu));
-  const int speed = std::min(machines, kShareMomentumSpeed);
   // lr / (1 - momentum), each machine's speed, times speed / machines: the job moves at
   // `speed` times one machine's.
   const double scale = (1 - shared) / (1 - mu) * speed / machines;

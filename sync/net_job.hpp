@@ -78,7 +78,7 @@ namespace hogstream {
 // `share_momentum` (may be null: not offered, as for private copies in one process, easgd,
 // bsp and gsp): set to whether the solvers take the momentum share ("share").
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1,
-                    bool* share_momentum = nullptr);
+                    double* share_speed = nullptr);
 // The momentum share of a job of `machines` whose deltas are added whole (sync/README.md,
 // "Many machines, one master"): each machine's solver takes momentum 1 - machines x
 // (1 - momentum) (at least 0), since the asynchrony between machines acts as the rest of the
@@ -87,7 +87,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
 // machine's speed. Only for SGD and Nesterov with momentum; returns one line saying what
 // changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
-std::string ShareMomentum(int machines, pb::SolverParameter* param);
+std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
 
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
@@ -106,7 +106,7 @@ struct NetJobOptions {
   // its update counts are made per job (every master endpoint of this machine shares them).
   SegmentRule rule;
   bool track_fresh = false;        // keep fresh_rounds() up to date (ssp, bsp, gsp across machines)
-  bool share_momentum = false;     // the solvers take ShareMomentum (--aggregate=share)
+  double share_speed = 0;          // > 0: the solvers take ShareMomentum at this speed (--aggregate=share)
   // bsp / gsp (Policy::MachineGroups): each machine's synchronous group, per rank. Then
   // slowest_other() is over the machines of this one's group only, by their iterations whose
   // progress has gone out, and a delta's staleness counts from its group's last one.
@@ -195,7 +195,8 @@ class NetJob {
   void Finish();
 
   int rank() const { return opt_.rank; }
-  bool shares_momentum() const { return opt_.share_momentum; }
+  bool shares_momentum() const { return opt_.share_speed > 0; }
+  double share_speed() const { return opt_.share_speed; }
   int machines() const { return opt_.machines; }
   bool joined_running() const { return joined_running_; }
   bool leads() const;

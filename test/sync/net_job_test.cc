@@ -937,19 +937,28 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   EXPECT_EQ(p.weight_scale, 3.f);
   // "share" (where the caller offers it: machines, not easgd, bsp or gsp): whole deltas and
   // the momentum share; never by default.
+  // "share=S" sets the job's speed, in machines' steps (at most the job's machines).
   for (int machines : {1, 2, 3, 4, 8}) {
     SegmentRule m;
-    bool share = true;
+    double share = 1;
     ParseAggregate("auto", machines, &m, 1, &share);
-    EXPECT_FALSE(share) << machines;
+    EXPECT_EQ(share, 0) << machines;
     ParseAggregate("share", machines, &m, 1, &share);
-    EXPECT_EQ(share, machines >= 2) << machines;
+    EXPECT_EQ(share, machines >= 2 ? std::min(machines, kShareMomentumSpeed) : 0) << machines;
     EXPECT_FALSE(m.staleness_weight) << machines;
+    ParseAggregate("share=" + std::to_string(machines), machines, &m, 1, &share);
+    EXPECT_EQ(share, machines >= 2 ? machines : 0) << machines;
   }
-  bool share = true;
+  double share = 1;
   SegmentRule w;
   ParseAggregate("sum", 4, &w, 1, &share);
-  EXPECT_FALSE(share);
+  EXPECT_EQ(share, 0);
+  ParseAggregate("share=2.5", 4, &w, 1, &share);
+  EXPECT_EQ(share, 2.5);
+  for (const char* bad : {"share=5", "share=0.5", "share=", "share=x"}) {
+    const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &w, 1, &share); });
+    EXPECT_NE(e.find("--aggregate=share"), std::string::npos) << bad << ": " << e;
+  }
   SegmentRule c;
   const std::string copies = ErrorOf([&] { ParseAggregate("share", 4, &c, 2.f); });  // private copies
   EXPECT_NE(copies.find("--aggregate=share"), std::string::npos) << copies;
@@ -962,7 +971,7 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
 }
 
 // The momentum share gives each machine momentum 1 - machines x (1 - momentum) and the speed
-// lr / (1 - momentum) times min(machines, 3) / machines; other update rules, and SGD without
+// lr / (1 - momentum) times the job's speed / machines; other update rules, and SGD without
 // momentum, are left alone.
 TEST(NetJobAggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
   std::mt19937 rng(TestSeed());
@@ -972,11 +981,12 @@ TEST(NetJobAggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
     const float mu = static_cast<float>(mu_of(rng)), lr = static_cast<float>(lr_of(rng));
     p.set_momentum(mu);
     p.set_base_lr(lr);
-    const std::string line = ShareMomentum(machines, &p);
+    const double job_speed = std::uniform_real_distribution<double>(1, machines)(rng);
+    const std::string line = ShareMomentum(machines, job_speed, &p);
     SCOPED_TRACE(line);
     const double want_mu = std::max(0.0, 1.0 - machines * (1.0 - mu));
     EXPECT_NEAR(p.momentum(), want_mu, 1e-6) << machines;
-    const double speed = lr / (1 - mu) * std::min(machines, kShareMomentumSpeed) / machines;
+    const double speed = lr / (1 - mu) * job_speed / machines;
     EXPECT_NEAR(p.base_lr() / (1 - p.momentum()), speed, 1e-5 * speed) << machines;
     EXPECT_NE(line.find(std::to_string(machines) + " machines"), std::string::npos);
   }
@@ -984,15 +994,15 @@ TEST(NetJobAggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
   adam.set_type("Adam");
   adam.set_momentum(0.9f);
   adam.set_base_lr(0.001f);
-  EXPECT_EQ(ShareMomentum(4, &adam), "");
+  EXPECT_EQ(ShareMomentum(4, 3, &adam), "");
   EXPECT_FLOAT_EQ(adam.momentum(), 0.9f);
   pb::SolverParameter plain;
   plain.set_base_lr(0.01f);
-  EXPECT_EQ(ShareMomentum(4, &plain), "");
+  EXPECT_EQ(ShareMomentum(4, 3, &plain), "");
   EXPECT_FLOAT_EQ(plain.base_lr(), 0.01f);
   pb::SolverParameter one;
   one.set_momentum(0.9f);
-  EXPECT_EQ(ShareMomentum(1, &one), "");
+  EXPECT_EQ(ShareMomentum(1, 1, &one), "");
 }
 
 }  // namespace
