@@ -68,23 +68,23 @@ namespace hogstream {
 // damping and value bounds; sync/README.md says why). "auto" (or empty): the defaults for a
 // job of `machines` (1/staleness weights from 3 machines up; the caller passes 1 for a policy
 // whose rounds average the steps themselves); "sum": every delta whole, as soon as it comes
-// (values still checked); "share": every delta whole and the momentum share (ShareMomentum;
-// an Error where the caller does not offer `share_momentum`); or KEY=V,... with keys weight
-// (1: 1/staleness weights, 0: none), scale (weights of
+// (values still checked); "share" or "share=S": every delta whole and the momentum share, the
+// job at S machines' steps (ShareMomentum; S from 1 to `machines`, "share" alone: min(machines,
+// kShareMomentumSpeed); an Error where the caller does not offer `share_speed`), which the keys
+// below may join; or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), scale (weights of
 // min(1, scale/staleness)), warmup (global iterations of the ramp), from (the ramp's first
 // weight), budget (age in global iterations before a delta is damped), absurd (the RMS bound,
 // 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
 // `default_scale` (1 for machines; 2 for private copies in one process, sync/hogwild.cpp).
-// `share_momentum` (may be null: not offered, as for private copies in one process, easgd,
-// bsp and gsp): set to whether the solvers take the momentum share ("share").
+// `share_speed` (may be null: not offered, as for private copies in one process, easgd,
+// bsp and gsp): set to the job's speed S where the solvers take the momentum share, else 0.
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1,
                     double* share_speed = nullptr);
 // The momentum share of a job of `machines` whose deltas are added whole (sync/README.md,
 // "Many machines, one master"): each machine's solver takes momentum 1 - machines x
 // (1 - momentum) (at least 0), since the asynchrony between machines acts as the rest of the
-// momentum, and base_lr such that its speed, lr / (1 - momentum), is min(machines,
-// kShareMomentumSpeed) / machines of the solver's: the job moves at that many times one
-// machine's speed. Only for SGD and Nesterov with momentum; returns one line saying what
+// momentum, and base_lr such that its speed, lr / (1 - momentum), is speed / machines of the
+// solver's: the job moves at `speed` times one machine's speed. Only for SGD and Nesterov with momentum; returns one line saying what
 // changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
 std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
