@@ -253,11 +253,15 @@ TEST_F(HogwildThreads, PrivateCopiesRunAtMostCopyLeadIterationsPerSweep) {
       // Its last sweep is the final synchronous one, after its last iteration.
       const int64_t allowed = static_cast<int64_t>(report.segments[k].sweeps) * 2 + 2;
       beyond = beyond || report.done[k] > allowed;
-      if (lead) EXPECT_LE(report.done[k], allowed) << "solver " << k << ": " << report.segments[k].sweeps << " sweeps";
+      if (lead) {
+        EXPECT_LE(report.done[k], allowed) << "solver " << k << ": " << report.segments[k].sweeps << " sweeps";
+      }
     }
     // Unbounded, the two share 160 iterations in a fraction of a second (one of them may get
     // few of them on a loaded machine, so the pair is asked, not each).
-    if (!lead) EXPECT_TRUE(beyond) << "the unbounded run kept pace with a daemon sweeping 20 times a second";
+    if (!lead) {
+      EXPECT_TRUE(beyond) << "the unbounded run kept pace with a daemon sweeping 20 times a second";
+    }
   }
 }
 
