@@ -95,6 +95,8 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
   // (ShareMomentum) instead.
   rule->warmup_until = 0;
   rule->warmup_from = 1;
+  rule->cool_from = rule->cool_until = 0;
+  rule->cool_to = 1;
   rule->stale_budget = 0;
   rule->absurd = 100;
   rule->weight_scale = default_scale;
@@ -122,14 +124,17 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
       continue;
     }
     HS_REQUIRE(eq != std::string::npos && number && v >= 0)
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], or weight=, scale=, warmup=, from=, budget=, absurd=)";
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=)";
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
     else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
+    else if (key == "cool") rule->cool_from = static_cast<uint64_t>(v);
+    else if (key == "cooled") rule->cool_until = static_cast<uint64_t>(v);
+    else if (key == "to") rule->cool_to = static_cast<float>(std::min(1.0, v));
     else if (key == "absurd") rule->absurd = static_cast<float>(v);
     else if (key == "weight") rule->staleness_weight = v != 0, weight_given = true;
     else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
-    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, weight, scale, warmup, from, budget, absurd)";
+    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, weight, scale, warmup, from, cool, cooled, to, budget, absurd)";
   }
   if (!weight_given) rule->staleness_weight = !share && (rule->staleness_weight || machines > 2);
   if (share && machines >= 2) *share_speed = speed;

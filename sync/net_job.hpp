@@ -73,7 +73,9 @@ namespace hogstream {
 // kShareMomentumSpeed); an Error where the caller does not offer `share_speed`), which the keys
 // below may join; or KEY=V,... with keys weight (1: 1/staleness weights, 0: none), scale (weights of
 // min(1, scale/staleness)), warmup (global iterations of the ramp), from (the ramp's first
-// weight), budget (age in global iterations before a delta is damped), absurd (the RMS bound,
+// weight), cool, cooled and to (the cool-down: weights falling linearly from 1 at global
+// iteration `cool` to `to` at `cooled`), budget (age in global iterations before a delta is
+// damped), absurd (the RMS bound,
 // 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
 // `default_scale` (1 for machines; 2 for private copies in one process, sync/hogwild.cpp).
 // `share_speed` (may be null: not offered, as for private copies in one process, easgd,

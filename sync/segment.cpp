@@ -369,6 +369,11 @@ float MasterEndpoint::Damping(uint64_t age) const {
   float k = 1;
   if (rule_.warmup_until && clock_ < rule_.warmup_until)
     k = rule_.warmup_from + (1 - rule_.warmup_from) * static_cast<float>(clock_) / static_cast<float>(rule_.warmup_until);
+  if (rule_.cool_until > rule_.cool_from && clock_ > rule_.cool_from) {
+    const float f = std::min(1.f, static_cast<float>(clock_ - rule_.cool_from) /
+                                      static_cast<float>(rule_.cool_until - rule_.cool_from));
+    k *= 1 - (1 - rule_.cool_to) * f;
+  }
   if (rule_.stale_budget && age > rule_.stale_budget)
     k *= static_cast<float>(rule_.stale_budget) / static_cast<float>(age);
   return k;

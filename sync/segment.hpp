@@ -112,13 +112,17 @@ struct SegmentRule {
   std::shared_ptr<ChunkUpdates> updates;
   // Aggregation of many contributors (sync/README.md, "Many machines, one master"): the weight
   // of a delta also ramps up over the first global iterations and falls with the delta's age,
-  //   k = ramp(clock) * min(1, stale_budget / age)     (times the weights above)
+  //   k = ramp(clock) * cool(clock) * min(1, stale_budget / age)     (times the weights above)
   // where age = the master's clock - the clock of the position the sender's progress started
-  // from (global iterations), and ramp goes linearly from warmup_from at clock 0 to 1 at
-  // clock warmup_until.
+  // from (global iterations), ramp goes linearly from warmup_from at clock 0 to 1 at clock
+  // warmup_until, and cool from 1 at clock cool_from down to cool_to at clock cool_until
+  // (cool_to after it).
   uint64_t stale_budget = 0;   // 0: no damping by age
   uint64_t warmup_until = 0;   // 0: no ramp
   float warmup_from = 1;
+  uint64_t cool_from = 0;      // cool_until <= cool_from: no cool-down
+  uint64_t cool_until = 0;
+  float cool_to = 1;
   // Values: the master refuses (drops, counts, reports) a delta with a non-finite element, and
   // one whose RMS exceeds `absurd` times both the RMS of that chunk's recent deltas (once 8
   // have been seen) and the RMS of the chunk's own values (0: no such bound). A delta many

@@ -1074,5 +1074,38 @@ TEST(SegmentRuleTest, RampAndAgeDampTheWeight) {
   deliver(300, 300, 16.f, 1.f);
 }
 
+// The cool-down of SegmentRule, hand-computed: whole before cool_from, cool_to past
+// cool_until, linearly between; with the ramp and the age damping multiplied in.
+TEST(SegmentRuleTest, CoolDownLowersTheWeightAfterItsStart) {
+  std::vector<float> w(4, 0.f);
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
+  SegmentRule rule;
+  rule.warmup_from = 0.5f;
+  rule.warmup_until = 100;
+  rule.cool_from = 200;
+  rule.cool_until = 400;
+  rule.cool_to = 0.2f;
+  rule.stale_budget = 10;
+  me.set_rule(rule);
+  me.set_epoch(1);
+  float expect = 0;
+  auto deliver = [&](uint64_t clock, uint64_t base, float v, float k) {
+    me.set_clock(clock);
+    ASSERT_EQ(me.PostPositions(1), 1u);
+    Header h = Delta(0, t.sent.back().h.seq, 1);
+    h.clock = base;
+    t.Deliver(h, 1, std::vector<float>(4, v));
+    ASSERT_EQ(me.PollDeltas(), 1u);
+    expect += k * v;
+    EXPECT_FLOAT_EQ(w[0], expect) << "clock " << clock << ", base " << base;
+  };
+  deliver(50, 50, 1.f, 0.75f);         // on the ramp
+  deliver(200, 200, 2.f, 1.f);         // the cool-down's start
+  deliver(300, 295, 4.f, 0.6f);        // half-way down: 1 - 0.8 / 2
+  deliver(350, 330, 8.f, 0.4f * 0.5f); // 3/4 down (0.4), 20 old with a budget of 10
+  deliver(1000, 1000, 16.f, 0.2f);     // past it
+}
+
 }  // namespace
 }  // namespace hogstream
