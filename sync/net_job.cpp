@@ -136,6 +136,9 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
     else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, weight, scale, warmup, from, cool, cooled, to, budget, absurd)";
   }
+  HS_REQUIRE((rule->cool_from == 0 && rule->cool_until == 0 && rule->cool_to == 1) || rule->cool_until > rule->cool_from)
+      << "--aggregate: a cool-down needs cooled= after cool= (got cool=" << rule->cool_from << ", cooled="
+      << rule->cool_until << ")";
   if (!weight_given) rule->staleness_weight = !share && (rule->staleness_weight || machines > 2);
   if (share && machines >= 2) *share_speed = speed;
 }

@@ -973,7 +973,7 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   SegmentRule c;
   const std::string copies = ErrorOf([&] { ParseAggregate("share", 4, &c, 2.f); });  // private copies
   EXPECT_NE(copies.find("--aggregate=share"), std::string::npos) << copies;
-  for (const char* bad : {"often", "warmup=", "warmup=-1", "speed=2", "budget=x"}) {
+  for (const char* bad : {"often", "warmup=", "warmup=-1", "speed=2", "budget=x", "cool=100", "cool=500,cooled=100", "to=0.5"}) {
     SegmentRule b;
     const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &b); });
     EXPECT_NE(e.find("--aggregate"), std::string::npos) << bad << ": " << e;
