@@ -1043,43 +1043,52 @@ TEST(SegmentValuesTest, SlaveRefusesNonFinitePositionsAndRetakesAChunkWhole) {
   EXPECT_NEAR(t.sent.back().payload[0], 0.25f, 1e-6f);
 }
 
+// A master endpoint under a SegmentRule, fed one delta at a time: Deliver(clock, base, v, k)
+// sets the master's clock, takes a delta of v whose progress started at clock `base`, and
+// checks that the weights moved by exactly k * v.
+class RuleMaster {
+ public:
+  explicit RuleMaster(const SegmentRule& rule) : t_(4 * sizeof(float)), me_(w_.data(), 4, 4, &t_, Dest::Peer(1)) {
+    me_.set_rule(rule);
+    me_.set_epoch(1);
+  }
+  void Deliver(uint64_t clock, uint64_t base, float v, float k) {
+    me_.set_clock(clock);
+    ASSERT_EQ(me_.PostPositions(1), 1u);
+    Header h = Delta(0, t_.sent.back().h.seq, 1);
+    h.clock = base;
+    t_.Deliver(h, 1, std::vector<float>(4, v));
+    ASSERT_EQ(me_.PollDeltas(), 1u);
+    expect_ += k * v;
+    EXPECT_FLOAT_EQ(w_[0], expect_) << "clock " << clock << ", base " << base;
+  }
+
+ private:
+  std::vector<float> w_ = std::vector<float>(4, 0.f);
+  ScriptedTransport t_;
+  MasterEndpoint me_;
+  float expect_ = 0;
+};
+
 // The ramp and the age damping of SegmentRule, hand-computed: at clock 0 a delta counts
 // warmup_from, half-way up the ramp halfway between, past it whole; a delta older than the
 // budget counts budget / age.
 TEST(SegmentRuleTest, RampAndAgeDampTheWeight) {
-  std::vector<float> w(4, 0.f);
-  ScriptedTransport t(4 * sizeof(float));
-  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
   SegmentRule rule;
   rule.warmup_from = 0.25f;
   rule.warmup_until = 100;
   rule.stale_budget = 10;
-  me.set_rule(rule);
-  me.set_epoch(1);
-  float expect = 0;
-  auto deliver = [&](uint64_t clock, uint64_t base, float v, float k) {
-    me.set_clock(clock);
-    ASSERT_EQ(me.PostPositions(1), 1u);
-    Header h = Delta(0, t.sent.back().h.seq, 1);
-    h.clock = base;
-    t.Deliver(h, 1, std::vector<float>(4, v));
-    ASSERT_EQ(me.PollDeltas(), 1u);
-    expect += k * v;
-    EXPECT_FLOAT_EQ(w[0], expect) << "clock " << clock << ", base " << base;
-  };
-  deliver(0, 0, 1.f, 0.25f);
-  deliver(50, 45, 2.f, 0.625f);
-  deliver(200, 195, 4.f, 1.f);
-  deliver(200, 160, 8.f, 0.25f);  // 40 old, budget 10
-  deliver(300, 300, 16.f, 1.f);
+  RuleMaster m(rule);
+  m.Deliver(0, 0, 1.f, 0.25f);
+  m.Deliver(50, 45, 2.f, 0.625f);
+  m.Deliver(200, 195, 4.f, 1.f);
+  m.Deliver(200, 160, 8.f, 0.25f);  // 40 old, budget 10
+  m.Deliver(300, 300, 16.f, 1.f);
 }
 
 // The cool-down of SegmentRule, hand-computed: whole before cool_from, cool_to past
 // cool_until, linearly between; with the ramp and the age damping multiplied in.
 TEST(SegmentRuleTest, CoolDownLowersTheWeightAfterItsStart) {
-  std::vector<float> w(4, 0.f);
-  ScriptedTransport t(4 * sizeof(float));
-  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
   SegmentRule rule;
   rule.warmup_from = 0.5f;
   rule.warmup_until = 100;
@@ -1087,24 +1096,12 @@ TEST(SegmentRuleTest, CoolDownLowersTheWeightAfterItsStart) {
   rule.cool_until = 400;
   rule.cool_to = 0.2f;
   rule.stale_budget = 10;
-  me.set_rule(rule);
-  me.set_epoch(1);
-  float expect = 0;
-  auto deliver = [&](uint64_t clock, uint64_t base, float v, float k) {
-    me.set_clock(clock);
-    ASSERT_EQ(me.PostPositions(1), 1u);
-    Header h = Delta(0, t.sent.back().h.seq, 1);
-    h.clock = base;
-    t.Deliver(h, 1, std::vector<float>(4, v));
-    ASSERT_EQ(me.PollDeltas(), 1u);
-    expect += k * v;
-    EXPECT_FLOAT_EQ(w[0], expect) << "clock " << clock << ", base " << base;
-  };
-  deliver(50, 50, 1.f, 0.75f);         // on the ramp
-  deliver(200, 200, 2.f, 1.f);         // the cool-down's start
-  deliver(300, 295, 4.f, 0.6f);        // half-way down: 1 - 0.8 / 2
-  deliver(350, 330, 8.f, 0.4f * 0.5f); // 3/4 down (0.4), 20 old with a budget of 10
-  deliver(1000, 1000, 16.f, 0.2f);     // past it
+  RuleMaster m(rule);
+  m.Deliver(50, 50, 1.f, 0.75f);          // on the ramp
+  m.Deliver(200, 200, 2.f, 1.f);          // the cool-down's start
+  m.Deliver(300, 295, 4.f, 0.6f);         // half-way down: 1 - 0.8 / 2
+  m.Deliver(350, 330, 8.f, 0.4f * 0.5f);  // 3/4 down (0.4), 20 old with a budget of 10
+  m.Deliver(1000, 1000, 16.f, 0.2f);      // past it
 }
 
 }  // namespace
