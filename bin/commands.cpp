@@ -65,7 +65,7 @@ Specs HogwildFlags() {
       {"sweep_pause_us", "US", std::to_string(h.sweep_pause_us),
        "private copies: the daemon's pause between sweeps (-1: 2000 for a CPU copy, 0 for a GPU one)"},
       {"aggregate", "auto|sum|share[=S]|K=V,...", h.aggregate,
-       "how deltas are weighted (keys weight, scale, warmup, from, budget, absurd)"},
+       "how deltas are weighted (keys share, weight, scale, warmup, from, cool, cooled, to, budget, absurd)"},
       kInput,
       {"metrics", "[HOST:]PORT", "", "serve the leader's figures as a Prometheus endpoint"},
       {"stats_json", "FILE", "", "append the leader's figures to FILE as JSON lines"},

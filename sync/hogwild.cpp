@@ -604,7 +604,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   // --aggregate=share: a job across machines whose deltas are added whole shares its momentum
   // (ShareMomentum).
   pb::SolverParameter param = given;
-  if (opt.net && opt.net->shares_momentum()) {
+  if (opt.net && opt.net->share_speed() > 0) {
     const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }

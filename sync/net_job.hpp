@@ -75,8 +75,7 @@ namespace hogstream {
 // min(1, scale/staleness)), warmup (global iterations of the ramp), from (the ramp's first
 // weight), cool, cooled and to (the cool-down: weights falling linearly from 1 at global
 // iteration `cool` to `to` at `cooled`), budget (age in global iterations before a delta is
-// damped), absurd (the RMS bound,
-// 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
+// damped), absurd (the RMS bound, 0 = none), each over the auto defaults. A mistake is one line. `scale` defaults to
 // `default_scale` (1 for machines; 2 for private copies in one process, sync/hogwild.cpp).
 // `share_speed` (may be null: not offered, as for private copies in one process, easgd,
 // bsp and gsp): set to the job's speed S where the solvers take the momentum share, else 0.
@@ -86,8 +85,8 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
 // "Many machines, one master"): each machine's solver takes momentum 1 - machines x
 // (1 - momentum) (at least 0), since the asynchrony between machines acts as the rest of the
 // momentum, and base_lr such that its speed, lr / (1 - momentum), is speed / machines of the
-// solver's: the job moves at `speed` times one machine's speed. Only for SGD and Nesterov with momentum; returns one line saying what
-// changed ("" = nothing).
+// solver's: the job moves at `speed` times one machine's speed. Only for SGD and Nesterov with
+// momentum; returns one line saying what changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
 std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
 
@@ -197,8 +196,7 @@ class NetJob {
   void Finish();
 
   int rank() const { return opt_.rank; }
-  bool shares_momentum() const { return opt_.share_speed > 0; }
-  double share_speed() const { return opt_.share_speed; }
+  double share_speed() const { return opt_.share_speed; }  // > 0: the solvers take ShareMomentum
   int machines() const { return opt_.machines; }
   bool joined_running() const { return joined_running_; }
   bool leads() const;

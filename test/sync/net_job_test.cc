@@ -911,7 +911,6 @@ namespace {
 // other's deltas whole; a round-averaging policy passes 1); "sum" and every key over the
 // defaults; a mistake is one line naming the flag.
 TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
-  double share_of_c = 0;
   SegmentRule r;
   ParseAggregate("auto", 2, &r);
   EXPECT_FALSE(r.staleness_weight);
@@ -932,8 +931,9 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   EXPECT_EQ(k.weight_scale, 1.f) << "machines: the master's own solvers train it; others' deltas at most 1/staleness";
   EXPECT_EQ(k.cool_until, 0u) << "no cool-down unless asked";
   SegmentRule cd;
-  ParseAggregate("share=4,warmup=1000,from=0.33,budget=8,cool=1500,cooled=3500,to=0.33", 4, &cd, 1, &share_of_c);
-  EXPECT_EQ(share_of_c, 4);
+  double cd_speed = 0;
+  ParseAggregate("share=4,warmup=1000,from=0.33,budget=8,cool=1500,cooled=3500,to=0.33", 4, &cd, 1, &cd_speed);
+  EXPECT_EQ(cd_speed, 4);
   EXPECT_FALSE(cd.staleness_weight);
   EXPECT_EQ(cd.warmup_until, 1000u);
   EXPECT_EQ(cd.cool_from, 1500u);
