@@ -64,8 +64,9 @@ Specs HogwildFlags() {
        "private copies: iterations a solver runs without a completed sweep before it waits (0: never)"},
       {"sweep_pause_us", "US", std::to_string(h.sweep_pause_us),
        "private copies: the daemon's pause between sweeps (-1: 2000 for a CPU copy, 0 for a GPU one)"},
-      {"aggregate", "auto|sum|share[=S]|K=V,...", h.aggregate,
-       "how deltas are weighted (keys share, weight, scale, warmup, from, cool, cooled, to, budget, absurd)"},
+      {"aggregate", "auto|sum|share[=S]|schedule|K=V,...", h.aggregate,
+       "how deltas are weighted (keys share, schedule, weight, scale, warmup, from, cool, cooled, to, budget, absurd; "
+       "warmup, cool and cooled also as N% of the run)"},
       kInput,
       {"metrics", "[HOST:]PORT", "", "serve the leader's figures as a Prometheus endpoint"},
       {"stats_json", "FILE", "", "append the leader's figures to FILE as JSON lines"},

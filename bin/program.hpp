@@ -34,8 +34,9 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
 // `peers` is the --peers text (or raw.bin's MAC1:MAC2:... when `raw_form`). Finds this machine's rank, opens its transport and says so
 // in the log; `mine` receives this machine's entry (its own settings, from a topology file).
 // --iface overrides the entry's iface=. Errors (a bad list, no local entry, a port in use) are
-// one line.
+// one line. `solver` is the run's (its max_iter the run's global iterations): --aggregate's
+// defaults and shares of the run follow it.
 std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form,
-                                        PeerEntry* mine = nullptr);
+                                        const pb::SolverParameter& solver, PeerEntry* mine = nullptr);
 
 }  // namespace hogstream

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     pb::SolverParameter param = ReadSolverText(f.positional()[0]);
     if (f.has("iterations")) param.set_max_iter(static_cast<int>(f.get_int("iterations", 0, 0, INT_MAX)));
     PeerEntry mine;
-    std::unique_ptr<NetJob> net = NetJobFromFlags(f, f.positional()[2], /*raw_form=*/true, &mine);
+    std::unique_ptr<NetJob> net = NetJobFromFlags(f, f.positional()[2], /*raw_form=*/true, param, &mine);
     HogwildOptions h = HogwildFromFlags(f, f.positional()[1], &mine);
     h.net = net.get();
     RunHogwild(param, h);

@@ -15,7 +15,7 @@ const char* AgreeName(Agree a) {
     case kAgreePeers: return "--peers list (or its order, or the job's name)";
     case kAgreeNet: return "net (its parameter shapes)";
     case kAgreeSolver: return "solver settings (update rule or schedule)";
-    case kAgreeSettings: return "exchange settings (--policy, --compress, --aggregate, chunking)";
+    case kAgreeSettings: return "exchange settings (--policy, --compress, --aggregate and the run's length, chunking)";
     case kAgreeKinds: break;
   }
   return "?";

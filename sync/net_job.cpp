@@ -84,15 +84,24 @@ Losses LossesOf(const TransportCounters& tc, uint64_t not_sync) {
 }
 }  // namespace
 
+namespace {
+// Whether ShareMomentum changes this solver (SGD or Nesterov with a momentum in (0, 1)).
+bool MomentumShareable(const pb::SolverParameter& param) {
+  const std::string& type = param.type();
+  const float mu = param.momentum();
+  return (type.empty() || type == "SGD" || type == "Nesterov") && mu > 0 && mu < 1;
+}
+}  // namespace
+
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale,
-                    double* share_speed) {
+                    double* share_speed, const pb::SolverParameter* solver) {
   // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
   // 1 / its staleness in updates (the deltas of the others applied to its chunk since this
   // sender's previous one, + 1; about machines - 1 at equal pace), so that the job as a whole
   // moves about twice one machine's step whatever the count: more, with each machine's own
   // momentum acting on progress that reaches the others late, diverged from 4 machines on.
   // "share" (where the caller offers it): every delta whole and the solvers' momentum shared
-  // (ShareMomentum) instead.
+  // (ShareMomentum) instead; "schedule": the share with a ramp, damping by age and a cool-down.
   rule->warmup_until = 0;
   rule->warmup_from = 1;
   rule->cool_from = rule->cool_until = 0;
@@ -102,29 +111,73 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
   rule->weight_scale = default_scale;
   if (share_speed) *share_speed = 0;
   if (text == "sum") return;
-  bool share = false, weight_given = false;
-  double speed = std::min(machines, kShareMomentumSpeed);
+  const uint64_t run = solver && solver->max_iter() > 0 ? static_cast<uint64_t>(solver->max_iter()) : 0;
+  struct Item {
+    std::string key, value;
+    bool has_value;  // "KEY=..." (perhaps "KEY="), not "KEY"
+  };
+  std::vector<Item> items;
+  bool share = false, schedule = false;
   std::stringstream ss(text == "auto" ? "" : text);
   for (std::string item; std::getline(ss, item, ',');) {
     const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const std::string key = item.substr(0, eq);
+    items.push_back({key, eq == std::string::npos ? "" : item.substr(eq + 1), eq != std::string::npos});
+    if (key == "share") share = true;
+    if (key == "schedule") schedule = true;
+    HS_REQUIRE(key == "share" || key == "schedule" || eq != std::string::npos)
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=)";
+  }
+  double speed = std::min(machines, kShareMomentumSpeed);
+  if (schedule) {
+    // The share schedule: the momentum share at min(machines, kScheduleSpeed) machines' steps,
+    // the others' deltas ramped up from W, damped by age, and cooled back down to W over the
+    // middle of the run (W = max(kScheduleWeight, 1 / (machines - 1))).
+    HS_REQUIRE(share_speed) << "--aggregate=schedule: only for a job across machines whose deltas are added (not "
+                               "easgd, bsp or gsp, nor private copies in one process)";
+    HS_REQUIRE(solver && MomentumShareable(*solver))
+        << "--aggregate=schedule: only for SGD or Nesterov with a momentum in (0, 1), whose momentum the machines share";
+    HS_REQUIRE(run) << "--aggregate=schedule: its cool-down follows the run's length, which has none here (max_iter)";
+    share = true;
+    speed = std::min(machines, kScheduleSpeed);
+    const float w = static_cast<float>(std::max(kScheduleWeight, 1.0 / std::max(machines - 1, 1)));
+    rule->stale_budget = kScheduleBudget;
+    rule->cool_from = static_cast<uint64_t>(run * kScheduleCoolFrom);
+    rule->cool_until = static_cast<uint64_t>(run * kScheduleCoolUntil);
+    rule->cool_to = w;
+    rule->warmup_until = std::min(kScheduleWarmup, rule->cool_from);  // a short run: the ramp ends where the cool-down starts
+    rule->warmup_from = w;
+  }
+  bool weight_given = false;
+  for (const auto& [key, value, has_value] : items) {
+    const std::string item = has_value ? key + "=" + value : key;
+    if (key == "schedule") {
+      HS_REQUIRE(!has_value) << "--aggregate=" << item << ": schedule takes no value (the keys after it change its parts)";
+      continue;
+    }
+    // warmup, cool and cooled may be given as a share of the run's global iterations ("25%").
+    const bool percent = !value.empty() && value.back() == '%' && (key == "warmup" || key == "cool" || key == "cooled");
+    const std::string digits = percent ? value.substr(0, value.size() - 1) : value;
     char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    const bool number = !value.empty() && end && *end == 0 && std::isfinite(v);
+    double v = std::strtod(digits.c_str(), &end);
+    const bool number = !digits.empty() && end && *end == 0 && std::isfinite(v);
     if (key == "share") {
       // "share" or "share=S": every delta whole and the momentum share, the job at S machines'
       // steps (ShareMomentum).
       HS_REQUIRE(share_speed) << "--aggregate=share: only for a job across machines whose deltas are added (not "
                                  "easgd, bsp or gsp, nor private copies in one process)";
-      HS_REQUIRE(eq == std::string::npos || (number && v >= 1 && v <= std::max(machines, 1)))
+      HS_REQUIRE(!has_value || (number && v >= 1 && v <= std::max(machines, 1)))
           << "--aggregate=" << item << ": the job's speed in machines' steps, from 1 to the job's " << machines
           << " machines";
-      share = true;
-      if (eq != std::string::npos) speed = v;
+      if (has_value) speed = v;
       continue;
     }
-    HS_REQUIRE(eq != std::string::npos && number && v >= 0)
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=)";
+    HS_REQUIRE(number && v >= 0 && (!percent || v <= 100))
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=; warmup, cool and cooled may be N% of the run)";
+    if (percent) {
+      HS_REQUIRE(run) << "--aggregate: '" << item << "' is a share of the run, which has no length here (max_iter)";
+      v = run * v / 100;
+    }
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
     else if (key == "budget") rule->stale_budget = static_cast<uint64_t>(v);
@@ -134,19 +187,32 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     else if (key == "absurd") rule->absurd = static_cast<float>(v);
     else if (key == "weight") rule->staleness_weight = v != 0, weight_given = true;
     else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
-    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, weight, scale, warmup, from, cool, cooled, to, budget, absurd)";
+    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, schedule, weight, scale, warmup, from, cool, cooled, to, budget, absurd)";
   }
   HS_REQUIRE((rule->cool_from == 0 && rule->cool_until == 0 && rule->cool_to == 1) || rule->cool_until > rule->cool_from)
       << "--aggregate: a cool-down needs cooled= after cool= (got cool=" << rule->cool_from << ", cooled="
       << rule->cool_until << ")";
   if (!weight_given) rule->staleness_weight = !share && (rule->staleness_weight || machines > 2);
-  if (share && machines >= 2) *share_speed = speed;
+  if (share && machines >= 2 && share_speed) *share_speed = speed;
+}
+
+std::string AggregateLine(const SegmentRule& rule, double share_speed) {
+  std::ostringstream os;
+  if (share_speed > 0) os << "every delta whole at " << share_speed << " machines' steps";
+  else if (rule.staleness_weight) os << "each delta weighted by min(1, " << rule.weight_scale << " / its staleness)";
+  else os << "every delta whole";
+  if (rule.warmup_until)
+    os << "; the others' weight from " << rule.warmup_from << " to 1 over " << rule.warmup_until << " global iterations";
+  if (rule.cool_until > rule.cool_from)
+    os << (rule.warmup_until ? ", " : "; the others' weight ") << "down to " << rule.cool_to << " from "
+       << rule.cool_from << " to " << rule.cool_until;
+  if (rule.stale_budget) os << "; damped beyond " << rule.stale_budget << " iterations of age";
+  return os.str();
 }
 
 std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param) {
-  const std::string& type = param->type();
   const float mu = param->momentum();
-  if (machines < 2 || !(type.empty() || type == "SGD" || type == "Nesterov") || !(mu > 0 && mu < 1)) return "";
+  if (machines < 2 || !MomentumShareable(*param)) return "";
   const double shared = std::max(0.0, 1.0 - machines * (1.0 - mu));
   // lr / (1 - momentum), each machine's speed, times speed / machines: the job moves at
   // `speed` times one machine's.

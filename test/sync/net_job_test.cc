@@ -908,8 +908,8 @@ namespace hogstream {
 namespace {
 
 // --aggregate: by default 1/staleness weights from three machines up (two machines take each
-// other's deltas whole; a round-averaging policy passes 1); "sum" and every key over the
-// defaults; a mistake is one line naming the flag.
+// other's deltas whole; a round-averaging policy passes 1); "sum", "share", "schedule" and
+// every key over the defaults; shares of the run; a mistake is one line naming the flag.
 TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   SegmentRule r;
   ParseAggregate("auto", 2, &r);
@@ -969,6 +969,65 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   for (const char* bad : {"share=5", "share=0.5", "share=", "share=x"}) {
     const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &w, 1, &share); });
     EXPECT_NE(e.find("--aggregate=share"), std::string::npos) << bad << ": " << e;
+  }
+  // "schedule": the share at up to 4 machines' steps, the others' deltas ramped up from W,
+  // damped by age, cooled back to W over the middle of the run (W = max(1/3, 1 / (machines -
+  // 1))); never by default.
+  std::mt19937 rng(TestSeed());
+  pb::SolverParameter sgd;
+  sgd.set_momentum(0.9f);
+  sgd.set_base_lr(0.01f);
+  for (int machines : {2, 3, 4, 8}) {
+    const int run = std::uniform_int_distribution<int>(2000, 20000)(rng);
+    sgd.set_max_iter(run);
+    SCOPED_TRACE(::testing::Message() << machines << " machines, " << run << " iterations");
+    SegmentRule d;
+    double speed = 1;
+    ParseAggregate("auto", machines, &d, 1, &speed, &sgd);
+    EXPECT_EQ(speed, 0);
+    EXPECT_EQ(d.staleness_weight, machines > 2);
+    EXPECT_EQ(d.cool_until, 0u);
+    ParseAggregate("schedule", machines, &d, 1, &speed, &sgd);
+    const float w = std::max(1.f / 3, 1.f / (machines - 1));
+    EXPECT_EQ(speed, std::min(machines, 4));
+    EXPECT_FALSE(d.staleness_weight);
+    EXPECT_EQ(d.warmup_until, std::min<uint64_t>(kScheduleWarmup, run / 4)) << "the ramp ends by the cool-down's start";
+    EXPECT_FLOAT_EQ(d.warmup_from, w);
+    EXPECT_EQ(d.stale_budget, kScheduleBudget);
+    EXPECT_EQ(d.cool_from, static_cast<uint64_t>(run * 0.25));
+    EXPECT_EQ(d.cool_until, static_cast<uint64_t>(run * 0.58));
+    EXPECT_FLOAT_EQ(d.cool_to, w);
+    const std::string line = AggregateLine(d, speed);
+    EXPECT_NE(line.find(std::to_string(std::min(machines, 4)) + " machines' steps"), std::string::npos) << line;
+    EXPECT_NE(line.find("down to"), std::string::npos) << line;
+    EXPECT_NE(line.find("beyond 8 iterations"), std::string::npos) << line;
+    // Keys over it, shares of the run among them.
+    ParseAggregate("schedule,budget=4,cool=10%,cooled=50%,share=" + std::to_string(machines), machines, &d, 1, &speed,
+                   &sgd);
+    EXPECT_EQ(speed, machines);
+    EXPECT_EQ(d.stale_budget, 4u);
+    EXPECT_EQ(d.cool_from, static_cast<uint64_t>(run * 0.1));
+    EXPECT_EQ(d.cool_until, static_cast<uint64_t>(run * 0.5));
+    ParseAggregate("weight=1", machines, &d, 1, &speed, &sgd);
+    EXPECT_EQ(speed, 0);
+    EXPECT_TRUE(d.staleness_weight);
+    EXPECT_NE(AggregateLine(d, speed).find("/ its staleness"), std::string::npos) << AggregateLine(d, speed);
+    // Not offered (easgd, bsp, gsp), or a solver without the momentum share: one line.
+    pb::SolverParameter adam = sgd;
+    adam.set_type("Adam");
+    for (const auto& [offer, solver] : {std::pair<double*, const pb::SolverParameter*>{nullptr, &sgd},
+                                        {&speed, &adam}, {&speed, nullptr}}) {
+      SegmentRule b;
+      const std::string e = ErrorOf([&] { ParseAggregate("schedule", machines, &b, 1, offer, solver); });
+      EXPECT_NE(e.find("--aggregate=schedule"), std::string::npos) << e;
+      EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    }
+  }
+  for (const char* bad : {"cool=25%", "cool=120%,cooled=130%", "warmup=%", "schedule=1"}) {
+    SegmentRule b;
+    const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &b, 1, &share); });
+    EXPECT_NE(e.find("--aggregate"), std::string::npos) << bad << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << bad;
   }
   SegmentRule c;
   const std::string copies = ErrorOf([&] { ParseAggregate("share", 4, &c, 2.f); });  // private copies
