@@ -142,8 +142,8 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     speed = std::min(machines, kScheduleSpeed);
     const float w = static_cast<float>(std::max(kScheduleWeight, 1.0 / std::max(machines - 1, 1)));
     rule->stale_budget = kScheduleBudget;
-    rule->cool_from = static_cast<uint64_t>(run * kScheduleCoolFrom);
-    rule->cool_until = static_cast<uint64_t>(run * kScheduleCoolUntil);
+    rule->cool_from = static_cast<uint64_t>(std::llround(run * kScheduleCoolFrom));
+    rule->cool_until = static_cast<uint64_t>(std::llround(run * kScheduleCoolUntil));
     rule->cool_to = w;
     rule->warmup_until = std::min(kScheduleWarmup, rule->cool_from);  // a short run: the ramp ends where the cool-down starts
     rule->warmup_from = w;
@@ -176,7 +176,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
         << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=; warmup, cool and cooled may be N% of the run)";
     if (percent) {
       HS_REQUIRE(run) << "--aggregate: '" << item << "' is a share of the run, which has no length here (max_iter)";
-      v = run * v / 100;
+      v = std::round(run * v / 100);
     }
     if (key == "warmup") rule->warmup_until = static_cast<uint64_t>(v);
     else if (key == "from") rule->warmup_from = static_cast<float>(std::min(1.0, v));
@@ -198,6 +198,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
 
 std::string AggregateLine(const SegmentRule& rule, double share_speed) {
   std::ostringstream os;
+  os << std::setprecision(3);
   if (share_speed > 0) os << "every delta whole at " << share_speed << " machines' steps";
   else if (rule.staleness_weight) os << "each delta weighted by min(1, " << rule.weight_scale << " / its staleness)";
   else os << "every delta whole";

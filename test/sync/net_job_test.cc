@@ -991,11 +991,11 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
     const float w = std::max(1.f / 3, 1.f / (machines - 1));
     EXPECT_EQ(speed, std::min(machines, 4));
     EXPECT_FALSE(d.staleness_weight);
-    EXPECT_EQ(d.warmup_until, std::min<uint64_t>(kScheduleWarmup, run / 4)) << "the ramp ends by the cool-down's start";
+    EXPECT_EQ(d.warmup_until, std::min<uint64_t>(kScheduleWarmup, d.cool_from)) << "the ramp ends by the cool-down's start";
     EXPECT_FLOAT_EQ(d.warmup_from, w);
     EXPECT_EQ(d.stale_budget, kScheduleBudget);
-    EXPECT_EQ(d.cool_from, static_cast<uint64_t>(run * 0.25));
-    EXPECT_EQ(d.cool_until, static_cast<uint64_t>(run * 0.58));
+    EXPECT_EQ(d.cool_from, static_cast<uint64_t>(std::llround(run * 0.25)));
+    EXPECT_EQ(d.cool_until, static_cast<uint64_t>(std::llround(run * 0.58)));
     EXPECT_FLOAT_EQ(d.cool_to, w);
     const std::string line = AggregateLine(d, speed);
     EXPECT_NE(line.find(std::to_string(std::min(machines, 4)) + " machines' steps"), std::string::npos) << line;
@@ -1006,8 +1006,8 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
                    &sgd);
     EXPECT_EQ(speed, machines);
     EXPECT_EQ(d.stale_budget, 4u);
-    EXPECT_EQ(d.cool_from, static_cast<uint64_t>(run * 0.1));
-    EXPECT_EQ(d.cool_until, static_cast<uint64_t>(run * 0.5));
+    EXPECT_EQ(d.cool_from, static_cast<uint64_t>(std::llround(run * 10.0 / 100)));
+    EXPECT_EQ(d.cool_until, static_cast<uint64_t>(std::llround(run * 50.0 / 100)));
     ParseAggregate("weight=1", machines, &d, 1, &speed, &sgd);
     EXPECT_EQ(speed, 0);
     EXPECT_TRUE(d.staleness_weight);
