@@ -36,7 +36,7 @@ case $MODE in
   *) echo "usage: bench/policies.sh [local|net]" >&2; exit 2 ;;
 esac
 IFS='|' read -r -a rows <<< "${ROWS:-$default}"
-mkdir -p "$OUT"
+mkdir -p "$OUT" out  # out/: configs/lenet's snapshot_prefix
 table="$OUT/table.txt"
 : > "$table"
 

@@ -95,13 +95,15 @@ bool MomentumShareable(const pb::SolverParameter& param) {
 
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale,
                     double* share_speed, const pb::SolverParameter* solver) {
-  // The defaults (sync/README.md, "Many machines, one master"): every delta weighted by
-  // 1 / its staleness in updates (the deltas of the others applied to its chunk since this
+  // The defaults (sync/README.md, "Many machines, one master"). At three and four machines,
+  // where the solvers can share their momentum (the caller offers it; SGD or Nesterov with
+  // momentum): the share schedule, every delta whole and the momentum shared (ShareMomentum),
+  // the others' deltas ramped up, damped by age and cooled down over the middle of the run (at
+  // 8 machines it diverged in one of five short runs). Otherwise every delta weighted by 1 /
+  // its staleness in updates (the deltas of the others applied to its chunk since this
   // sender's previous one, + 1; about machines - 1 at equal pace), so that the job as a whole
-  // moves about twice one machine's step whatever the count: more, with each machine's own
-  // momentum acting on progress that reaches the others late, diverged from 4 machines on.
-  // "share" (where the caller offers it): every delta whole and the solvers' momentum shared
-  // (ShareMomentum) instead; "schedule": the share with a ramp, damping by age and a cool-down.
+  // moves about twice one machine's step whatever the count. Whole deltas with each machine's
+  // own momentum, acting on progress that reaches the others late, diverged from 4 machines on.
   rule->warmup_until = 0;
   rule->warmup_from = 1;
   rule->cool_from = rule->cool_until = 0;
@@ -117,7 +119,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     bool has_value;  // "KEY=..." (perhaps "KEY="), not "KEY"
   };
   std::vector<Item> items;
-  bool share = false, schedule = false;
+  bool share = false, schedule = false, weighted = false;
   std::stringstream ss(text == "auto" ? "" : text);
   for (std::string item; std::getline(ss, item, ',');) {
     const size_t eq = item.find('=');
@@ -125,10 +127,16 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     items.push_back({key, eq == std::string::npos ? "" : item.substr(eq + 1), eq != std::string::npos});
     if (key == "share") share = true;
     if (key == "schedule") schedule = true;
+    if (key == "weight" || key == "scale") weighted = true;
     HS_REQUIRE(key == "share" || key == "schedule" || eq != std::string::npos)
         << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=)";
   }
   double speed = std::min(machines, kShareMomentumSpeed);
+  // The default: not where the keys or --staleness-weight (the policy's rule) ask for the
+  // staleness weights or for the share itself.
+  if (!schedule && !share && !weighted && !rule->staleness_weight && share_speed && machines >= 3 &&
+      machines <= kScheduleSpeed && solver && MomentumShareable(*solver) && run)
+    schedule = true;
   if (schedule) {
     // The share schedule: the momentum share at min(machines, kScheduleSpeed) machines' steps,
     // the others' deltas ramped up from W, damped by age, and cooled back down to W over the

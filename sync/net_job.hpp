@@ -65,35 +65,41 @@
 namespace hogstream {
 
 // --aggregate=TEXT: how a master takes the deltas of many machines (SegmentRule's ramp, age
-// damping, cool-down and value bounds; sync/README.md says why). "auto" (or empty): the
-// defaults for a job of `machines` (1/staleness weights from 3 machines up; the caller passes
-// 1 for a policy whose rounds average the steps themselves); "sum": every delta whole, as soon
-// as it comes (values still checked); "share" or "share=S": every delta whole and the momentum
-// share, the job at S machines' steps (ShareMomentum; S from 1 to `machines`, "share" alone:
-// min(machines, kShareMomentumSpeed); an Error where the caller does not offer `share_speed`);
-// "schedule": the share at min(machines, kScheduleSpeed) with a ramp from W over
-// kScheduleWarmup global iterations (at most to the cool-down's start), damping beyond
-// kScheduleBudget iterations of age, and a cool-down to W from kScheduleCoolFrom to
-// kScheduleCoolUntil of the run (`solver`'s max_iter), W = max(kScheduleWeight, 1 / (machines
-// - 1)) (only for SGD or Nesterov with momentum). Either joins the keys below, KEY=V,...:
-// weight (1: 1/staleness weights, 0: none), scale (weights of min(1, scale/staleness)), warmup
-// (global iterations of the ramp), from (the ramp's first weight), cool, cooled and to (the
-// cool-down: weights falling linearly from 1 at global iteration `cool` to `to` at `cooled`),
-// budget (age in global iterations before a delta is damped), absurd (the RMS bound, 0 =
-// none), each over the defaults; warmup, cool and cooled may be "N%" of the run. A mistake is
-// one line. `scale` defaults to `default_scale` (1 for machines; 2 for private copies in one
-// process, sync/hogwild.cpp). `share_speed` (may be null: not offered, as for private copies in
-// one process, easgd, bsp and gsp): set to the job's speed S where the solvers take the
-// momentum share, else 0. `solver` (may be null: no "schedule", no "N%"): the run's solver, its
-// max_iter the run's global iterations.
+// damping, cool-down and value bounds; sync/README.md says why).
+//  - "auto" (or empty): the defaults for a job of `machines`. At 3 to kScheduleSpeed
+//    machines, "schedule" where it applies (the caller offers `share_speed`, `solver` is SGD or
+//    Nesterov with momentum, and neither a key nor --staleness-weight asks for the weights);
+//    otherwise 1/staleness weights from 3 machines up (the caller passes 1 for a policy whose rounds
+//    average the steps themselves).
+//  - "sum": every delta whole, as soon as it comes (values still checked).
+//  - "share" or "share=S": every delta whole and the momentum share, the job at S machines'
+//    steps (ShareMomentum; S from 1 to `machines`; "share" alone: min(machines,
+//    kShareMomentumSpeed)). An Error where the caller does not offer `share_speed`.
+//  - "schedule": the share at min(machines, kScheduleSpeed), the others' deltas ramped up from
+//    W over kScheduleWarmup global iterations (at most until the cool-down starts), damped
+//    beyond kScheduleBudget iterations of age, and cooled down to W from kScheduleCoolFrom to
+//    kScheduleCoolUntil of the run (`solver`'s max_iter); W = max(kScheduleWeight,
+//    1 / (machines - 1)). Only for SGD or Nesterov with momentum.
+//  - KEY=V,..., alone or after "share" or "schedule", each over the defaults: weight (1:
+//    1/staleness weights, 0: none; weight= or scale= leaves the default schedule out), scale
+//    (weights of min(1, scale/staleness)), warmup (global iterations of the ramp), from (the
+//    ramp's first weight), cool, cooled and to (the cool-down: weights falling linearly from 1
+//    at global iteration `cool` to `to` at `cooled`), budget (age in global iterations before a
+//    delta is damped), absurd (the RMS bound, 0 = none). warmup, cool and cooled may be "N%"
+//    of the run.
+// A mistake is one line. `scale` defaults to `default_scale` (1 for machines; 2 for private
+// copies in one process, sync/hogwild.cpp). `share_speed` (may be null: not offered, as for
+// private copies in one process, easgd, bsp and gsp): set to the job's speed S where the
+// solvers take the momentum share, else 0. `solver` (may be null: no "schedule", no "N%"): the
+// run's solver, its max_iter the run's global iterations.
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1,
                     double* share_speed = nullptr, const pb::SolverParameter* solver = nullptr);
 // What ParseAggregate chose, in one phrase for the log (e.g. "every delta whole at 4
-// machines' steps; the others' weight from 0.33 to 1 over 1000 global iterations, down to 0.33
-// from 1500 to 3480; damped beyond 8 iterations of age").
+// machines' steps; the others' weight from 0.333 to 1 over 1000 global iterations, down to
+// 0.333 from 1500 to 3480; damped beyond 8 iterations of age").
 std::string AggregateLine(const SegmentRule& rule, double share_speed);
 // --aggregate=schedule's constants (measured at 4 and 8 machines: sync/README.md).
-constexpr int kScheduleSpeed = 4;              // the job's speed, in machines' steps (at most)
+constexpr int kScheduleSpeed = 4;              // top speed in machines' steps; the default up to 4 machines
 constexpr uint64_t kScheduleWarmup = 1000;     // global iterations of the ramp
 constexpr uint64_t kScheduleBudget = 8;        // age in global iterations before a delta is damped
 constexpr double kScheduleWeight = 1.0 / 3;    // the least weight of the others' deltas, early and late

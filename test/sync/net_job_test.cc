@@ -907,9 +907,10 @@ TEST_F(NetJobTest, RequestsOnAnyMachineReachTheLeaderAndItsStopEndsTraining) {
 namespace hogstream {
 namespace {
 
-// --aggregate: by default 1/staleness weights from three machines up (two machines take each
-// other's deltas whole; a round-averaging policy passes 1); "sum", "share", "schedule" and
-// every key over the defaults; shares of the run; a mistake is one line naming the flag.
+// --aggregate: by default, at three and four machines, the share schedule where the run's
+// solver can share its momentum, else 1/staleness weights from three up (two machines take each other's deltas
+// whole; a round-averaging policy passes 1); "sum", "share", "schedule" and every key over
+// the defaults; shares of the run; a mistake is one line naming the flag.
 TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   SegmentRule r;
   ParseAggregate("auto", 2, &r);
@@ -947,7 +948,7 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   ParseAggregate("scale=3", 4, &p, 2.f);
   EXPECT_EQ(p.weight_scale, 3.f);
   // "share" (where the caller offers it: machines, not easgd, bsp or gsp): whole deltas and
-  // the momentum share; never by default.
+  // the momentum share (by default only in the schedule, below, with the run's solver).
   // "share=S" sets the job's speed, in machines' steps (at most the job's machines).
   for (int machines : {1, 2, 3, 4, 8}) {
     SegmentRule m;
@@ -972,7 +973,7 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   }
   // "schedule": the share at up to 4 machines' steps, the others' deltas ramped up from W,
   // damped by age, cooled back to W over the middle of the run (W = max(1/3, 1 / (machines -
-  // 1))); never by default.
+  // 1))); the default at 3 and 4 machines where the run's solver can share its momentum.
   std::mt19937 rng(TestSeed());
   pb::SolverParameter sgd;
   sgd.set_momentum(0.9f);
@@ -984,9 +985,17 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
     SegmentRule d;
     double speed = 1;
     ParseAggregate("auto", machines, &d, 1, &speed, &sgd);
-    EXPECT_EQ(speed, 0);
-    EXPECT_EQ(d.staleness_weight, machines > 2);
-    EXPECT_EQ(d.cool_until, 0u);
+    SegmentRule named;
+    double named_speed = 0;
+    ParseAggregate("schedule", machines, &named, 1, &named_speed, &sgd);
+    if (machines < 3 || machines > 4) {
+      EXPECT_EQ(speed, 0) << "two machines take each other's deltas whole; five and more the 1/staleness weights";
+      EXPECT_EQ(d.staleness_weight, machines > 2);
+      EXPECT_EQ(d.cool_until, 0u);
+    } else {
+      EXPECT_EQ(speed, named_speed);
+      EXPECT_EQ(AggregateLine(d, speed), AggregateLine(named, named_speed));
+    }
     ParseAggregate("schedule", machines, &d, 1, &speed, &sgd);
     const float w = std::max(1.f / 3, 1.f / (machines - 1));
     EXPECT_EQ(speed, std::min(machines, 4));
@@ -1012,9 +1021,30 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
     EXPECT_EQ(speed, 0);
     EXPECT_TRUE(d.staleness_weight);
     EXPECT_NE(AggregateLine(d, speed).find("/ its staleness"), std::string::npos) << AggregateLine(d, speed);
-    // Not offered (easgd, bsp, gsp), or a solver without the momentum share: one line.
+    EXPECT_EQ(d.cool_until, 0u);
+    // Keys over the default schedule; --staleness-weight (the policy's rule), a caller that
+    // does not offer the share (easgd, bsp, gsp) or a solver that cannot share its momentum
+    // leave it out. (A rule comes in with the policy's staleness_weight: a fresh one each.)
+    SegmentRule k5;
+    ParseAggregate("budget=5", machines, &k5, 1, &speed, &sgd);
+    EXPECT_EQ(speed, machines >= 3 && machines <= 4 ? machines : 0);
+    EXPECT_EQ(k5.stale_budget, 5u);
+    SegmentRule sw;
+    sw.staleness_weight = true;
+    ParseAggregate("auto", machines, &sw, 1, &speed, &sgd);
+    EXPECT_EQ(speed, 0);
+    EXPECT_TRUE(sw.staleness_weight);
+    SegmentRule easgd;
+    ParseAggregate("auto", machines, &easgd, 1, nullptr, &sgd);
+    EXPECT_EQ(easgd.staleness_weight, machines > 2);
+    EXPECT_EQ(easgd.cool_until, 0u);
     pb::SolverParameter adam = sgd;
     adam.set_type("Adam");
+    SegmentRule a;
+    ParseAggregate("auto", machines, &a, 1, &speed, &adam);
+    EXPECT_EQ(speed, 0);
+    EXPECT_EQ(a.staleness_weight, machines > 2);
+    // "schedule" named where it cannot apply: one line.
     for (const auto& [offer, solver] : {std::pair<double*, const pb::SolverParameter*>{nullptr, &sgd},
                                         {&speed, &adam}, {&speed, nullptr}}) {
       SegmentRule b;
