@@ -908,9 +908,9 @@ namespace hogstream {
 namespace {
 
 // --aggregate: by default, at three and four machines, the share schedule where the run's
-// solver can share its momentum, else 1/staleness weights from three up (two machines take each other's deltas
-// whole; a round-averaging policy passes 1); "sum", "share", "schedule" and every key over
-// the defaults; shares of the run; a mistake is one line naming the flag.
+// solver can share its momentum, else 1/staleness weights from three up (two machines take
+// each other's deltas whole; a round-averaging policy passes 1); "sum", "share", "schedule"
+// and every key over the defaults; shares of the run; a mistake is one line naming the flag.
 TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   SegmentRule r;
   ParseAggregate("auto", 2, &r);
