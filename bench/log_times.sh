@@ -1,6 +1,7 @@
 # Sourced by the bench scripts: figures read from Caffe-format logs.
 # time_to_target LOG: seconds from the log's first line to its first test accuracy >= $TARGET
-# whose outputs are all finite ("-" if never). final_accuracy LOG: the last test accuracy printed.
+# whose outputs are all finite ("-" if never). final_accuracy LOG: the last test accuracy
+# printed, "nan" where that test's outputs are not all finite.
 TARGET=${TARGET:-0.89}
 time_to_target() {
   # A test whose outputs hold a non-finite value does not count (with NaN scores, Caffe's
@@ -15,5 +16,9 @@ time_to_target() {
     END { settle(); if (hit == "") print "-"; else printf "%.1f\n", hit - start }' "$1"
 }
 final_accuracy() {
-  grep "Test net output #0: accuracy" "$1" | tail -1 | sed 's/.*accuracy = //'
+  # "nan" where the last test's outputs are not all finite (its accuracy means nothing then).
+  awk '
+    /Test net output #0: accuracy = / { acc = $NF; bad = 0 }
+    /Test net output #/ && acc != "" && tolower($0) ~ /nan|inf/ { bad = 1 }
+    END { if (acc != "") print (bad ? "nan" : acc) }' "$1"
 }
