@@ -128,14 +128,13 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     if (key == "share") share = true;
     if (key == "schedule") schedule = true;
     if (key == "weight" || key == "scale") weighted = true;
-    HS_REQUIRE(key == "share" || key == "schedule" || eq != std::string::npos)
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=)";
   }
   double speed = std::min(machines, kShareMomentumSpeed);
+  const bool schedulable = share_speed && solver && MomentumShareable(*solver) && run;
   // The default: not where the keys or --staleness-weight (the policy's rule) ask for the
   // staleness weights or for the share itself.
-  if (!schedule && !share && !weighted && !rule->staleness_weight && share_speed && machines >= 3 &&
-      machines <= kScheduleSpeed && solver && MomentumShareable(*solver) && run)
+  if (!schedule && !share && !weighted && !rule->staleness_weight && schedulable && machines >= 3 &&
+      machines <= kScheduleSpeed)
     schedule = true;
   if (schedule) {
     // The share schedule: the momentum share at min(machines, kScheduleSpeed) machines' steps,
