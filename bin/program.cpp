@@ -142,7 +142,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   const std::string aggregate = f.get("aggregate");
   // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
   ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, 1,
-                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_speed, &solver);
+                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_speed, &solver,
+                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.local_speed);
   if (n.machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
@@ -162,7 +163,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"
            << aggregate << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
            << ";" << f.has("svb") << ";" << n.share_speed << ";" << n.rule.warmup_until << ";" << n.rule.cool_from
-           << ";" << n.rule.cool_until;  // the aggregation as resolved (its defaults follow the run's length)
+           << ";" << n.rule.cool_until << ";" << n.local_speed;  // the aggregation as resolved (its defaults follow the run's length)
   n.agree[kAgreeSettings] = Digest64(settings.str());
   LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "
             << PeerName(list, n.rank) << " (" << self.how << ")";

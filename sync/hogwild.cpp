@@ -188,6 +188,7 @@ struct Run {
       : param(param), opt(opt), plan(std::move(plan)), locals(this->plan.n), sync(this->plan.n), errors(this->plan.n) {}
 
   const pb::SolverParameter& param;
+  std::string agreed_settings;  // across machines: SolverSettings before this machine's SolverLocalShare
   const HogwildOptions& opt;
   const Plan plan;
   std::vector<Local> locals;
@@ -311,7 +312,7 @@ void JoinMachines(Run& r, Net& net) {
   const size_t floats = net.param_buffer_size();
   NetJob* job = r.opt.net;
   job->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
-  job->set_agreement(kAgreeSolver, Digest64(SolverSettings(r.param)));
+  job->set_agreement(kAgreeSolver, Digest64(r.agreed_settings));
   job->Attach(r.machine, r.plan.n, r.master, floats, params,
               [&opt = r.opt] { return opt.action && opt.action() == SolverAction::STOP; });
 }
@@ -608,7 +609,15 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
     const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
+  // The machines agree on the settings before each one's own solver count scales its rates.
+  std::string agreed = SolverSettings(param);
+  if (opt.net) {
+    const int solvers = opt.solvers.cpus + static_cast<int>(opt.solvers.gpus.size());
+    const std::string line = SolverLocalShare(solvers, opt.net->local_speed(), &param);
+    LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
+  }
   Run r(param, opt, MakePlan(param, opt));
+  r.agreed_settings = std::move(agreed);
   if (opt.stats) r.stats = r.plan.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &r.locals) : opt.stats;
   r.base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
   const std::vector<int>& gpus = opt.solvers.gpus;

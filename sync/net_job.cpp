@@ -94,7 +94,7 @@ bool MomentumShareable(const pb::SolverParameter& param) {
 }  // namespace
 
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale,
-                    double* share_speed, const pb::SolverParameter* solver) {
+                    double* share_speed, const pb::SolverParameter* solver, double* local) {
   // The defaults (sync/README.md, "Many machines, one master"). At three and four machines,
   // where the solvers can share their momentum (the caller offers it; SGD or Nesterov with
   // momentum): the share schedule, every delta whole and the momentum shared (ShareMomentum),
@@ -112,6 +112,8 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
   rule->absurd = 100;
   rule->weight_scale = default_scale;
   if (share_speed) *share_speed = 0;
+  // Several solvers on one machine: the job's speed counted in solvers' steps (SolverLocalShare).
+  if (local) *local = machines >= 2 ? std::max(1.0, kJobSolverSpeed / machines) : 0;
   if (text == "sum") return;
   const uint64_t run = solver && solver->max_iter() > 0 ? static_cast<uint64_t>(solver->max_iter()) : 0;
   struct Item {
@@ -180,7 +182,15 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
       continue;
     }
     HS_REQUIRE(number && v >= 0 && (!percent || v <= 100))
-        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=; warmup, cool and cooled may be N% of the run)";
+        << "--aggregate: '" << item << "' is not KEY=NUMBER (auto, sum, share[=S], schedule, or weight=, scale=, warmup=, from=, cool=, cooled=, to=, budget=, absurd=, local=; warmup, cool and cooled may be N% of the run)";
+    if (key == "local") {
+      HS_REQUIRE(local) << "--aggregate=" << item << ": only for a job across machines whose deltas are added (not "
+                           "easgd, bsp or gsp, nor private copies in one process)";
+      HS_REQUIRE(!percent && v >= 1) << "--aggregate=" << item
+                                     << ": a machine of n solvers moves at min(n, F) solvers' speed, F from 1";
+      *local = v;
+      continue;
+    }
     if (percent) {
       HS_REQUIRE(run) << "--aggregate: '" << item << "' is a share of the run, which has no length here (max_iter)";
       v = std::round(run * v / 100);
@@ -194,7 +204,7 @@ void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, fl
     else if (key == "absurd") rule->absurd = static_cast<float>(v);
     else if (key == "weight") rule->staleness_weight = v != 0, weight_given = true;
     else if (key == "scale") rule->weight_scale = static_cast<float>(std::max(v, 1e-3));
-    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, schedule, weight, scale, warmup, from, cool, cooled, to, budget, absurd)";
+    else HS_REQUIRE(false) << "--aggregate: unknown key '" << key << "' (share, schedule, weight, scale, warmup, from, cool, cooled, to, budget, absurd, local)";
   }
   HS_REQUIRE((rule->cool_from == 0 && rule->cool_until == 0 && rule->cool_to == 1) || rule->cool_until > rule->cool_from)
       << "--aggregate: a cool-down needs cooled= after cool= (got cool=" << rule->cool_from << ", cooled="
@@ -230,6 +240,17 @@ std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param
      << " and base_lr " << param->base_lr() << " -> " << param->base_lr() * scale << " (the job moves at " << speed
      << " times one machine's speed; the asynchrony between machines acts as the rest of the momentum)";
   param->set_momentum(static_cast<float>(shared));
+  param->set_base_lr(static_cast<float>(param->base_lr() * scale));
+  return os.str();
+}
+
+std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* param) {
+  if (solvers < 2 || speed <= 0 || speed >= solvers) return "";
+  const double scale = speed / solvers;
+  std::ostringstream os;
+  os << "this machine's " << solvers << " solvers move it at " << speed << (speed == 1 ? " solver's" : " solvers'")
+     << " speed: each one's base_lr " << param->base_lr() << " -> " << param->base_lr() * scale
+     << " (their steps reach the others as one delta)";
   param->set_base_lr(static_cast<float>(param->base_lr() * scale));
   return os.str();
 }

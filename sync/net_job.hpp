@@ -86,14 +86,17 @@ namespace hogstream {
 //    ramp's first weight), cool, cooled and to (the cool-down: weights falling linearly from 1
 //    at global iteration `cool` to `to` at `cooled`), budget (age in global iterations before a
 //    delta is damped), absurd (the RMS bound, 0 = none). warmup, cool and cooled may be "N%"
-//    of the run.
+//    of the run; local=F (a machine of n solvers moves at min(n, F) solvers' speed:
+//    SolverLocalShare; F >= 1).
 // A mistake is one line. `scale` defaults to `default_scale` (1 for machines; 2 for private
 // copies in one process, sync/hogwild.cpp). `share_speed` (may be null: not offered, as for
 // private copies in one process, easgd, bsp and gsp): set to the job's speed S where the
 // solvers take the momentum share, else 0. `solver` (may be null: no "schedule", no "N%"): the
-// run's solver, its max_iter the run's global iterations.
+// run's solver, its max_iter the run's global iterations. `local` (may be null: not offered,
+// as with `share_speed`): set to F, by default max(1, kJobSolverSpeed / machines).
 void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1,
-                    double* share_speed = nullptr, const pb::SolverParameter* solver = nullptr);
+                    double* share_speed = nullptr, const pb::SolverParameter* solver = nullptr,
+                    double* local = nullptr);
 // What ParseAggregate chose, in one phrase for the log (e.g. "every delta whole at 4
 // machines' steps; the others' weight from 0.333 to 1 over 1000 global iterations, down to
 // 0.333 from 1500 to 3480; damped beyond 8 iterations of age").
@@ -113,6 +116,14 @@ constexpr double kScheduleCoolUntil = 0.58;
 // momentum; returns one line saying what changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
 std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
+// Several solvers on one machine (sync/README.md, "Several solvers per machine"): its Hogwild
+// threads on one host copy reach the other machines as one delta; each at its full rate, the
+// machine would move at n solvers' speed and the job at n times a job of one-solver machines,
+// which diverges once it passes about kJobSolverSpeed solvers' speed. Each solver's base_lr
+// is scaled by min(n, speed) / n: the machine moves at min(n, speed) solvers' speed. Returns
+// one line saying what changed ("" = nothing: one solver, or speed >= n).
+constexpr double kJobSolverSpeed = 4;  // measured: 4 machines x 4 solvers, 2 x 4 and 4 x 2
+std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* param);
 
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
@@ -132,6 +143,7 @@ struct NetJobOptions {
   SegmentRule rule;
   bool track_fresh = false;        // keep fresh_rounds() up to date (ssp, bsp, gsp across machines)
   double share_speed = 0;          // > 0: the solvers take ShareMomentum at this speed (--aggregate=share)
+  double local_speed = 0;          // > 0: this machine's solvers take SolverLocalShare at this speed (--aggregate's local=)
   // bsp / gsp (Policy::MachineGroups): each machine's synchronous group, per rank. Then
   // slowest_other() is over the machines of this one's group only, by their iterations whose
   // progress has gone out, and a delta's staleness counts from its group's last one.
@@ -221,6 +233,7 @@ class NetJob {
 
   int rank() const { return opt_.rank; }
   double share_speed() const { return opt_.share_speed; }  // > 0: the solvers take ShareMomentum
+  double local_speed() const { return opt_.local_speed; }  // > 0: the solvers take SolverLocalShare
   int machines() const { return opt_.machines; }
   bool joined_running() const { return joined_running_; }
   bool leads() const;

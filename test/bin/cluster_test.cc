@@ -408,6 +408,12 @@ TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
   EXPECT_NE(f[0].err.find("Hogwild: 2 solver threads in this process, each on a private copy"), std::string::npos);
   EXPECT_NE(f[1].err.find("Hogwild: 1 solver thread in this process, on the host weights"), std::string::npos);
   EXPECT_NE(f[2].err.find("Hogwild: 2 solver threads in this process, on the host weights"), std::string::npos);
+  // Two solvers on a machine of three move it at 4/3 of one solver's speed (SolverLocalShare);
+  // the machines still agree on the solver settings, which they compare before that.
+  for (int r : {0, 2})
+    EXPECT_NE(f[r].err.find("this machine's 2 solvers move it at 1.33333 solvers' speed"), std::string::npos)
+        << "machine " << r << ":\n" << f[r].err;
+  EXPECT_EQ(f[1].err.find("solvers move it at"), std::string::npos) << f[1].err;
   static const std::regex ran("Network: machine [0-9] \\([^)]*\\) ran ([0-9]+) iterations");
   for (int r = 0; r < kMachines; ++r) {
     std::smatch mm;

@@ -1105,5 +1105,63 @@ TEST(NetJobAggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
   EXPECT_EQ(ShareMomentum(1, 1, &one), "");
 }
 
+// Several solvers on one machine: the job's speed is counted in solvers' steps. By default a
+// machine of n solvers moves at min(n, max(1, 4 / machines)) solvers' speed (local=F sets F);
+// each solver's base_lr is scaled by that / n, its momentum left alone; one solver, or F >= n,
+// changes nothing.
+TEST(NetJobAggregateTest, SeveralSolversPerMachineCountTheJobInSolvers) {
+  pb::SolverParameter sgd;
+  sgd.set_momentum(0.9f);
+  sgd.set_base_lr(0.01f);
+  sgd.set_max_iter(6000);
+  for (int machines : {1, 2, 3, 4, 8}) {
+    for (const char* text : {"auto", "sum", "schedule", "weight=1"}) {
+      if (machines < 2 && std::string(text) == "schedule") continue;
+      SegmentRule r;
+      double speed = 0, local = -1;
+      ParseAggregate(text, machines, &r, 1, &speed, &sgd, &local);
+      EXPECT_DOUBLE_EQ(local, machines >= 2 ? std::max(1.0, kJobSolverSpeed / machines) : 0) << machines << " " << text;
+    }
+    if (machines < 2) continue;
+    SegmentRule r;
+    double speed = 0, local = 0;
+    ParseAggregate("local=3", machines, &r, 1, &speed, &sgd, &local);
+    EXPECT_EQ(local, 3);
+    ParseAggregate("schedule,local=2.5", machines, &r, 1, &speed, &sgd, &local);
+    EXPECT_EQ(local, 2.5);
+  }
+  SegmentRule b;
+  double speed = 0, local = 0;
+  for (const char* bad : {"local=0.5", "local=", "local=x", "local=50%"}) {
+    const std::string e = ErrorOf([&] { ParseAggregate(bad, 4, &b, 1, &speed, &sgd, &local); });
+    EXPECT_NE(e.find("--aggregate"), std::string::npos) << bad << ": " << e;
+    EXPECT_EQ(e.find('\n'), std::string::npos) << bad;
+  }
+  // Not offered (easgd, bsp, gsp; private copies in one process): one line.
+  const std::string e = ErrorOf([&] { ParseAggregate("local=2", 4, &b, 1, nullptr, &sgd, nullptr); });
+  EXPECT_NE(e.find("--aggregate=local=2"), std::string::npos) << e;
+
+  std::mt19937 rng(TestSeed());
+  std::uniform_real_distribution<double> lr_of(1e-4, 0.1);
+  for (int solvers : {2, 3, 4, 8, 16}) {
+    const double machine_speed = std::uniform_real_distribution<double>(1, solvers)(rng);
+    pb::SolverParameter p = sgd;
+    const float lr = static_cast<float>(lr_of(rng));
+    p.set_base_lr(lr);
+    const std::string line = SolverLocalShare(solvers, machine_speed, &p);
+    SCOPED_TRACE(line);
+    EXPECT_NEAR(p.base_lr() * solvers, lr * machine_speed, 1e-5 * lr * machine_speed) << solvers;
+    EXPECT_FLOAT_EQ(p.momentum(), 0.9f);
+    EXPECT_NE(line.find(std::to_string(solvers) + " solvers"), std::string::npos);
+    pb::SolverParameter q = sgd;
+    EXPECT_EQ(SolverLocalShare(solvers, solvers, &q), "");
+    EXPECT_EQ(SolverLocalShare(solvers, 0, &q), "") << "0: not a job across machines";
+    EXPECT_FLOAT_EQ(q.base_lr(), sgd.base_lr());
+  }
+  pb::SolverParameter one = sgd;
+  EXPECT_EQ(SolverLocalShare(1, 1, &one), "");
+  EXPECT_FLOAT_EQ(one.base_lr(), sgd.base_lr());
+}
+
 }  // namespace
 }  // namespace hogstream
