@@ -384,7 +384,8 @@ TEST_F(Cluster, ThreeMachinesUnderGspThenEasgd) {
 
 // A topology file: machines that differ, one command line. Machine 0 runs two solvers on
 // private copies (solvers -> its host buffer -> the network), machine 2 two solvers on its
-// host buffer, machine 1 one; nobody gives --solvers.
+// host buffer, machine 1 one; nobody gives --solvers. Each machine's data is one class of
+// three: the job learns them all only through the exchange.
 TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
   const std::string topo = scratch_ / "topology.txt";
   std::ofstream(topo) << "# three machines that differ\n"
@@ -393,7 +394,7 @@ TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
                       << "udp://127.0.0.1:" << ports_[2] << " solvers=2\n";
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < kMachines; ++r) {
-    const std::vector<std::string> args = {"train", "--solver=" + solver_, "--iterations=3000", "--peers=@" + topo,
+    const std::vector<std::string> args = {"train", "--solver=" + split_solver_, "--iterations=3000", "--peers=@" + topo,
                                            "--rank=" + std::to_string(r), "--dead_ms=600", "--start_timeout=30",
                                            "--sweep_ms=5", "--job=" + std::to_string(getpid()), "--payload=4096"};
     m.push_back(std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "t" + std::to_string(r)));
@@ -401,8 +402,8 @@ TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
   std::vector<Finished> f;
   for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
-  EXPECT_LT(FinalLoss(f[0].err), 0.1) << "the job learned";
-  EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_3000.caffemodel"));
+  EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every machine's class (one alone: 1/3)";
+  EXPECT_TRUE(fs::exists(scratch_ / "split_iter_3000.caffemodel"));
   EXPECT_NE(f[0].err.find("Segments: [solver 0:"), std::string::npos) << "machine 0's private copies:\n" << f[0].err;
   EXPECT_NE(f[0].err.find("[solver 1:"), std::string::npos) << "two of them";
   EXPECT_NE(f[0].err.find("Hogwild: 2 solver threads in this process, each on a private copy"), std::string::npos);
