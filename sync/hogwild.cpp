@@ -383,7 +383,10 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
     const int mates = static_cast<int>(
         std::count(plan.machine_group.begin(), plan.machine_group.end(), plan.machine_group[job->rank()]));
     r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); });
-    r.policy->set_machine_rounds(1.f / static_cast<float>(mates), r.opt.policy.name());
+    // A synchronous round of `mates` machines moves at min(mates, kJobSolverSpeed) steps of
+    // their mean (the linear scaling of larger batches, up to the job speed that holds).
+    r.policy->set_machine_rounds(static_cast<float>(std::min<double>(mates, kJobSolverSpeed) / mates),
+                                 r.opt.policy.name());
   }
 }
 
