@@ -65,6 +65,11 @@ std::vector<std::pair<double, double>> TakenOverPartitions(int machine, int mach
   return ranges;
 }
 
+float MachineRoundScale(int mates) {
+  HS_CHECK(mates >= 1) << mates;
+  return static_cast<float>(std::min<double>(mates, kJobSolverSpeed) / mates);
+}
+
 uint64_t SolverSeed(uint64_t base, int rank) {
   return base + 0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(rank);
 }
@@ -383,10 +388,7 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
     const int mates = static_cast<int>(
         std::count(plan.machine_group.begin(), plan.machine_group.end(), plan.machine_group[job->rank()]));
     r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); });
-    // A synchronous round of `mates` machines moves at min(mates, kJobSolverSpeed) steps of
-    // their mean (the linear scaling of larger batches, up to the job speed that holds).
-    r.policy->set_machine_rounds(static_cast<float>(std::min<double>(mates, kJobSolverSpeed) / mates),
-                                 r.opt.policy.name());
+    r.policy->set_machine_rounds(MachineRoundScale(mates), r.opt.policy.name());
   }
 }
 

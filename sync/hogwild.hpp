@@ -99,6 +99,13 @@ struct HogwildReport {
   std::vector<float> weights;          // the master (host) weights at the end
 };
 
+// bsp and gsp across machines: the share of a round's mean step each of the `mates` machines
+// of a synchronous group adds, min(mates, kJobSolverSpeed) / mates, so that the round moves at
+// min(mates, kJobSolverSpeed) steps of their mean (the linear scaling of larger batches, up
+// to the job speed that holds; the plain mean fell 1.6 to 2 points short at equal global
+// iterations: sync/README.md).
+float MachineRoundScale(int mates);
+
 // The seed of rank r's random stream in a job seeded with `base`: rank 0 gets `base` itself
 // (so one solver draws what `hogstream train` would), the others distinct streams.
 uint64_t SolverSeed(uint64_t base, int rank);

@@ -983,6 +983,17 @@ void WriteIndexTaggedLmdb(const std::string& path, int records) {
 // rank is unique, and the partitions cover the data once. Read through real Data layers over an
 // index-tagged LMDB (label = record index), one epoch of the job (each solver its partition's
 // length) reads every record exactly once; the old staggered shards read some twice.
+// bsp and gsp across machines: a synchronous round of up to kJobSolverSpeed machines adds their
+// steps whole (its mean times their count); a bigger one moves at kJobSolverSpeed means.
+TEST(HogwildPlaceTest, ARoundOfMachinesMovesAtTheirCountOfMeansUpToTheJobSpeed) {
+  for (int mates = 1; mates <= 16; ++mates) {
+    const double moves = MachineRoundScale(mates) * mates;  // the round's step in means
+    EXPECT_NEAR(moves, std::min<double>(mates, kJobSolverSpeed), 1e-5) << mates;
+  }
+  EXPECT_FLOAT_EQ(MachineRoundScale(4), 1.f) << "bsp at 4 machines: the sum of their steps";
+  EXPECT_FLOAT_EQ(MachineRoundScale(8), 0.5f);
+}
+
 TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) {
   testing::TempDir dir;
   constexpr int kRecords = 60;
