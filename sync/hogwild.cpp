@@ -430,7 +430,12 @@ void SetCopyHooks(Run& r, int i) {
         }
         return r.policy->Before(i);
       },
-      [&r, i] { r.policy->After(i); });
+      [&r, i] {
+        r.policy->After(i);
+        // A step left out of its round for a non-finite element: its momentum is lost too.
+        if (!r.policy->sound(i))
+          for (const auto& h : r.locals[i].solver->history()) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
+      });
 }
 
 // Solver i on a private copy: the shared weights copied in, its segment (or the policy's

@@ -2,6 +2,7 @@
 #include "sync/policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -167,8 +168,10 @@ PolicyRun::PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> 
       live_(std::move(live)),
       arrived_(new std::atomic<int64_t>[ranks_.size()]()),
       ended_(new std::atomic<int32_t>[ranks_.size()]()),
+      sound_(new std::atomic<int32_t>[ranks_.size()]()),
       rounds_done_(ranks_.size(), 0) {
   const int n = static_cast<int>(ranks_.size());
+  for (int i = 0; i < n; ++i) sound_[i].store(1);
   HS_CHECK(copies_.size() == ranks_.size()) << copies_.size() << " copies for " << n << " solvers";
   group_of_.assign(n, 0);
   if (policy_.kind == Policy::Kind::kBsp) {
@@ -309,23 +312,33 @@ void PolicyRun::Round(int i) {
   const std::vector<int>& members = groups_[group_of_[i]];
   float* target = targets_[group_of_[i]];
   const int64_t phase = 2 * rounds_done_[i] + 1;
+  // A step with a non-finite element (a copy that diverged) is left out of the round, as if its
+  // solver had not come: the others' mean moves the target, and every copy, this one included,
+  // starts the next iteration from the target.
+  bool sound = true;
+  for (size_t x = 0; x < floats_ && sound; ++x) sound = std::isfinite(copies_[i][x] - base_[i][x]);
+  sound_[i].store(sound ? 1 : 0);
+  if (!sound) unsound_.fetch_add(1, std::memory_order_relaxed);
   if (!Arrive(i, members, phase)) return;
   // Everyone who arrived takes a stripe: the same list for all of them, since a member that
   // has not arrived by now has ended and never will.
-  std::vector<int> in;
+  std::vector<int> in, sound_in;
   for (int j : members)
-    if (arrived_[j].load() >= phase) in.push_back(j);
-  const size_t k = std::find(in.begin(), in.end(), i) - in.begin(), p = in.size();
-  const size_t lo = floats_ * k / p, hi = floats_ * (k + 1) / p;
+    if (arrived_[j].load() >= phase) {
+      in.push_back(j);
+      if (sound_[j].load()) sound_in.push_back(j);
+    }
+  const size_t k = std::find(in.begin(), in.end(), i) - in.begin(), stripes = in.size();
+  const size_t lo = floats_ * k / stripes, hi = floats_ * (k + 1) / stripes, p = sound_in.size();
   // bsp in one process moves the master by twice the copies' mean step (at most their sum),
   // as private copies' asynchronous deltas do (min(1, 2/staleness) each): the mean alone is
   // one copy's step with less noise, and fell short at equal global iterations (sync/README.md).
   // gsp's groups average; across machines, the machine's share of the round (set_machine_rounds).
   const bool twice = policy_.kind == Policy::Kind::kBsp && !machine_rounds_;
-  const float inv = (twice ? std::min(2.f, static_cast<float>(p)) : scale_) / static_cast<float>(p);
-  for (size_t x = lo; x < hi; ++x) {
+  const float inv = p ? (twice ? std::min(2.f, static_cast<float>(p)) : scale_) / static_cast<float>(p) : 0.f;
+  for (size_t x = lo; x < hi && p; ++x) {
     float step = 0;
-    for (int j : in) step += copies_[j][x] - base_[j][x];
+    for (int j : sound_in) step += copies_[j][x] - base_[j][x];
     target[x] += step * inv;
   }
   if (!Arrive(i, members, phase + 1)) return;
@@ -373,6 +386,7 @@ PolicyFigures PolicyRun::figures() const {
   f.waits = waits_.load();
   f.wait_seconds = wait_us_.load() / 1e6;
   f.rounds = rounds_.load();
+  f.unsound = unsound_.load();
   return f;
 }
 
@@ -382,6 +396,7 @@ std::string PolicyRun::Line() const {
   os << "Policy " << shown() << ": " << f.waits << " waits (" << std::fixed << std::setprecision(1)
      << f.wait_seconds << " s)";
   if (f.rounds) os << ", " << f.rounds << (policy_.kind == Policy::Kind::kEasgd ? " exchanges" : " rounds");
+  if (f.unsound) os << ", " << f.unsound << " non-finite steps left out";
   return os.str();
 }
 

@@ -88,6 +88,7 @@ struct PolicyFigures {
   uint64_t waits = 0;        // times a solver found it had to wait
   double wait_seconds = 0;   // summed over solvers
   uint64_t rounds = 0;       // bsp / gsp rounds, easgd exchanges
+  uint64_t unsound = 0;      // bsp / gsp: steps left out of a round for a non-finite element
 };
 
 // The policy's state for the solvers of one process with private copies: clock gates, the
@@ -130,6 +131,9 @@ class PolicyRun {
   void set_machine_rounds(float scale, std::string shown);
 
   int group_of(int i) const { return group_of_[i]; }
+  // bsp / gsp: whether solver i's step of its last round was finite (else it was left out, and
+  // the solver should forget its momentum); true for the other policies.
+  bool sound(int i) const { return sound_[i].load() != 0; }
   PolicyFigures figures() const;
   std::string Line() const;  // "Policy ssp:2: 14 waits (0.8 s), ..." for the leader's display
 
@@ -159,6 +163,8 @@ class PolicyRun {
   std::vector<std::vector<float>> base_;         // per solver: the weights its step started from
   std::unique_ptr<std::atomic<int64_t>[]> arrived_;  // per solver: last phase arrived at
   std::unique_ptr<std::atomic<int32_t>[]> ended_;
+  std::unique_ptr<std::atomic<int32_t>[]> sound_;   // per solver: its step of this round is finite
+  std::atomic<uint64_t> unsound_{0};
   std::vector<int64_t> rounds_done_;             // per solver (its own thread only)
   std::mutex mu_;
   std::condition_variable cv_;

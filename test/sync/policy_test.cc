@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -117,6 +118,32 @@ TEST(PolicyRunTest, BspMovesTheMasterByTwiceTheAverageStepEveryRound) {
   for (size_t x = 0; x < b.floats; ++x) ASSERT_EQ(b.targets[0][x], 0.5f + 20 * 2 * 3.75f) << x;
   for (int i = 0; i < 4; ++i) EXPECT_EQ(b.copies[i], b.targets[0]) << "solver " << i << " holds the master";
   EXPECT_EQ(b.run->figures().rounds, 20u);
+}
+
+// A step with a non-finite element (a copy that diverged) is left out of its bsp round: the
+// master moves by the others' doubled mean that round, stays finite, and the diverged copy
+// starts the next iteration from it like every other.
+TEST(PolicyRunTest, BspLeavesANonFiniteStepOutOfItsRound) {
+  Bench b(Policy::Parse("bsp"), 4, 1, 1001, 0.5f);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 3; ++i) ts.push_back(b.Solver(i, 20, static_cast<float>(1 << i)));
+  ts.emplace_back([&b] {
+    for (int k = 0; k < 20 && b.run->Before(3); ++k) {
+      const float add = k == 5 ? std::numeric_limits<float>::quiet_NaN() : 8.f;
+      for (float& x : b.copies[3]) x += add;
+      b.group->done[3].fetch_add(1);
+      b.run->After(3);
+      EXPECT_EQ(b.run->sound(3), k != 5) << k;
+    }
+    b.run->End(3);
+  });
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(b.error, "");
+  const float want = 0.5f + 19 * 2 * 3.75f + 2 * 7.f / 3;  // 19 rounds of four, one of three
+  for (size_t x = 0; x < b.floats; ++x) ASSERT_NEAR(b.targets[0][x], want, 1e-4) << x;
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(b.copies[i], b.targets[0]) << "solver " << i << " holds the master";
+  EXPECT_EQ(b.run->figures().unsound, 1u);
+  EXPECT_NE(b.run->Line().find("1 non-finite steps left out"), std::string::npos) << b.run->Line();
 }
 
 // A solver that dies under bsp is dropped from the barrier: the others go on at once, and their
