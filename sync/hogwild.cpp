@@ -87,6 +87,7 @@ struct Local {
   // solver's iterations since then.
   uint64_t seen_sweeps = 0;
   int ahead = 0;
+  int unsound = 0;  // bsp / gsp: rounds in a row whose step of this solver was left out (non-finite)
   std::atomic<uint64_t> lead_waits{0};  // read by the leader's display
 };
 
@@ -392,6 +393,9 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
   }
 }
 
+// bsp / gsp: a solver whose step is left out of this many rounds in a row (non-finite) ends.
+constexpr int kUnsoundRounds = 3;
+
 // The hooks of a private copy: its last progress handed in before it counts as finished (so
 // the final snapshot holds everyone's work), and before each iteration the lead bound
 // (HogwildOptions::copy_lead: one sweep awaited, for at most 2 s; a daemon that stopped, at
@@ -432,9 +436,15 @@ void SetCopyHooks(Run& r, int i) {
       },
       [&r, i] {
         r.policy->After(i);
-        // A step left out of its round for a non-finite element: its momentum is lost too.
-        if (!r.policy->sound(i))
-          for (const auto& h : r.locals[i].solver->history()) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
+        // A step left out of its round for a non-finite element: its momentum is lost too, and
+        // a solver whose steps keep coming out non-finite from sound weights has diverged.
+        Local& l = r.locals[i];
+        l.unsound = r.policy->sound(i) ? 0 : l.unsound + 1;
+        HS_REQUIRE(l.unsound < kUnsoundRounds)
+            << "solver " << l.rank << "'s step was non-finite " << kUnsoundRounds
+            << " rounds in a row, each from the round's weights (diverged: lower base_lr?)";
+        if (l.unsound)
+          for (const auto& h : l.solver->history()) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
       });
 }
 

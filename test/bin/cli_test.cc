@@ -92,6 +92,17 @@ TEST_F(Cli, AQuorumWaitShorterThanTheDeadTimeoutIsOneLine) {
                 "hogstream", "--quorum_ms longer than --dead_ms");
 }
 
+// bsp whose every step is non-finite (an infinite rate): each is left out of its round, so the
+// weights stay sound, and after three rounds in a row the solver ends the run with one line.
+TEST_F(Cli, BspStepsThatKeepComingOutNonFiniteAreOneLine) {
+  std::string text = test::ReadFile(Solver(""));
+  text.replace(text.find("base_lr: 0.01"), 13, "base_lr: inf");
+  const std::string path = (dir_ / "inf.prototxt").string();
+  std::ofstream(path) << text;
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + path, "--solvers=2", "--policy=bsp"}), "hogstream",
+                "non-finite 3 rounds in a row");
+}
+
 TEST_F(Cli, HugeInputDimensionIsOneLine) {
   ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"describe", "--model=" + Solver(""), "--input=data:99999999999"}),
                 "hogstream", "99999999999");
