@@ -137,11 +137,14 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.chunk_at_params = f.has("chunk_at_params");
   const Policy policy = Policy::Parse(f.get("policy"), f.has("staleness-weight"), f.get("compress"));
   n.rule = policy.Rule(nullptr);
-  // (bsp and gsp average their rounds' steps themselves: their deltas are never reweighted)
+  // (bsp and gsp make their rounds' steps themselves: bsp's deltas are never reweighted, gsp's
+  // by its policy's 1/staleness weights between the groups)
   const bool rounds = policy.kind == Policy::Kind::kBsp || policy.kind == Policy::Kind::kGsp;
   const std::string aggregate = f.get("aggregate");
   // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
-  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, 1,
+  // (gsp's machines take each other's deltas whole at equal pace: GspWeightScale)
+  const float scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(n.machines) : 1.f;
+  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, scale,
                  rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_speed, &solver,
                  rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.local_speed);
   if (n.machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);

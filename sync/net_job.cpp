@@ -255,6 +255,10 @@ std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* par
   return os.str();
 }
 
+float GspWeightScale(int machines) {
+  return static_cast<float>(std::max(1.0, std::min<double>(machines - 1, kJobSolverSpeed - 1)));
+}
+
 NetJobOptions NetJob::Checked(NetJobOptions opt, const Transport* t) {
   HS_REQUIRE(t != nullptr) << "a networked job needs a transport";
   HS_REQUIRE(opt.machines >= 1 && opt.machines < kNoPeer)

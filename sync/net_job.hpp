@@ -124,6 +124,13 @@ std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param
 // one line saying what changed ("" = nothing: one solver, or speed >= n).
 constexpr double kJobSolverSpeed = 4;  // measured: 4 machines x 4 solvers, 2 x 4 and 4 x 2
 std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* param);
+// gsp across machines: the default `scale` of the 1/staleness weights between its machines,
+// min(machines - 1, kJobSolverSpeed - 1) (at least 1). At equal pace each delta reaches a master
+// after the other machines' (staleness about machines - 1), so a group mate's delta, which its
+// round already made synchronous, and the other groups' come whole; only a machine that falls
+// behind is weighted down. With scale 1 every delta was cut to about 1/3 at 4 machines, and gsp
+// ended 0.7-0.8 points short of one solver (sync/README.md).
+float GspWeightScale(int machines);
 
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list

@@ -364,17 +364,24 @@ TEST_F(Cluster, ThreeMachinesUnderBspStepInLockstep) {
 }
 
 // gsp across machines (machines 0 and 1 one synchronous group, 2 another, weighted by
-// 1 / staleness), then easgd across machines (each solver's copy elastic to its host copy):
-// each job learns and names its policy; a group that splits a machine is one line.
+// min(1, 2 / staleness)), then easgd across machines (each solver's copy elastic to its host
+// copy): each job learns every machine's class and names its policy; a group that splits a
+// machine is one line.
 TEST_F(Cluster, ThreeMachinesUnderGspThenEasgd) {
+  split_ = true;  // each machine's data is one class of three: the test accuracy needs the exchange
   for (const std::string policy : {"gsp:0,1;2", "easgd:0.5:2"}) {
     std::vector<std::unique_ptr<Child>> m;
     for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000, policy.substr(0, 3), {"--policy=" + policy}));
     std::vector<Finished> f;
     for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
     for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], policy + ", machine " + std::to_string(r));
-    EXPECT_LT(FinalLoss(f[0].err), 0.2) << policy << ": the job learned";
+    EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << policy << ": the job learned every machine's class (one alone: 1/3)";
     EXPECT_NE(f[0].err.find("Sharing: Policy " + policy), std::string::npos) << f[0].err;
+    if (policy[0] == 'g') {
+      EXPECT_NE(f[0].err.find("Network: aggregation: each delta weighted by min(1, 2 / its staleness)"),
+                std::string::npos)
+          << f[0].err;
+    }
   }
   auto bad = Start(0, 10, "bad", {"--policy=gsp:0;1,2,3,4,5", "--solvers=2"});
   const Finished f = bad->Wait(30);

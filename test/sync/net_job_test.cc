@@ -1105,6 +1105,23 @@ TEST(NetJobAggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
   EXPECT_EQ(ShareMomentum(1, 1, &one), "");
 }
 
+// gsp across machines: the 1/staleness weights between its machines take a delta of the
+// staleness of equal pace (machines - 1, at most 3) whole; `scale=` still sets it.
+TEST(NetJobAggregateTest, GspTakesTheDeltasOfEqualPaceWhole) {
+  EXPECT_EQ(GspWeightScale(2), 1.f);
+  EXPECT_EQ(GspWeightScale(3), 2.f);
+  EXPECT_EQ(GspWeightScale(4), 3.f);
+  EXPECT_EQ(GspWeightScale(8), 3.f) << "beyond 4 machines, the job's speed bounds it";
+  SegmentRule r;
+  r.staleness_weight = true;  // gsp's rule
+  ParseAggregate("auto", 1, &r, GspWeightScale(4));
+  EXPECT_TRUE(r.staleness_weight);
+  EXPECT_EQ(r.weight_scale, 3.f);
+  EXPECT_NE(AggregateLine(r, 0).find("min(1, 3 / its staleness)"), std::string::npos) << AggregateLine(r, 0);
+  ParseAggregate("scale=1", 1, &r, GspWeightScale(4));
+  EXPECT_EQ(r.weight_scale, 1.f);
+}
+
 // Several solvers on one machine: the job's speed is counted in solvers' steps. By default a
 // machine of n solvers moves at min(n, max(1, 4 / machines)) solvers' speed (local=F sets F);
 // each solver's base_lr is scaled by that / n, its momentum left alone; one solver, or F >= n,
