@@ -144,9 +144,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
   // (gsp's machines take each other's deltas whole at equal pace: GspWeightScale)
   const float scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(n.machines) : 1.f;
-  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, scale,
-                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.share_speed, &solver,
-                 rounds || policy.kind == Policy::Kind::kEasgd ? nullptr : &n.local_speed);
+  const bool added = !rounds && policy.kind != Policy::Kind::kEasgd;  // deltas added: share and local offered
+  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, scale, added ? &n.share_speed : nullptr, &solver,
+                 added ? &n.local_speed : nullptr);
   if (n.machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));

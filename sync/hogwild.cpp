@@ -629,14 +629,14 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
     const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
+  Plan plan = MakePlan(param, opt);
   // The machines agree on the settings before each one's own solver count scales its rates.
   std::string agreed = SolverSettings(param);
   if (opt.net) {
-    const int solvers = opt.solvers.cpus + static_cast<int>(opt.solvers.gpus.size());
-    const std::string line = SolverLocalShare(solvers, opt.net->local_speed(), &param);
+    const std::string line = SolverLocalShare(plan.n, opt.net->local_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
-  Run r(param, opt, MakePlan(param, opt));
+  Run r(param, opt, std::move(plan));
   r.agreed_settings = std::move(agreed);
   if (opt.stats) r.stats = r.plan.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &r.locals) : opt.stats;
   r.base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
