@@ -142,7 +142,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   const bool rounds = policy.kind == Policy::Kind::kBsp || policy.kind == Policy::Kind::kGsp;
   const std::string aggregate = f.get("aggregate");
   // (easgd moves each machine toward the centre, bsp and gsp average their rounds: no shared momentum)
-  // (gsp's machines take each other's deltas whole at equal pace: GspWeightScale)
+  // (gsp's machines take each other's deltas whole at equal pace: GspWeightScale. easgd's take
+  // each other's pulls by 1 / staleness: a share of the centre moves by about twice its own
+  // machine's pull, as the centre of synchronous easgd does at alpha = 1/2; see EasgdSpeed)
   const float scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(n.machines) : 1.f;
   const bool added = !rounds && policy.kind != Policy::Kind::kEasgd;  // deltas added: share and local offered
   ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, scale, added ? &n.share_speed : nullptr, &solver,

@@ -630,11 +630,18 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
   Plan plan = MakePlan(param, opt);
-  // The machines agree on the settings before each one's own solver count scales its rates.
+  // The machines agree on the settings before each one's own solver count scales its rates
+  // (SolverLocalShare, EasgdSpeedUp).
   std::string agreed = SolverSettings(param);
   if (opt.net) {
     const std::string line = SolverLocalShare(plan.n, opt.net->local_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
+  }
+  if (plan.local.kind == Policy::Kind::kEasgd) {  // the centre averages the copies and trails them
+    const int machines = opt.net ? opt.net->machines() : 1;
+    const double weight = opt.net ? EqualPaceWeight(machines, opt.net->rule()) : 1;
+    const std::string line = EasgdSpeedUp(machines * plan.n, EasgdSpeed(machines, plan.n, weight), &param);
+    LOG_IF(INFO, opt.log && !line.empty()) << "Sharing: " << line;
   }
   Run r(param, opt, std::move(plan));
   r.agreed_settings = std::move(agreed);

@@ -131,6 +131,25 @@ std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* par
 // behind is weighted down. With scale 1 every delta was cut to about 1/3 at 4 machines, and gsp
 // ended 0.7-0.8 points short of one solver (sync/README.md).
 float GspWeightScale(int machines);
+// easgd's rate (sync/README.md, "easgd: a centre that trails its copies"). The centre is the
+// mean of its copies, so at the recipe's rate a job of T copies ends where one solver is after
+// 1/T of the iterations; and it trails them: a copy drifting v per iteration, pulled toward the
+// centre every P iterations, moves the centre at K / (1 + K) v in the steady state, where K is
+// how many pulls of that size the centre (or this machine's share of it) takes per period: the
+// `solvers` of this process whole, and each other machine's `solvers` pulls (their sum, one
+// delta) by `weight`, the aggregation's weight at equal pace:
+//   K = solvers (1 + (machines - 1) weight).
+// Each solver's base_lr is therefore multiplied by
+//   min(machines x solvers, kEasgdSpeed) (1 + K) / K
+// so that the centre moves as one solver on min(T, kEasgdSpeed) batches together (the linear
+// scaling of larger batches). 1 for a single copy.
+constexpr int kEasgdSpeed = 4;  // measured: 8 machines at 8 times the rate diverged in 1 of 3 runs
+double EasgdSpeed(int machines, int solvers, double weight);
+// The weight of another machine's delta at equal pace (staleness machines - 1 in updates) under
+// `rule`: 1 for whole deltas, min(1, scale / (machines - 1)) for the 1/staleness weights.
+double EqualPaceWeight(int machines, const SegmentRule& rule);
+// Multiplies base_lr by `speed` (EasgdSpeed); returns one line saying so ("" = nothing).
+std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
 
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
@@ -241,6 +260,7 @@ class NetJob {
   int rank() const { return opt_.rank; }
   double share_speed() const { return opt_.share_speed; }  // > 0: the solvers take ShareMomentum
   double local_speed() const { return opt_.local_speed; }  // > 0: the solvers take SolverLocalShare
+  const SegmentRule& rule() const { return opt_.rule; }
   int machines() const { return opt_.machines; }
   bool joined_running() const { return joined_running_; }
   bool leads() const;

@@ -1122,6 +1122,48 @@ TEST(NetJobAggregateTest, GspTakesTheDeltasOfEqualPaceWhole) {
   EXPECT_EQ(r.weight_scale, 1.f);
 }
 
+// easgd: the centre is its copies' mean and trails them, so each solver's rate is multiplied
+// by min(copies, kEasgdSpeed) (1 + K) / K, K = solvers (1 + (machines - 1) w), w the
+// aggregation's weight of another machine's delta at equal pace; a single copy keeps the
+// recipe's rate.
+TEST(NetJobAggregateTest, EasgdMovesTheCentreAtTheCopiesCount) {
+  std::mt19937 rng(std::random_device{}());
+  for (int machines = 1; machines <= 16; ++machines) {
+    SegmentRule rule;
+    ParseAggregate("auto", machines, &rule);  // easgd's default: 1/staleness weights from 3 machines
+    const double w = EqualPaceWeight(machines, rule);
+    EXPECT_DOUBLE_EQ(w, machines <= 2 ? 1 : 1.0 / (machines - 1)) << machines << " machines";
+    for (int solvers = 1; solvers <= 8; solvers *= 2) {
+      const double speed = EasgdSpeed(machines, solvers, w);
+      // one solver per machine: K = 2 whatever the count (whole at 2, 1/(machines - 1) beyond);
+      // one machine: K = solvers (each pull whole)
+      const int copies = machines * solvers;
+      const double k = machines == 1 ? solvers : 2.0 * solvers;
+      EXPECT_DOUBLE_EQ(speed, copies == 1 ? 1 : std::min(copies, kEasgdSpeed) * (1 + k) / k)
+          << machines << " x " << solvers;
+      const float lr = std::uniform_real_distribution<float>(1e-4f, 0.1f)(rng);
+      pb::SolverParameter p;
+      p.set_base_lr(lr);
+      p.set_momentum(0.9f);
+      const std::string line = EasgdSpeedUp(copies, speed, &p);
+      EXPECT_FLOAT_EQ(p.base_lr(), static_cast<float>(lr * speed)) << machines << " x " << solvers;
+      EXPECT_FLOAT_EQ(p.momentum(), 0.9f) << "the momentum is the recipe's";
+      EXPECT_EQ(line.empty(), copies == 1) << line;
+      if (copies > 1) {
+        EXPECT_NE(line.find("the mean of its " + std::to_string(copies) + " copies"), std::string::npos) << line;
+      }
+    }
+  }
+  EXPECT_DOUBLE_EQ(EasgdSpeed(1, 4, 1), 5) << "4 copies in one process: 4 x 5/4";
+  EXPECT_DOUBLE_EQ(EasgdSpeed(4, 1, 1.0 / 3), 6) << "4 machines of one solver: 4 x 3/2";
+  // The aggregation's weights decide K: whole deltas at 4 machines, or 3 / staleness: K = 4.
+  SegmentRule rule;
+  ParseAggregate("sum", 4, &rule);
+  EXPECT_DOUBLE_EQ(EasgdSpeed(4, 1, EqualPaceWeight(4, rule)), 4 * 5.0 / 4);
+  ParseAggregate("scale=3", 4, &rule);
+  EXPECT_DOUBLE_EQ(EasgdSpeed(4, 1, EqualPaceWeight(4, rule)), 4 * 5.0 / 4);
+}
+
 // Several solvers on one machine: the job's speed is counted in solvers' steps. By default a
 // machine of n solvers moves at min(n, max(1, 4 / machines)) solvers' speed (local=F sets F);
 // each solver's base_lr is scaled by that / n, its momentum left alone; one solver, or F >= n,
