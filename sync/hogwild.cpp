@@ -88,7 +88,13 @@ struct Local {
   uint64_t seen_sweeps = 0;
   int ahead = 0;
   int unsound = 0;  // bsp / gsp: rounds in a row whose step of this solver was left out (non-finite)
+  // A private copy's re-takes (RetakeCopy): this solver's iterations so far, and at its last
+  // re-take; re-takes in a row (each within one iteration of the previous).
+  int64_t iterations = 0;
+  int64_t retaken_at = -2;
+  int retakes_in_row = 0;
   std::atomic<uint64_t> lead_waits{0};  // read by the leader's display
+  std::atomic<uint64_t> retakes{0};     // read by the leader's display
 };
 
 // Adds the segment figures of this process's private copies to the leader's display record;
@@ -230,17 +236,21 @@ struct Run {
 std::string SegmentLine(const Run& r) {
   std::ostringstream os;
   os << "Segments:";
-  auto one = [&os](const char* who, int id, const SegmentStats& s, uint64_t lead_waits) {
+  auto one = [&os](const char* who, int id, const SegmentStats& s, uint64_t lead_waits, uint64_t retakes) {
     os << " [" << who << " " << id << ": " << s.sweeps << " sweeps, " << std::fixed << std::setprecision(1)
        << s.sweeps_per_sec << " sweeps/s, " << (s.bytes_moved >> 20) << " MiB, " << s.chunks_sent << " chunks, "
        << s.dropped << " lost";
     if (lead_waits) os << ", " << lead_waits << " lead waits";
+    if (retakes) os << ", " << retakes << " re-takes";
     if (s.weeded) os << ", " << s.weeded << " weeded";
     os << "]";
   };
   for (const Local& l : r.locals)
-    if (l.segment) one("solver", l.rank, l.segment->stats(), l.lead_waits.load(std::memory_order_relaxed));
-  for (size_t g = 0; g < r.group_segments.size(); ++g) one("group", static_cast<int>(g), r.group_segments[g]->stats(), 0);
+    if (l.segment)
+      one("solver", l.rank, l.segment->stats(), l.lead_waits.load(std::memory_order_relaxed),
+          l.retakes.load(std::memory_order_relaxed));
+  for (size_t g = 0; g < r.group_segments.size(); ++g)
+    one("group", static_cast<int>(g), r.group_segments[g]->stats(), 0, 0);
   if (r.policy) os << "\n" << r.policy->Line();
   if (r.svb) os << "\n" << r.svb->Line();
   return os.str();
@@ -435,6 +445,7 @@ void SetCopyHooks(Run& r, int i) {
         return r.policy->Before(i);
       },
       [&r, i] {
+        ++r.locals[i].iterations;
         r.policy->After(i);
         // A step left out of its round for a non-finite element: its momentum is lost too, and
         // a solver whose steps keep coming out non-finite from sound weights has diverged.
@@ -446,6 +457,39 @@ void SetCopyHooks(Run& r, int i) {
         if (l.unsound)
           for (const auto& h : l.solver->history()) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
       });
+}
+
+// Solver i's private copy went non-finite (its loss did): it re-takes the shared weights whole
+// through its segment (Segment::Retake) and the solver forgets its momentum, so one copy's
+// divergence costs its lost steps, not the run. Across machines, if the host copy is lost too,
+// it is re-taken from the other machines first (NetJob::Recover). A copy that is non-finite
+// again within one iteration of its re-take, kRetakesInRow times in a row, has diverged from
+// sound weights: false, and the solver's one line. On the solver's own thread (the segment's
+// owner).
+constexpr int kRetakesInRow = 3;
+bool RetakeCopy(Run& r, int i, std::string* why) {
+  Local& l = r.locals[i];
+  l.retakes_in_row = l.iterations <= l.retaken_at + 1 ? l.retakes_in_row + 1 : 1;
+  l.retaken_at = l.iterations;
+  if (l.retakes_in_row >= kRetakesInRow) {
+    *why = "solver " + std::to_string(l.rank) + "'s copy went non-finite again right after re-taking the shared weights, " +
+           std::to_string(kRetakesInRow) + " times in a row (diverged: lower base_lr?)";
+    return false;
+  }
+  bool whole = l.segment->Retake();
+  if (!whole && r.opt.net) {  // the host copy is lost too: the other machines' first
+    if (!r.opt.net->Recover(why)) return false;
+    whole = l.segment->Retake();
+  }
+  if (!whole) {
+    *why = "solver " + std::to_string(l.rank) + "'s copy went non-finite and the shared weights it would re-take are not finite either";
+    return false;
+  }
+  if (l.retakes.fetch_add(1, std::memory_order_relaxed) == 0)
+    LOG_IF(WARNING, r.opt.log) << "Sharing: solver " << l.rank << "'s copy went non-finite after " << l.iterations
+                               << " of its iterations: it re-took the shared weights and forgot its momentum "
+                               << "(further re-takes are counted in the Segments line)";
+  return true;
 }
 
 // Solver i on a private copy: the shared weights copied in, its segment (or the policy's
@@ -551,6 +595,11 @@ void TrainOne(Run& r, int i) {
     // copy, which every local solver trains; a private copy follows it through its segment).
     if (opt.net && !r.plan.private_copies)
       me.solver->SetDivergenceHook([job = opt.net](std::string* why) { return job->Recover(why); });
+    // A private copy that went non-finite re-takes the shared weights (a CPU copy streamed by its
+    // own segment: not bsp or gsp, whose rounds hand every copy the round's weights, nor --svb,
+    // whose factored weights are not streamed, nor a GPU solver's host copy).
+    if (me.segment && me.ctx->mode() == Mode::CPU && !r.svb)
+      me.solver->SetDivergenceHook([&r, i](std::string* why) { return RetakeCopy(r, i, why); });
     r.sync.arrive_and_wait();
     if (i == 0) {
       if (r.shm && r.creator) r.shm->MarkReady();

@@ -125,6 +125,16 @@ void Segment::Sweep() {
   link_.to_master->set_enabled(true);
 }
 
+bool Segment::Retake() {
+  const bool was_running = running();
+  Stop();  // the daemon joined: this thread drives both endpoints now
+  slave_.RetakeAll();
+  Sweep();
+  const bool whole = slave_.retaking() == 0;
+  if (was_running) Start();
+  return whole;
+}
+
 bool Segment::AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit) {
   const uint64_t want = master_.stats().sweeps + sweeps;
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -68,6 +68,11 @@ class Segment {
   // when called: the slave then holds the master's values of after the call, and the master the
   // slave's progress of before it. false: not within `limit`, or the daemon is not running.
   bool AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit);
+  // The slave copy is lost (it went non-finite): every chunk re-taken whole from the master
+  // (slave = master, no progress sent back), on the calling thread; a running daemon is stopped
+  // for it and started again. false: some chunk was not re-taken (its position was refused:
+  // the master's values are not finite either; or it is never streamed, `skip`).
+  bool Retake();
 
  private:
   void Round();  // post one position, answer it, apply the delta

@@ -17,7 +17,9 @@
 #include <set>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
+#include <regex>
 #include <sys/stat.h>
 #include <thread>
 
@@ -887,6 +889,51 @@ TEST_F(HogwildProgram, LeaderErrorEndsTheProcessWithOneLine) {
   EXPECT_EQ(last.rfind("hogwild.bin: ", 0), 0u) << last;
   EXPECT_NE(last.find("key '00000040'"), std::string::npos) << last;
 }
+
+// A private copy whose loss goes non-finite (a record of NaN values, read by each solver once
+// an epoch) re-takes the shared weights and forgets its momentum, under async and easgd: the
+// run ends at max_iter with finite weights instead of the solver's "loss is nan" line, and
+// says so once, counting the re-takes in the Segments line.
+class HogwildRetake : public HogwildProgram, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(HogwildRetake, APrivateCopyThatGoesNonFiniteRetakesTheSharedWeights) {
+  std::vector<pb::Datum> data;
+  std::mt19937 gen(TestSeed());
+  for (int i = 0; i < 160; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
+  data[40].clear_data();  // float values, one of them NaN: every batch holding it scores NaN
+  for (int k = 0; k < 64; ++k)
+    data[40].add_float_data(k == 17 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gen() % 256));
+  testing::WriteLmdb((dir_ / "db").string(), data);
+  std::string net = NetText(16);
+  const std::string dummy = net.substr(net.find("layer"), net.find("layer", net.find("layer") + 1) - net.find("layer"));
+  net.replace(net.find(dummy), dummy.size(),
+              "layer { name: 'd' type: 'Data' top: 'x' top: 'label' data_param { source: '" +
+                  (dir_ / "db").string() + "' batch_size: 16 backend: LMDB } transform_param { scale: 0.0039 } }\n");
+  const std::string path = (dir_ / "r.prototxt").string();
+  auto p = SolverFor(net, 200, (dir_ / "r").string());  // 100 iterations each: 10 epochs of 10 batches
+  p.set_display(50);
+  std::ofstream(path) << p.DebugString();
+  const std::string log = (dir_ / "r.log").string();
+  const pid_t pid = LaunchHogwild({path, "2", "--private", std::string("--policy=") + GetParam()}, log);
+  const int rc = WaitExit(pid, 120);
+  const std::string text = ReadAll(log);
+  ASSERT_EQ(rc, 0) << "-1 = hung for 120 s\n" << text;
+  EXPECT_NE(text.find("'s copy went non-finite after "), std::string::npos) << text;
+  EXPECT_NE(text.find("it re-took the shared weights and forgot its momentum"), std::string::npos) << text;
+  static const std::regex counted(" ([0-9]+) re-takes");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(text, m, counted)) << text;
+  EXPECT_GE(std::stoll(m[1]), 2) << "a solver reads the record once an epoch";
+  // The final display's loss, after the last re-take, is finite.
+  const size_t last = text.rfind("Iteration 200, loss = ");
+  ASSERT_NE(last, std::string::npos) << text;
+  const float loss = std::stof(text.substr(last + 22));
+  EXPECT_TRUE(std::isfinite(loss)) << text.substr(last, 60);
+  EXPECT_LT(loss, 5) << text.substr(last, 60);
+}
+
+INSTANTIATE_TEST_SUITE_P(Policies, HogwildRetake, ::testing::Values("async", "easgd:0.5:2"),
+                         [](const auto& info) { return std::string(info.param[0] == 'a' ? "Async" : "Easgd"); });
 
 // SIGHUP snapshots and SIGINT snapshots and stops with two solver threads: every signal is
 // acted on (the first solver thread to poll used to swallow it, and only the leader acted).

@@ -250,6 +250,47 @@ TEST(SegmentAtomicTest, ConservesIncrementsWithAtomicAccess) {
   ExpectNear(slave, ledger.total, "slave");
 }
 
+// A lost slave copy (non-finite values, its last progress unsent) re-takes the master whole,
+// with the daemon running or not: slave == master afterwards, the master untouched (nothing of
+// the lost copy came back), and the daemon runs again as it did. A master that is not finite
+// either cannot be re-taken from: false, and the master still untouched.
+TEST(SegmentRetakeTest, ALostCopyTakesTheMasterWholeAndSendsNothing) {
+  const size_t n = 3001;
+  std::mt19937 gen(TestSeed());
+  for (const bool daemon : {false, true}) {
+    SCOPED_TRACE(daemon ? "daemon running" : "daemon stopped");
+    const std::vector<float> init = RandomVector(n, gen);
+    std::vector<float> master = init, slave = init;
+    SegmentOptions opt;
+    opt.chunk_floats = 100;
+    Segment seg(master.data(), slave.data(), n, opt);
+    if (daemon) seg.Start();
+    // Progress on both sides, then the copy is lost: every third value NaN, the rest moved.
+    Bump(master, gen, {});
+    for (size_t i = 0; i < n; ++i) slave[i] = i % 3 ? slave[i] + 0.5f : std::numeric_limits<float>::quiet_NaN();
+    if (daemon) {  // let it sweep the lost copy a while: a delta of it must not reach the master
+      // (the master refuses a non-finite delta; the finite chunks' +0.5 are progress it takes)
+      ASSERT_TRUE(seg.AwaitSweeps(2, std::chrono::seconds(10)));
+    }
+    const std::vector<float> before = master;
+    ASSERT_TRUE(seg.Retake());
+    EXPECT_EQ(seg.running(), daemon) << "the daemon runs again as it did";
+    if (daemon) seg.Stop();
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_TRUE(std::isfinite(master[i])) << i;
+      ASSERT_EQ(master[i], before[i]) << i << ": the re-take sent progress back";
+      ASSERT_EQ(slave[i], master[i]) << i << ": not re-taken";
+    }
+  }
+  const std::vector<float> init = RandomVector(n, gen);
+  std::vector<float> master = init, slave = init;
+  master[1234] = std::numeric_limits<float>::infinity();
+  SegmentOptions opt;
+  opt.chunk_floats = 100;
+  Segment seg(master.data(), slave.data(), n, opt);
+  EXPECT_FALSE(seg.Retake()) << "a non-finite master position is refused, so its chunk is not re-taken";
+}
+
 // Hogwild: four threads hammer the master buffer, one thread the slave buffer, while the daemon
 // syncs them (optionally over a lossy link). Increments lost to races and drops are allowed;
 // what must hold: all finite, master == slave after stopping and sweeping, and most of each
