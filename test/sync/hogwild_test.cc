@@ -932,6 +932,33 @@ TEST_P(HogwildRetake, APrivateCopyThatGoesNonFiniteRetakesTheSharedWeights) {
   EXPECT_LT(loss, 5) << text.substr(last, 60);
 }
 
+// Every record NaN: each re-taken copy is non-finite again at once, and after three re-takes in a
+// row the run ends with one line (not a stream of re-takes, nor a hang).
+TEST_F(HogwildProgram, ACopyNonFiniteRightAfterEachRetakeIsOneLine) {
+  std::vector<pb::Datum> data(40);
+  for (pb::Datum& d : data) {
+    d = testing::MakeDatum(1, 8, 8, "", 1);
+    d.clear_data();
+    for (int k = 0; k < 64; ++k) d.add_float_data(std::numeric_limits<float>::quiet_NaN());
+  }
+  testing::WriteLmdb((dir_ / "db").string(), data);
+  std::string net = NetText(16);
+  const std::string dummy = net.substr(net.find("layer"), net.find("layer", net.find("layer") + 1) - net.find("layer"));
+  net.replace(net.find(dummy), dummy.size(),
+              "layer { name: 'd' type: 'Data' top: 'x' top: 'label' data_param { source: '" +
+                  (dir_ / "db").string() + "' batch_size: 16 backend: LMDB } }\n");
+  const std::string path = (dir_ / "n.prototxt").string();
+  std::ofstream(path) << SolverFor(net, 200, (dir_ / "n").string()).DebugString();
+  const std::string log = (dir_ / "n.log").string();
+  const int rc = WaitExit(LaunchHogwild({path, "2", "--private"}, log), 60);
+  const std::string text = ReadAll(log);
+  ASSERT_EQ(rc, 1) << "-1 = hung for 60 s\n" << text;
+  std::string last = text.substr(0, text.find_last_not_of('\n') + 1);
+  last = last.substr(last.find_last_of('\n') + 1);
+  EXPECT_EQ(last.rfind("hogwild.bin: loss is nan", 0), 0u) << last;
+  EXPECT_NE(last.find("right after re-taking the shared weights, 3 times in a row"), std::string::npos) << last;
+}
+
 INSTANTIATE_TEST_SUITE_P(Policies, HogwildRetake, ::testing::Values("async", "easgd:0.5:2"),
                          [](const auto& info) { return std::string(info.param[0] == 'a' ? "Async" : "Easgd"); });
 
