@@ -15,7 +15,8 @@
 //                   chunk's last N is dropped, and counted (the straggler's stale progress).
 //   easgd:A[:P]     elastic averaging: every P iterations (default 1) e = A (local - centre);
 //                   local -= e; centre += e. The centre is the master (what is tested and
-//                   snapshotted).
+//                   snapshotted). The centre is the copies' mean and trails them, so each
+//                   solver's base_lr is scaled up with the copies (EasgdSpeed, sync/net_job.hpp).
 //   gsp:GROUPS      groups synchronous inside (bsp), asynchronous to each other; each group's
 //                   deltas weighted by 1 / staleness. GROUPS: "0,1;2,3" (solver indices) or
 //                   @FILE with one group per line.
