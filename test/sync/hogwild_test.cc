@@ -859,6 +859,15 @@ class HogwildProgram : public ScratchDir {
     return path;
   }
   size_t Models() const { return SnapshotsIn(dir_, ".caffemodel").size(); }
+  // NetText(16) reading dir_/db (an LMDB, batches of 16) instead of its DummyData.
+  std::string LmdbNet(const std::string& transform) const {
+    std::string net = NetText(16);
+    const size_t first = net.find("layer"), second = net.find("layer", first + 1);
+    net.replace(first, second - first,
+                "layer { name: 'd' type: 'Data' top: 'x' top: 'label' data_param { source: '" + (dir_ / "db").string() +
+                    "' batch_size: 16 backend: LMDB } " + transform + " }\n    ");
+    return net;
+  }
   bool WaitForLog(const std::string& log, const std::string& what, double seconds = 60) {
     return WaitFor([&] { return ReadAll(log).find(what) != std::string::npos; }, seconds);
   }
@@ -873,11 +882,7 @@ TEST_F(HogwildProgram, LeaderErrorEndsTheProcessWithOneLine) {
   for (int i = 0; i < 400; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
   data[40].set_data("short");  // solver 0 reads from record 0, solver 1 from record 200
   testing::WriteLmdb((dir_ / "db").string(), data);
-  std::string net = NetText(16);
-  const std::string dummy = net.substr(net.find("layer"), net.find("layer", net.find("layer") + 1) - net.find("layer"));
-  net.replace(net.find(dummy), dummy.size(),
-              "layer { name: 'd' type: 'Data' top: 'x' top: 'label' data_param { source: '" +
-                  (dir_ / "db").string() + "' batch_size: 16 backend: LMDB } transform_param { scale: 0.0039 } }\n");
+  const std::string net = LmdbNet("transform_param { scale: 0.0039 }");
   const std::string solver = LongSolver("e", net);
   const std::string log = (dir_ / "e.log").string();
   const pid_t pid = LaunchHogwild({solver, "2"}, log);
@@ -904,11 +909,7 @@ TEST_P(HogwildRetake, APrivateCopyThatGoesNonFiniteRetakesTheSharedWeights) {
   for (int k = 0; k < 64; ++k)
     data[40].add_float_data(k == 17 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gen() % 256));
   testing::WriteLmdb((dir_ / "db").string(), data);
-  std::string net = NetText(16);
-  const std::string dummy = net.substr(net.find("layer"), net.find("layer", net.find("layer") + 1) - net.find("layer"));
-  net.replace(net.find(dummy), dummy.size(),
-              "layer { name: 'd' type: 'Data' top: 'x' top: 'label' data_param { source: '" +
-                  (dir_ / "db").string() + "' batch_size: 16 backend: LMDB } transform_param { scale: 0.0039 } }\n");
+  const std::string net = LmdbNet("transform_param { scale: 0.0039 }");
   const std::string path = (dir_ / "r.prototxt").string();
   auto p = SolverFor(net, 200, (dir_ / "r").string());  // 100 iterations each: 10 epochs of 10 batches
   p.set_display(50);
@@ -942,11 +943,7 @@ TEST_F(HogwildProgram, ACopyNonFiniteRightAfterEachRetakeIsOneLine) {
     for (int k = 0; k < 64; ++k) d.add_float_data(std::numeric_limits<float>::quiet_NaN());
   }
   testing::WriteLmdb((dir_ / "db").string(), data);
-  std::string net = NetText(16);
-  const std::string dummy = net.substr(net.find("layer"), net.find("layer", net.find("layer") + 1) - net.find("layer"));
-  net.replace(net.find(dummy), dummy.size(),
-              "layer { name: 'd' type: 'Data' top: 'x' top: 'label' data_param { source: '" +
-                  (dir_ / "db").string() + "' batch_size: 16 backend: LMDB } }\n");
+  const std::string net = LmdbNet("");
   const std::string path = (dir_ / "n.prototxt").string();
   std::ofstream(path) << SolverFor(net, 200, (dir_ / "n").string()).DebugString();
   const std::string log = (dir_ / "n.log").string();
