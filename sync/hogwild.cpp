@@ -198,6 +198,16 @@ Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
 struct Run {
   Run(const pb::SolverParameter& param, const HogwildOptions& opt, Plan plan)
       : param(param), opt(opt), plan(std::move(plan)), locals(this->plan.n), sync(this->plan.n), errors(this->plan.n) {}
+  // Every daemon stopped before the buffers it streams go: the master (own_weights, shm) is
+  // declared after the locals and so destroyed before them, and a run that ended in an error
+  // leaves its segments running (their solvers' end hooks never ran).
+  ~Run() {
+    for (Local& l : locals)
+      if (l.segment) l.segment->Stop();
+    for (auto& gs : group_segments) gs->Stop();
+    heartbeat_stop.store(true);
+    if (heartbeat.joinable()) heartbeat.join();
+  }
 
   const pb::SolverParameter& param;
   std::string agreed_settings;  // across machines: SolverSettings before this machine's SolverLocalShare
