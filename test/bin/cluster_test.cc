@@ -778,7 +778,10 @@ TEST_F(Cluster, BetweenNamespacesAnEarlierRunsFramesReplayedAreNotBelieved) {
   // them is that they are not of this run.
   EXPECT_EQ(all.foreign, 0u) << "replays sent from the machines' own addresses: " << all;
   EXPECT_EQ(all.bad_mac, 0u) << "replays sealed with the job's key: " << all;
-  EXPECT_GT(all.unproven, 100u) << "the earlier run's control messages, refused as unproven: " << all;
+  // (Control messages are a small part of the capture, and how much of it the replay gets
+  // through before the job ends depends on the host's load: ~1 000 alone, 17 once under a full
+  // parallel ctest.)
+  EXPECT_GT(all.unproven, 0u) << "the earlier run's control messages, refused as unproven: " << all;
   EXPECT_GT(all.stale, 100u) << "the earlier run's positions and deltas, refused as stale: " << all;
   EXPECT_EQ(all.by_value, 0u) << all;
 #endif
