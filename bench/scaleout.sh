@@ -10,7 +10,8 @@
 #   bench/scaleout.sh [lenet|cifar]          (needs root: namespaces, cgroups)
 #   env: COUNTS="1 2 4 8"  MODE=mcast|udp|raw  SHARE=auto (0.4 up to 4 machines, 0.2 for more)
 #        ITER=6000 (global iterations; cifar: 4000)  TARGET=0.89 (cifar: 0.75)  PEER=1
-#        PERIOD_US=100000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)  EXTRA="more hogstream flags"  BUILD_DIR=build
+#        PERIOD_US=100000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)
+#        EXTRA="more hogstream flags"  BUILD_DIR=build
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
 #        counts; prints one line per run)  DDP_STOP=1 (the DDP twin ends at its first test at
 #        TARGET, its "final" is then that accuracy: its engine is several times slower per core
