@@ -390,6 +390,10 @@ void Solver::TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::ti
   HS_REQUIRE(options_.on_diverged && options_.on_diverged(&why))
       << "loss is " << loss << " at iteration " << iter_
       << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
+  ForgetHistory();
+}
+
+void Solver::ForgetHistory() {
   for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
 }
 

@@ -139,6 +139,8 @@ class Solver {
   const pb::SolverParameter& param() const { return param_; }
   float smoothed_loss() const { return smoothed_loss_; }
   const std::vector<std::shared_ptr<Blob>>& history() const { return history_; }
+  // Zeroes the update history (momentum and the like): the trajectory it carried is lost.
+  void ForgetHistory();
   bool stopped_early() const { return stopped_early_; }
 
  protected:

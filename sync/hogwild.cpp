@@ -464,8 +464,7 @@ void SetCopyHooks(Run& r, int i) {
         HS_REQUIRE(l.unsound < kUnsoundRounds)
             << "solver " << l.rank << "'s step was non-finite " << kUnsoundRounds
             << " rounds in a row, each from the round's weights (diverged: lower base_lr?)";
-        if (l.unsound)
-          for (const auto& h : l.solver->history()) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
+        if (l.unsound) l.solver->ForgetHistory();
       });
 }
 

@@ -121,6 +121,27 @@ int InChild(F&& f, double seconds) {
   return WaitExit(pid, seconds);
 }
 
+// A net's trained values (a .caffemodel's): how many, and how many of them are not finite.
+struct WeightCount {
+  size_t values = 0, non_finite = 0;
+};
+WeightCount CountWeights(const pb::NetParameter& weights) {
+  WeightCount c;
+  for (const auto& layer : weights.layer())
+    for (const auto& blob : layer.blobs())
+      for (float v : blob.data()) {
+        ++c.values;
+        c.non_finite += !std::isfinite(v);
+      }
+  return c;
+}
+
+// A log's last line (trailing newlines left out).
+std::string LastLine(const std::string& text) {
+  const std::string trimmed = text.substr(0, text.find_last_not_of('\n') + 1);
+  return trimmed.substr(trimmed.find_last_of('\n') + 1);
+}
+
 std::vector<std::string> SnapshotsIn(const fs::path& dir, const std::string& ext) {
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(dir))
@@ -193,14 +214,9 @@ TEST_F(HogwildThreads, FourSolversOnOneBufferFinishFiniteAndLearn) {
   EXPECT_EQ(done, 4000);
   pb::NetParameter weights;
   ReadBinaryProto((dir_ / "h_iter_4000.caffemodel").string(), &weights);
-  int values = 0;
-  for (const auto& l : weights.layer())
-    for (const auto& b : l.blobs())
-      for (float v : b.data()) {
-        ASSERT_TRUE(std::isfinite(v));
-        ++values;
-      }
-  EXPECT_GT(values, 1000);
+  const WeightCount counted = CountWeights(weights);
+  ASSERT_EQ(counted.non_finite, 0u);
+  EXPECT_GT(counted.values, 1000u);
   // The final net predicts the constant label with high confidence: loss well below ln(3).
   NetOptions no;
   no.phase = pb::TRAIN;
@@ -889,8 +905,7 @@ TEST_F(HogwildProgram, LeaderErrorEndsTheProcessWithOneLine) {
   const int rc = WaitExit(pid, 60);
   const std::string text = ReadAll(log);
   ASSERT_EQ(rc, 1) << "-1 = hung for 60 s\n" << text;
-  std::string last = text.substr(0, text.find_last_not_of('\n') + 1);
-  last = last.substr(last.find_last_of('\n') + 1);
+  const std::string last = LastLine(text);
   EXPECT_EQ(last.rfind("hogwild.bin: ", 0), 0u) << last;
   EXPECT_NE(last.find("key '00000040'"), std::string::npos) << last;
 }
@@ -929,14 +944,9 @@ TEST_P(HogwildRetake, APrivateCopyThatGoesNonFiniteRetakesTheSharedWeights) {
   // The weights the run ends with (the master's, after the copies' last sweeps) are finite.
   pb::NetParameter weights;
   ReadBinaryProto((dir_ / "r_iter_200.caffemodel").string(), &weights);
-  size_t values = 0;
-  for (const auto& layer : weights.layer())
-    for (const auto& blob : layer.blobs())
-      for (float v : blob.data()) {
-        ASSERT_TRUE(std::isfinite(v)) << layer.name();
-        ++values;
-      }
-  EXPECT_GT(values, 100u);
+  const WeightCount final_weights = CountWeights(weights);
+  EXPECT_EQ(final_weights.non_finite, 0u);
+  EXPECT_GT(final_weights.values, 100u);
 }
 
 // Every record NaN: each re-taken copy is non-finite again at once, and after three re-takes in a
@@ -956,8 +966,7 @@ TEST_F(HogwildProgram, ACopyNonFiniteRightAfterEachRetakeIsOneLine) {
   const int rc = WaitExit(LaunchHogwild({path, "2", "--private"}, log), 60);
   const std::string text = ReadAll(log);
   ASSERT_EQ(rc, 1) << "-1 = hung for 60 s\n" << text;
-  std::string last = text.substr(0, text.find_last_not_of('\n') + 1);
-  last = last.substr(last.find_last_of('\n') + 1);
+  const std::string last = LastLine(text);
   EXPECT_EQ(last.rfind("hogwild.bin: loss is nan", 0), 0u) << last;
   EXPECT_NE(last.find("right after re-taking the shared weights, 3 times in a row"), std::string::npos) << last;
 }
