@@ -10,7 +10,7 @@
 #   bench/scaleout.sh [lenet|cifar]          (needs root: namespaces, cgroups)
 #   env: COUNTS="1 2 4 8"  MODE=mcast|udp|raw  SHARE=auto (0.4 up to 4 machines, 0.2 for more)
 #        ITER=6000 (global iterations; cifar: 4000)  TARGET=0.89 (cifar: 0.75)  PEER=1
-#        PERIOD_US=100000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)
+#        PERIOD_US=10000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)
 #        EXTRA="more hogstream flags"  BUILD_DIR=build
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
 #        counts; prints one line per run)  DDP_STOP=1 (the DDP twin ends at its first test at
@@ -24,9 +24,10 @@ HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HS_ROOT"
 NET=${1:-lenet}
 COUNTS=${COUNTS:-1 2 4 8}
-# The cgroup's accounting period: a share s runs s x PERIOD_US of every PERIOD_US (the kernel's
-# default 100 ms holds a busy machine of 0.4 core off the CPU for 60 ms at a time).
-PERIOD_US=${PERIOD_US:-100000}
+# The cgroup's accounting period: a share s runs s x PERIOD_US of every PERIOD_US. 10 ms, not
+# the kernel's default 100 ms, which holds a busy machine of 0.4 core off the CPU for 60 ms at a
+# time (no real machine of 0.4 the speed stalls so; sync/README.md, "The cgroup's period").
+PERIOD_US=${PERIOD_US:-10000}
 MODE=${MODE:-mcast}
 PEER=${PEER:-1}
 ROUNDS=${ROUNDS:-1}
