@@ -48,14 +48,17 @@ inline std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// A text's last line (trailing newlines left out).
+inline std::string LastLine(const std::string& text) {
+  const std::string t = text.substr(0, text.find_last_not_of('\n') + 1);
+  const size_t nl = t.find_last_of('\n');
+  return nl == std::string::npos ? t : t.substr(nl + 1);
+}
+
 struct Finished {
   int rc = -1;  // exit status; 128 + N for signal N; -1: killed at the deadline
   std::string out, err;
-  std::string last_line() const {
-    const std::string t = err.substr(0, err.find_last_not_of('\n') + 1);
-    const size_t nl = t.find_last_of('\n');
-    return nl == std::string::npos ? t : t.substr(nl + 1);
-  }
+  std::string last_line() const { return LastLine(err); }
 };
 
 // A running program; stdout and stderr go to `dir`/NAME.out and NAME.err.

@@ -28,6 +28,7 @@
 #include "core/layer.hpp"
 #include "sync/shm_region.hpp"
 #include "test/data/data_test_util.hpp"
+#include "test/program_runner.hpp"
 
 namespace hogstream {
 namespace {
@@ -134,12 +135,6 @@ WeightCount CountWeights(const pb::NetParameter& weights) {
         c.non_finite += !std::isfinite(v);
       }
   return c;
-}
-
-// A log's last line (trailing newlines left out).
-std::string LastLine(const std::string& text) {
-  const std::string trimmed = text.substr(0, text.find_last_not_of('\n') + 1);
-  return trimmed.substr(trimmed.find_last_of('\n') + 1);
 }
 
 std::vector<std::string> SnapshotsIn(const fs::path& dir, const std::string& ext) {
@@ -464,9 +459,7 @@ TEST_F(HogwildThreads, LateJoinerStopsAtGlobalMaxIter) {
   EXPECT_LE(joined.global_iter, 1000);
   pb::NetParameter weights;
   ReadBinaryProto((dir_ / "l_iter_1000.caffemodel").string(), &weights);
-  for (const auto& l : weights.layer())
-    for (const auto& b : l.blobs())
-      for (float v : b.data()) ASSERT_TRUE(std::isfinite(v));
+  ASSERT_EQ(CountWeights(weights).non_finite, 0u);
 }
 
 // A process whose solver settings differ from the job's (base_lr here) is refused with the
@@ -905,7 +898,7 @@ TEST_F(HogwildProgram, LeaderErrorEndsTheProcessWithOneLine) {
   const int rc = WaitExit(pid, 60);
   const std::string text = ReadAll(log);
   ASSERT_EQ(rc, 1) << "-1 = hung for 60 s\n" << text;
-  const std::string last = LastLine(text);
+  const std::string last = test::LastLine(text);
   EXPECT_EQ(last.rfind("hogwild.bin: ", 0), 0u) << last;
   EXPECT_NE(last.find("key '00000040'"), std::string::npos) << last;
 }
@@ -966,7 +959,7 @@ TEST_F(HogwildProgram, ACopyNonFiniteRightAfterEachRetakeIsOneLine) {
   const int rc = WaitExit(LaunchHogwild({path, "2", "--private"}, log), 60);
   const std::string text = ReadAll(log);
   ASSERT_EQ(rc, 1) << "-1 = hung for 60 s\n" << text;
-  const std::string last = LastLine(text);
+  const std::string last = test::LastLine(text);
   EXPECT_EQ(last.rfind("hogwild.bin: loss is nan", 0), 0u) << last;
   EXPECT_NE(last.find("right after re-taking the shared weights, 3 times in a row"), std::string::npos) << last;
 }
