@@ -7,9 +7,10 @@
 # Debian's python3-torch, the same caps and the same per-machine batch). Each is scaled against
 # its own 1-machine run at the same share, in the same sitting.
 #
-#   bench/scaleout.sh [lenet|cifar]          (needs root: namespaces, cgroups)
+#   bench/scaleout.sh [lenet|cifar]          (needs root: namespaces, cgroups; cifar: the data
+#                                             from scripts/cifar10.sh)
 #   env: COUNTS="1 2 4 8"  MODE=mcast|udp|raw  SHARE=auto (0.4 up to 4 machines, 0.2 for more)
-#        ITER=6000 (global iterations; cifar: 4000)  TARGET=0.89 (cifar: 0.75)  PEER=1
+#        ITER=6000 (global iterations; cifar: 5000)  TARGET=0.89 (cifar: 0.75)  PEER=1
 #        PERIOD_US=10000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)
 #        EXTRA="more hogstream flags"  BUILD_DIR=build
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
@@ -36,7 +37,9 @@ OUT=${OUT:-out/scaleout}
 DEADLINE=${DEADLINE:-1800}
 case $NET in
   lenet) SOLVER=${SOLVER:-configs/lenet/solver.prototxt}; ITER=${ITER:-6000}; TARGET=${TARGET:-0.89} ;;
-  cifar) SOLVER=configs/cifar10/quick_solver.prototxt; ITER=${ITER:-4000}; TARGET=${TARGET:-0.75} ;;
+  cifar) SOLVER=${SOLVER:-configs/cifar10/quick_5k_solver.prototxt}; ITER=${ITER:-5000}; TARGET=${TARGET:-0.75}
+         [[ -d data/cifar10/train_lmdb && -f data/cifar10/bin/test_batch.bin ]] ||
+           { echo "scaleout.sh: no CIFAR-10 in data/cifar10: run scripts/cifar10.sh first"; exit 1; } ;;
   *) echo "scaleout.sh: lenet or cifar"; exit 2 ;;
 esac
 export TARGET

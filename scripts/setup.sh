@@ -21,6 +21,7 @@ HS_PACKAGES=(
   prometheus-cpp-dev                  # --metrics (Prometheus pull endpoint)
   libxxhash-dev libsodium-dev         # transport frames: XXH3 checksum, keyed MAC (--job-key)
   openmpi-bin                         # tests: a job's ranks from a real mpirun
+  python3-numpy python3-pil           # scripts/cifar10.sh (and its test): CIFAR-10 from PNG sprites
 )
 
 hs_ensure_packages() {

@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "core/io.hpp"
 #include "core/layer.hpp"
+#include "data/image.hpp"
 #include "test/data/data_test_util.hpp"
 
 namespace hogstream {
@@ -181,6 +183,60 @@ TEST(ConvertCifarTest, RoundTripKeysRunAcrossFiles) {
     ConvertCifar10({dir / "a.bin", dir / "bad.bin"}, dir / "x");
   });
   EXPECT_NE(e.find(dir / "bad.bin"), std::string::npos) << e;
+}
+
+// scripts/cifar10.sh rebuilds CIFAR-10's binary batches from PNG sprites (one 1 024-pixel RGB
+// row per image) with scripts/cifar10_png.py: random sprites of 3 and 2 rows through the script
+// and ConvertCifar10 come out as Datums whose planes are the rows' R, G and B values in order.
+TEST(ConvertCifarTest, SpritesThroughScriptsCifar10Png) {
+  if (std::system("/usr/bin/python3 -c 'import numpy, PIL' 2>/dev/null") != 0)
+    GTEST_SKIP() << "no /usr/bin/python3 with numpy and PIL (apt-get install python3-numpy python3-pil)";
+  TempDir dir;
+  std::mt19937 gen(6);
+  std::vector<Image> sprites;
+  std::vector<int> classes{0, 1, 2, 3, 4, 5, 6, 7, 8, 9};  // distinct labels: a shifted one shows
+  std::shuffle(classes.begin(), classes.end(), gen);
+  std::string labels = "[";
+  int images = 0;
+  for (int rows : {3, 2}) {
+    Image sprite{rows, 1024, 3, {}};
+    const std::string bytes = testing::RandomBytes(size_t(rows) * 1024 * 3, gen);
+    sprite.pixels.assign(bytes.begin(), bytes.end());
+    WriteFile(dir / ("s" + std::to_string(sprites.size()) + ".png"), EncodeImage(sprite, "png"));
+    sprites.push_back(sprite);
+    for (int r = 0; r < rows; ++r, ++images)
+      labels += (images ? "," : "") + std::to_string(classes[images]);
+  }
+  WriteFile(dir / "labels.json", labels + "]");
+  const std::string script = std::string(HS_SOURCE_DIR) + "/scripts/cifar10_png.py";
+  ASSERT_EQ(std::system(("/usr/bin/python3 '" + script + "' '" + (dir / "labels.json") + "' '" + (dir / "") +
+                         "' '" + (dir / "s0.png") + ":a.bin' '" + (dir / "s1.png") + ":b.bin' >/dev/null")
+                            .c_str()),
+            0);
+  EXPECT_EQ(ConvertCifar10({dir / "a.bin", dir / "b.bin"}, dir / "lmdb"), 5u);
+  LmdbCursor cursor(dir / "lmdb");
+  pb::Datum d;
+  int image = 0;
+  for (const Image& sprite : sprites) {
+    for (int row = 0; row < sprite.height; ++row, ++image, cursor.Next()) {
+      ASSERT_TRUE(d.ParseFromArray(cursor.value().data(), int(cursor.value().size())));
+      EXPECT_EQ(d.label(), classes[image]) << "image " << image;
+      ASSERT_EQ(d.data().size(), 3072u);
+      // The sprite holds B, G, R per pixel (Image's order); the Datum R, G and B planes.
+      for (int c = 0; c < 3; ++c)
+        for (int p = 0; p < 1024; ++p)
+          ASSERT_EQ(static_cast<uint8_t>(d.data()[c * 1024 + p]), sprite.pixels[(row * 1024 + p) * 3 + 2 - c])
+              << "image " << image << ", channel " << c << ", pixel " << p;
+    }
+  }
+  EXPECT_EQ(image, 5);
+
+  // Labels that do not match the sprites' rows are one line and a failure.
+  WriteFile(dir / "short.json", "[1,2]");
+  EXPECT_NE(std::system(("/usr/bin/python3 '" + script + "' '" + (dir / "short.json") + "' '" + (dir / "") +
+                         "' '" + (dir / "s0.png") + ":c.bin' 2>/dev/null")
+                            .c_str()),
+            0);
 }
 
 TEST(ComputeMeanTest, PerPixelMeanAndBadRecords) {
