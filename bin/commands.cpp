@@ -86,6 +86,8 @@ Specs NetJobFlags() {
       {"job-key", "FILE", "", "a keyed MAC on every frame, with the key in FILE (default: none)"},
       {"loss", "P", "", "drop this fraction of the data messages, to see how a job takes it (default: 0)"},
       {"sweep_ms", "MS", std::to_string(n.sweep_ms), "a master sweeps its chunks at most once per MS"},
+      {"sweeps_per_iter", "N", std::to_string(n.sweeps_per_iter),
+       "... and at most N times per iteration of this machine's solvers (0: no limit)"},
       {"window", "N", std::to_string(n.window), "positions a master has awaiting their delta, per receiver (0: no limit)"},
       {"dead_ms", "MS", std::to_string(n.dead_ms), "silence after which a machine is dead"},
       {"quorum_ms", "MS", "0", "how long a machine cut off from a majority of the job waits before it gives up "

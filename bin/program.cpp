@@ -152,6 +152,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   if (n.machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
+  n.sweeps_per_iter = static_cast<uint32_t>(f.int_in("sweeps_per_iter", 0, 1000));
   n.window = static_cast<uint32_t>(f.int_in("window", 0, 1 << 20));
   n.dead_ms = static_cast<uint32_t>(f.int_in("dead_ms", 100, 3600000));
   n.quorum_ms = static_cast<uint32_t>(f.int_in("quorum_ms", 0, 86400000));  // 0: 30 x dead_ms

@@ -773,7 +773,21 @@ void NetJob::MakeMasters(const std::vector<NetShares::Master>& make, uint32_t re
       masters_[to.to.id] = std::move(m);
     }
   }
-  credit_.assign(masters_.size(), 0);
+  pacers_.assign(masters_.size(), SweepPacer(opt_.sweep_ms, opt_.sweeps_per_iter));
+}
+
+size_t SweepPacer::Allow(size_t chunks, double seconds, int64_t iterations) {
+  const double sweep = static_cast<double>(chunks);
+  by_time_ = sweep_ms_ ? std::min(sweep, by_time_ + sweep * seconds * 1000.0 / sweep_ms_) : sweep;
+  if (!per_iteration_) return static_cast<size_t>(by_time_);
+  const double sweeps = std::max(static_cast<double>(iterations) * per_iteration_, seconds * 1000.0 / kIdleMs);
+  by_iterations_ = std::min(sweep * per_iteration_, by_iterations_ + sweep * sweeps);
+  return static_cast<size_t>(std::min(by_time_, by_iterations_));
+}
+
+void SweepPacer::Spent(size_t posted) {
+  by_time_ -= static_cast<double>(posted);
+  by_iterations_ -= static_cast<double>(posted);
 }
 
 void NetJob::Post() {
@@ -781,13 +795,15 @@ void NetJob::Post() {
   const double dt = Seconds(now - last_post_);
   last_post_ = now;
   const uint64_t clock = static_cast<uint64_t>(g_->shared().iter.load(std::memory_order_relaxed));
-  const double sweep = static_cast<double>(shares_.owned().size());
+  const int64_t local = LocalIterations();
+  const int64_t stepped = std::max<int64_t>(0, local - posted_at_iterations_);
+  posted_at_iterations_ = local;
   for (size_t i = 0; i < masters_.size(); ++i) {
     MasterEndpoint* m = masters_[i].get();
     if (!m) continue;
-    credit_[i] = opt_.sweep_ms ? std::min(sweep, credit_[i] + sweep * dt * 1000.0 / opt_.sweep_ms) : sweep;
+    const size_t allowed = pacers_[i].Allow(shares_.owned().size(), dt, stepped);
     m->set_clock(clock);
-    if (credit_[i] >= 1) credit_[i] -= static_cast<double>(m->PostPositions(static_cast<size_t>(credit_[i])));
+    if (allowed > 0) pacers_[i].Spent(m->PostPositions(allowed));
   }
 }
 

@@ -17,7 +17,8 @@
 // own chunks (to the group where the transport multicasts, else to each machine, each with its
 // own window), answers others' positions with deltas, applies deltas to its own chunks, and
 // sleeps on the transport's wait_fd when idle. A master sweeps its chunks at most once per
-// sweep_ms (pacing), so the link leaves the cores to the solvers.
+// sweep_ms and at most sweeps_per_iter times per iteration of this machine's solvers
+// (SweepPacer), so the link leaves the cores to the solvers.
 //
 // Control: every heartbeat_ms each machine tells every other one (MsgKind::kIteration) the
 // floor of its run's master epochs (epoch), the iterations its solvers ran (clock), its view
@@ -151,6 +152,26 @@ double EqualPaceWeight(int machines, const SegmentRule& rule);
 // Multiplies base_lr by `speed` (EasgdSpeed); returns one line saying so ("" = nothing).
 std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
 
+// Pacing of one master's sweeps (each owned chunk's position posted once): at most one sweep
+// per sweep_ms (0: no limit) and, where per_iteration > 0, at most that many sweeps per
+// iteration of this machine's solvers plus one per kIdleMs, so that positions still flow while
+// no solver steps (the start, a joiner taking the weights, a recovery). A sweep
+// faster than the solvers step carries little that is new and takes the cores from them: a
+// cifar10_quick iteration at 0.4 core lasts as long as seven sweeps at the time limit alone.
+class SweepPacer {
+ public:
+  static constexpr double kIdleMs = 200;
+  SweepPacer(uint32_t sweep_ms, uint32_t per_iteration) : sweep_ms_(sweep_ms), per_iteration_(per_iteration) {}
+  // How many of `chunks` (one sweep) may go out now, `seconds` and `iterations` (this
+  // machine's, never negative) after the last call.
+  size_t Allow(size_t chunks, double seconds, int64_t iterations);
+  void Spent(size_t posted);
+
+ private:
+  uint32_t sweep_ms_, per_iteration_;
+  double by_time_ = 0, by_iterations_ = 0;  // credit in chunks
+};
+
 struct NetJobOptions {
   int rank = 0;                    // this machine's index in the job's list
   int machines = 1;
@@ -162,6 +183,7 @@ struct NetJobOptions {
   uint32_t dead_ms = 2000;         // silence after which a machine is dead
   uint32_t start_ms = 60000;       // how long to wait for every machine at the start
   uint32_t sweep_ms = 20;          // a master sweeps its chunks at most once per sweep_ms
+  uint32_t sweeps_per_iter = 2;    // ... and at most this often per local iteration (0: no limit)
   uint32_t window = 64;            // positions awaiting their delta, per destination
   uint32_t drain_ms = 5000;        // the leader's longest wait for the others' last deltas
   // Codec and weights of every segment (--compress, --staleness-weight, --policy=weedout:N);
@@ -361,7 +383,8 @@ class NetJob {
 
   std::unique_ptr<SlaveEndpoint> slave_;
   std::vector<std::unique_ptr<MasterEndpoint>> masters_;  // [0] multicast; else per rank
-  std::vector<double> credit_;                            // pacing, per master
+  std::vector<SweepPacer> pacers_;                        // per master
+  int64_t posted_at_iterations_ = 0;                      // LocalIterations() at the last Post
 
   // Daemon state.
   enum class Phase { kStart, kJoining, kTraining } phase_ = Phase::kStart;
