@@ -77,7 +77,8 @@ namespace hogstream {
 //    steps (ShareMomentum; S from 1 to `machines`; "share" alone: min(machines,
 //    kShareMomentumSpeed)). An Error where the caller does not offer `share_speed`.
 //  - "schedule": the share at min(machines, kScheduleSpeed), the others' deltas ramped up from
-//    W over kScheduleWarmup global iterations (at most until the cool-down starts), damped
+//    W over kScheduleWarmup global iterations (in every run; a short run's cool-down starts
+//    during the ramp, and the two multiply), damped
 //    beyond kScheduleBudget iterations of age, and cooled down to W from kScheduleCoolFrom to
 //    kScheduleCoolUntil of the run (`solver`'s max_iter); W = max(kScheduleWeight,
 //    1 / (machines - 1)). Only for SGD or Nesterov with momentum.

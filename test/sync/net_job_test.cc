@@ -979,7 +979,9 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
   sgd.set_momentum(0.9f);
   sgd.set_base_lr(0.01f);
   for (int machines : {2, 3, 4, 8}) {
-    const int run = std::uniform_int_distribution<int>(2000, 20000)(rng);
+    // Short runs at 3 and 8 machines (the cool-down starts within the ramp), any at 2 and 4.
+    const int run = machines == 3 || machines == 8 ? std::uniform_int_distribution<int>(1000, 3900)(rng)
+                                 : std::uniform_int_distribution<int>(2000, 20000)(rng);
     sgd.set_max_iter(run);
     SCOPED_TRACE(::testing::Message() << machines << " machines, " << run << " iterations");
     SegmentRule d;
@@ -1000,7 +1002,7 @@ TEST(NetJobAggregateTest, DefaultsKeysAndMistakes) {
     const float w = std::max(1.f / 3, 1.f / (machines - 1));
     EXPECT_EQ(speed, std::min(machines, 4));
     EXPECT_FALSE(d.staleness_weight);
-    EXPECT_EQ(d.warmup_until, std::min<uint64_t>(kScheduleWarmup, d.cool_from)) << "the ramp ends by the cool-down's start";
+    EXPECT_EQ(d.warmup_until, kScheduleWarmup) << "the ramp is as long in a short run";
     EXPECT_FLOAT_EQ(d.warmup_from, w);
     EXPECT_EQ(d.stale_budget, kScheduleBudget);
     EXPECT_EQ(d.cool_from, static_cast<uint64_t>(std::llround(run * 0.25)));
