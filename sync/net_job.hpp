@@ -159,6 +159,9 @@ std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
 // no solver steps (the start, a joiner taking the weights, a recovery). A sweep
 // faster than the solvers step carries little that is new and takes the cores from them: a
 // cifar10_quick iteration at 0.4 core lasts as long as seven sweeps at the time limit alone.
+// Not on by default (NetJobOptions::sweeps_per_iter = 0): solvers that wait for the exchange
+// (bsp, gsp, a machine joining) step rarely, and with the limit their rounds crawl at the
+// trickle (sync/README.md, "A slow net's sweeps").
 class SweepPacer {
  public:
   static constexpr double kIdleMs = 200;
@@ -184,7 +187,7 @@ struct NetJobOptions {
   uint32_t dead_ms = 2000;         // silence after which a machine is dead
   uint32_t start_ms = 60000;       // how long to wait for every machine at the start
   uint32_t sweep_ms = 20;          // a master sweeps its chunks at most once per sweep_ms
-  uint32_t sweeps_per_iter = 2;    // ... and at most this often per local iteration (0: no limit)
+  uint32_t sweeps_per_iter = 0;    // ... and at most this often per local iteration (0: no limit)
   uint32_t window = 64;            // positions awaiting their delta, per destination
   uint32_t drain_ms = 5000;        // the leader's longest wait for the others' last deltas
   // Codec and weights of every segment (--compress, --staleness-weight, --policy=weedout:N);
