@@ -672,6 +672,9 @@ HogwildReport MakeReport(const Run& r) {
        << " KiB per iteration of this process";
     if (r.svb)
       os << "; " << r.svb->Line() << ", " << (mine ? report.svb.bytes_sent / 1024.0 / mine : 0) << " KiB per iteration";
+    uint64_t retakes = 0;  // the display lines may have missed the last ones, or all of them
+    for (const Local& l : r.locals) retakes += l.retakes.load(std::memory_order_relaxed);
+    if (retakes) os << "; private copies re-took the shared weights " << retakes << " times";
     LOG(INFO) << os.str();
   }
   return report;
