@@ -17,8 +17,8 @@
 // own chunks (to the group where the transport multicasts, else to each machine, each with its
 // own window), answers others' positions with deltas, applies deltas to its own chunks, and
 // sleeps on the transport's wait_fd when idle. A master sweeps its chunks at most once per
-// sweep_ms and at most sweeps_per_iter times per iteration of this machine's solvers
-// (SweepPacer), so the link leaves the cores to the solvers.
+// sweep_ms and, if sweeps_per_iter is set, at most that often per iteration of this machine's
+// solvers (SweepPacer), so the link leaves the cores to the solvers.
 //
 // Control: every heartbeat_ms each machine tells every other one (MsgKind::kIteration) the
 // floor of its run's master epochs (epoch), the iterations its solvers ran (clock), its view
@@ -78,8 +78,8 @@ namespace hogstream {
 //    kShareMomentumSpeed)). An Error where the caller does not offer `share_speed`.
 //  - "schedule": the share at min(machines, kScheduleSpeed), the others' deltas ramped up from
 //    W over kScheduleWarmup global iterations (in every run; a short run's cool-down starts
-//    during the ramp, and the two multiply), damped
-//    beyond kScheduleBudget iterations of age, and cooled down to W from kScheduleCoolFrom to
+//    during the ramp, and the two multiply), damped beyond kScheduleBudget iterations of
+//    age, and cooled down to W from kScheduleCoolFrom to
 //    kScheduleCoolUntil of the run (`solver`'s max_iter); W = max(kScheduleWeight,
 //    1 / (machines - 1)). Only for SGD or Nesterov with momentum.
 //  - KEY=V,..., alone or after "share" or "schedule", each over the defaults: weight (1:
