@@ -104,13 +104,14 @@ class CifarQuick(nn.Module):
         return self.ip2(self.ip1(x.flatten(1)))
 
 
-def load(net):
-    """(model, train x, train y, test x, test y, batch, base_lr, weight decay, lr(it))."""
+def load(net, with_test):
+    """(model, train x, train y, test x, test y, batch, base_lr, weight decay, lr(it)); the test
+    set only `with_test` (rank 0 tests), else None."""
     if net == "lenet":
         train_x = idx(f"{DATA}/train-images-idx3-ubyte.gz").astype(np.float32) / 256.0
         train_y = idx(f"{DATA}/train-labels-idx1-ubyte.gz")
-        test_x = idx(f"{DATA}/t10k-images-idx3-ubyte.gz").astype(np.float32) / 256.0
-        test_y = idx(f"{DATA}/t10k-labels-idx1-ubyte.gz")
+        test_x = idx(f"{DATA}/t10k-images-idx3-ubyte.gz").astype(np.float32) / 256.0 if with_test else None
+        test_y = idx(f"{DATA}/t10k-labels-idx1-ubyte.gz") if with_test else None
         return LeNet(), train_x, train_y, test_x, test_y, 64, 0.01, 5e-4, lambda it: (1 + 1e-4 * it) ** -0.75
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "cifar10", "bin")
     if not os.path.exists(f"{root}/test_batch.bin"):
@@ -119,9 +120,11 @@ def load(net):
     train_x = np.concatenate([p[0] for p in parts]).astype(np.float32)
     train_y = np.concatenate([p[1] for p in parts])
     mean = train_x.mean(axis=0)
-    test_x, test_y = cifar(f"{root}/test_batch.bin")
-    return (CifarQuick(), train_x - mean, train_y, test_x.astype(np.float32) - mean, test_y, 100, 0.001,
-            0.004, lambda it: 1.0 if it < 4000 else 0.1)
+    test_x, test_y = cifar(f"{root}/test_batch.bin") if with_test else (None, None)
+    if with_test:
+        test_x = test_x.astype(np.float32) - mean
+    return (CifarQuick(), train_x - mean, train_y, test_x, test_y, 100, 0.001, 0.004,
+            lambda it: 1.0 if it < 4000 else 0.1)
 
 
 def test(model, test_x, test_y, it):
@@ -149,11 +152,12 @@ def main():
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(1701)  # the same initial weights everywhere (DDP also broadcasts rank 0's)
-    net, train_x, train_y, test_x, test_y, batch, base_lr, decay, schedule = load(a.net)
+    net, train_x, train_y, test_x, test_y, batch, base_lr, decay, schedule = load(a.net, rank == 0)
     lo, hi = len(train_x) * rank // world, len(train_x) * (rank + 1) // world
     part_x = torch.from_numpy(np.ascontiguousarray(train_x[lo:hi]))
     part_y = torch.from_numpy(train_y[lo:hi])
-    test_x, test_y = torch.from_numpy(np.ascontiguousarray(test_x)), torch.from_numpy(test_y)
+    if rank == 0:
+        test_x, test_y = torch.from_numpy(np.ascontiguousarray(test_x)), torch.from_numpy(test_y)
     model = nn.parallel.DistributedDataParallel(net)
     weights = [p for n, p in model.named_parameters() if n.endswith("weight")]
     biases = [p for n, p in model.named_parameters() if n.endswith("bias")]
