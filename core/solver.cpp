@@ -36,6 +36,8 @@ Solver::Solver(const pb::SolverParameter& param, const SolverOptions& options,
   HS_REQUIRE(param_.iter_size() >= 1) << "iter_size must be >= 1";
   HS_REQUIRE(param_.average_loss() >= 1) << "average_loss must be >= 1";
   HS_REQUIRE(param_.has_base_lr()) << "the solver needs base_lr";
+  HS_REQUIRE(options_.norm_guard == 0 || options_.norm_guard > 1) << "a norm guard's factor must exceed 1";
+  if (options_.norm_guard > 0) guard_ = std::make_unique<NormGuard>(options_.norm_guard);
   HS_REQUIRE(param_.regularization_type() == "L2" || param_.regularization_type() == "L1")
       << "regularization_type must be L2 or L1, got '" << param_.regularization_type() << "'";
   if (options_.reseed && param_.random_seed() >= 0)
@@ -154,6 +156,32 @@ void Solver::ClipGradients() {
   }
 }
 
+double NormGuard::Scale(double norm) {
+  if (!std::isfinite(norm)) return 1;
+  ++steps_;
+  if (steps_ <= static_cast<uint64_t>(warmup_)) {  // the plain mean of the first ones
+    mean_ += (norm - mean_) / static_cast<double>(steps_);
+    return 1;
+  }
+  const double bound = factor_ * mean_;
+  double scale = 1;
+  if (norm > bound && norm > 0) {
+    scale = bound / norm;
+    ++clipped_;
+  }
+  mean_ = decay_ * mean_ + (1 - decay_) * std::min(norm, bound);
+  return scale;
+}
+
+void Solver::GuardNorm() {
+  if (!guard_) return;
+  double sumsq = 0;
+  for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  const double s = guard_->Scale(std::sqrt(sumsq));
+  if (s < 1)
+    for (Blob* p : net_->learnable_params()) p->scale_diff(static_cast<float>(s));
+}
+
 void Solver::ApplyUpdate() {
   if (param_.lr_policy() == "multistep") {
     while (current_step_ < param_.stepvalue_size() && iter_ >= param_.stepvalue(current_step_)) {
@@ -165,7 +193,7 @@ void Solver::ApplyUpdate() {
   if (leader() && param_.display() && iter_ % param_.display() == 0)
     SLOG << "Iteration " << iter_ << ", lr = " << rate;
   const auto& params = net_->learnable_params();
-  if (Context::Get().mode() == Mode::GPU && options_.device_update && param_.clip_gradients() < 0 &&
+  if (Context::Get().mode() == Mode::GPU && options_.device_update && param_.clip_gradients() < 0 && !guard_ &&
       HasDeviceUpdate()) {
     // On the device, one pass per blob; frozen blobs (lr_mult 0) are left alone.
     for (int id = 0; id < static_cast<int>(params.size()); ++id)
@@ -173,6 +201,7 @@ void Solver::ApplyUpdate() {
     return;
   }
   ClipGradients();
+  GuardNorm();
   for (int id = 0; id < static_cast<int>(params.size()); ++id) {
     if (net_->params_lr()[id] == 0.f) {
       // Frozen: no decay, no history, no step.

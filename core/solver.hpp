@@ -63,6 +63,34 @@ struct SolverOptions {
   // Where the leader sends its figures at each display interval and test pass (--metrics,
   // --stats_json); null: nowhere.
   std::shared_ptr<StatsSink> stats;
+  // > 0: a NormGuard of this factor on every iteration's gradient (after clip_gradients). A
+  // job across machines whose solvers run at several times the recipe's rate sets it
+  // (sync/README.md, "A runaway at the schedule's peak"); 0: off, as in Caffe.
+  double norm_guard = 0;
+};
+
+// Adaptive clipping: a gradient whose L2 norm exceeds `factor` times the running mean of the
+// recent norms is scaled down to that bound. The mean is an exponential average (weight 1 -
+// decay per step) of the norms as applied (clipped), seeded by the plain mean of the first
+// `warmup`, during which nothing is clipped; so a runaway whose gradients grow geometrically
+// is held to a growth of at most 1 + (factor - 1)(1 - decay) per step, while the ordinary
+// spread of the norms (within about twice their mean for a minibatch) passes untouched. A
+// non-finite norm is left to the divergence handling and does not enter the mean.
+class NormGuard {
+ public:
+  explicit NormGuard(double factor, int warmup = 20, double decay = 0.95)
+      : factor_(factor), warmup_(warmup), decay_(decay) {}
+  // The scale for a gradient of this norm (1: untouched), and the norm joins the mean.
+  double Scale(double norm);
+  double mean() const { return mean_; }
+  uint64_t steps() const { return steps_; }
+  uint64_t clipped() const { return clipped_; }
+
+ private:
+  double factor_, mean_ = 0;
+  int warmup_;
+  double decay_;
+  uint64_t steps_ = 0, clipped_ = 0;
 };
 
 class Solver {
@@ -142,6 +170,8 @@ class Solver {
   // Zeroes the update history (momentum and the like): the trajectory it carried is lost.
   void ForgetHistory();
   bool stopped_early() const { return stopped_early_; }
+  // The norm guard's figures (SolverOptions::norm_guard; null when off).
+  const NormGuard* norm_guard() const { return guard_.get(); }
 
  protected:
   // Turns the accumulated gradient of learnable param `id` into the step to subtract,
@@ -164,11 +194,13 @@ class Solver {
   // history_[k * P + id] for k < history_per_param, P = learnable params.
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<float> scratch_;  // per-update temporary, sized to the largest param
+  std::unique_ptr<NormGuard> guard_;  // SolverOptions::norm_guard
 
  private:
   void InitNets();
   void Regularize(int id);
   void ClipGradients();
+  void GuardNorm();
   void UpdateSmoothedLoss(float loss);
   void Display(std::chrono::steady_clock::time_point& last, int& last_iter);
   int BatchSize() const;

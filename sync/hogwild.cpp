@@ -584,6 +584,7 @@ void TrainOne(Run& r, int i) {
     so.reseed = false;
     so.device_update = false;  // a GPU solver's segment streams its host copy
     so.stats = r.stats;
+    if (opt.net && opt.net->share_speed() > 0) so.norm_guard = kShareNormGuard;
     me.solver = CreateSolver(r.param, so);
     Net& net = me.solver->net();
     r.sync.arrive_and_wait();
@@ -619,6 +620,9 @@ void TrainOne(Run& r, int i) {
       for (auto& gs : r.group_segments) gs->Start();
     // D. Train until the global iteration reaches max_iter (or the leader stops the job).
     me.solver->Solve();
+    if (const NormGuard* g = me.solver->norm_guard(); g && opt.log)
+      LOG(INFO) << "Network: solver " << i << " clipped " << g->clipped() << " of its " << g->steps()
+                << " gradients to " << kShareNormGuard << " times the mean of their recent norms";
   } catch (...) {
     r.errors[i] = std::current_exception();
     // Gone at once, though this process still beats: if it led, another takes over; one
@@ -689,6 +693,8 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   if (opt.net && opt.net->share_speed() > 0) {
     const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
+    LOG_IF(INFO, opt.log) << "Network: each solver clips a gradient beyond " << kShareNormGuard
+                          << " times the mean of its recent norms (the machines' deltas are added whole)";
   }
   Plan plan = MakePlan(param, opt);
   // The machines agree on the settings before each one's own solver count scales its rates

@@ -118,6 +118,11 @@ constexpr double kScheduleCoolUntil = 0.58;
 // momentum; returns one line saying what changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
 std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
+// Under the momentum share every solver also guards its gradient's norm (SolverOptions::
+// norm_guard, core/solver.hpp's NormGuard): a job at several times the recipe's rate, with
+// its machines' steps meeting late, can run away in a few dozen iterations, and at the
+// schedule's peak one run in about ten did (sync/README.md, "A runaway at the schedule's peak").
+constexpr double kShareNormGuard = 3;
 // Several solvers on one machine (sync/README.md, "Several solvers per machine"): its Hogwild
 // threads on one host copy reach the other machines as one delta; each at its full rate, the
 // machine would move at n solvers' speed and the job at n times a job of one-solver machines,

@@ -292,8 +292,10 @@ class Cluster : public ::testing::Test {
 };
 
 TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
+  // Under the momentum share (the schedule's rule, which the default takes where the solver
+  // file has a max_iter), so that the solvers' norm guard is seen too.
   std::vector<std::unique_ptr<Child>> m;
-  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000));
+  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000, "", {"--aggregate=share"}));
   std::vector<Finished> f;
   for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
@@ -319,6 +321,14 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
     ASSERT_TRUE(std::regex_search(f[r].err, m, ran)) << f[r].err;
     EXPECT_GT(std::stoll(m[1]), 0) << "machine " << r << " trained";
     total += std::stoll(m[1]);
+    // Under the momentum share each solver guards its gradient's norm (every gradient it
+    // stepped on went through the guard).
+    EXPECT_NE(f[r].err.find("each solver clips a gradient beyond 3 times the mean of its recent norms"), std::string::npos)
+        << f[r].err;
+    static const std::regex guarded("Network: solver 0 clipped ([0-9]+) of its ([0-9]+) gradients");
+    std::smatch g;
+    ASSERT_TRUE(std::regex_search(f[r].err, g, guarded)) << f[r].err;
+    EXPECT_GE(std::stoll(g[2]), std::stoll(m[1])) << "machine " << r;
   }
   EXPECT_GE(total, 3000);
 }

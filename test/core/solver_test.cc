@@ -218,6 +218,77 @@ TEST(Solver, ClipGradientsBoundsTheStep) {
   EXPECT_LE(norm, 0.002 * 1.001);
 }
 
+TEST(NormGuard, LeavesOrdinaryNormsAloneAndHoldsSpikesAndRunawaysToTheBound) {
+  std::mt19937 gen(TestSeed());
+  std::uniform_real_distribution<double> ordinary(0.5, 1.5);  // a minibatch's spread about 1
+  NormGuard g(3, /*warmup=*/20, /*decay=*/0.95);
+  for (int i = 0; i < 2000; ++i) ASSERT_EQ(g.Scale(ordinary(gen)), 1.0) << "step " << i;
+  EXPECT_EQ(g.clipped(), 0u);
+  EXPECT_NEAR(g.mean(), 1.0, 0.2);
+  // One spike: scaled down to exactly 3 times the mean before it.
+  double mean = g.mean();
+  EXPECT_NEAR(g.Scale(40) * 40, 3 * mean, 1e-9);
+  EXPECT_EQ(g.clipped(), 1u);
+  // A non-finite norm is the divergence handling's: untouched, and the mean with it.
+  mean = g.mean();
+  EXPECT_EQ(g.Scale(std::nan("")), 1.0);
+  EXPECT_EQ(g.Scale(INFINITY), 1.0);
+  EXPECT_EQ(g.mean(), mean);
+  // A runaway (each norm 1.5 times the last): every applied norm stays within the bound, which
+  // grows by at most 1 + (3 - 1)(1 - 0.95) = 1.1 a step, far slower than the runaway.
+  double norm = 1, bound = 3 * g.mean();
+  for (int i = 0; i < 40; ++i) {
+    norm *= 1.5;
+    const double applied = norm * g.Scale(norm);
+    EXPECT_LE(applied, bound * (1 + 1e-12)) << "step " << i;
+    bound *= 1.1;
+  }
+  EXPECT_LT(3 * g.mean(), 1e-3 * norm);
+  // Nothing is clipped during the warm-up, whatever comes.
+  NormGuard fresh(3, 20, 0.95);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(fresh.Scale(i % 2 ? 100.0 : 0.01), 1.0);
+}
+
+TEST(Solver, NormGuardClipsASpikedGradientAndNoOrdinaryOne) {
+  const pb::SolverParameter p = LinearSolver("momentum: 0 weight_decay: 0");
+  SolverOptions guarded = Quiet();
+  guarded.norm_guard = 3;
+  auto a = CreateSolver(p, Quiet());
+  auto b = CreateSolver(p, guarded);
+  const size_t n = a->net().param_buffer_size();
+  const uint32_t seed = TestSeed();
+  for (int i = 0; i < 30; ++i) {  // fresh batches of one spread: the guard leaves them be
+    SetInputs(*a, seed + i);
+    SetInputs(*b, seed + i);
+    a->Step(1);
+    b->Step(1);
+  }
+  ASSERT_NE(b->norm_guard(), nullptr);
+  EXPECT_EQ(b->norm_guard()->clipped(), 0u);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(a->net().param_data()[i], b->net().param_data()[i]);
+  EXPECT_EQ(a->norm_guard(), nullptr);
+  // A batch 100 times larger: a's step follows it, b's is held to 3 times its recent norms.
+  for (Solver* s : {a.get(), b.get()}) {
+    SetInputs(*s, seed + 99);
+    for (Blob* in : s->net().input_blobs()) in->scale_data(100.f);
+  }
+  std::vector<float> wa(a->net().param_data(), a->net().param_data() + n);
+  std::vector<float> wb(b->net().param_data(), b->net().param_data() + n);
+  const double mean = b->norm_guard()->mean();
+  a->Step(1);
+  b->Step(1);
+  double sa = 0, sb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sa += std::pow(a->net().param_data()[i] - wa[i], 2);
+    sb += std::pow(b->net().param_data()[i] - wb[i], 2);
+  }
+  EXPECT_EQ(b->norm_guard()->clipped(), 1u);
+  // lr 0.1, the bias at lr_mult 2: the step's norm is 0.1 to 0.2 times the gradient's.
+  EXPECT_LE(std::sqrt(sb), 0.2 * 3 * mean * 1.001);
+  EXPECT_GE(std::sqrt(sb), 0.1 * 3 * mean * 0.999);
+  EXPECT_GT(std::sqrt(sa), 20 * std::sqrt(sb));
+}
+
 TEST(Solver, SameSeedSameLossesDifferentSeedDifferent) {
   // DummyData with a gaussian filler draws new data every pass from the solver's RNG.
   const std::string net = R"(net_param {
