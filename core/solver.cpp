@@ -159,27 +159,47 @@ void Solver::ClipGradients() {
 double NormGuard::Scale(double norm) {
   if (!std::isfinite(norm)) return 1;
   ++steps_;
-  if (steps_ <= static_cast<uint64_t>(warmup_)) {  // the plain mean of the first ones
-    mean_ += (norm - mean_) / static_cast<double>(steps_);
+  if (let_go_) return 1;
+  ++seen_;
+  if (seen_ <= static_cast<uint64_t>(warmup_)) {  // the plain mean of the first ones
+    mean_ += (norm - mean_) / static_cast<double>(seen_);
     return 1;
   }
   const double bound = factor_ * mean_;
   double scale = 1;
   if (norm > bound && norm > 0) {
+    if (++in_a_row_ >= give_up_) {  // a runaway, not a spike: the divergence handling's
+      let_go_ = true;
+      ++let_gos_;
+      return 1;
+    }
     scale = bound / norm;
     ++clipped_;
+  } else {
+    in_a_row_ = 0;
   }
   mean_ = decay_ * mean_ + (1 - decay_) * std::min(norm, bound);
   return scale;
+}
+
+void NormGuard::Reset() {
+  mean_ = 0;
+  seen_ = 0;
+  in_a_row_ = 0;
+  let_go_ = false;
 }
 
 void Solver::GuardNorm() {
   if (!guard_) return;
   double sumsq = 0;
   for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  const uint64_t let_gos = guard_->let_gos();
   const double s = guard_->Scale(std::sqrt(sumsq));
   if (s < 1)
     for (Blob* p : net_->learnable_params()) p->scale_diff(static_cast<float>(s));
+  if (guard_->let_gos() > let_gos && guard_->let_gos() == 1)  // the first time; the rest are counted
+    SLOG << "The norm guard let go at iteration " << iter_ << ": the gradient stayed beyond "
+         << "its bound " << guard_->give_up() << " steps in a row (a runaway the guard cannot hold; the divergence handling takes it)";
 }
 
 void Solver::ApplyUpdate() {
@@ -420,6 +440,7 @@ void Solver::TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::ti
       << "loss is " << loss << " at iteration " << iter_
       << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
   ForgetHistory();
+  if (guard_) guard_->Reset();  // the restored weights' gradients are measured afresh
 }
 
 void Solver::ForgetHistory() {

@@ -76,21 +76,32 @@ struct SolverOptions {
 // is held to a growth of at most 1 + (factor - 1)(1 - decay) per step, while the ordinary
 // spread of the norms (within about twice their mean for a minibatch) passes untouched. A
 // non-finite norm is left to the divergence handling and does not enter the mean.
+// A guard that meets `give_up` gradients in a row beyond its bound is not holding a spike but a runaway
+// it cannot stop: it lets go (clips nothing more until Reset), so that the run diverges as it
+// would have without it and the divergence handling ends or restores it, rather than
+// training on weights held just short of non-finite (a net gone dead: chance accuracy).
 class NormGuard {
  public:
-  explicit NormGuard(double factor, int warmup = 20, double decay = 0.95)
-      : factor_(factor), warmup_(warmup), decay_(decay) {}
+  explicit NormGuard(double factor, int warmup = 20, double decay = 0.95, int give_up = 10)
+      : factor_(factor), warmup_(warmup), decay_(decay), give_up_(give_up) {}
   // The scale for a gradient of this norm (1: untouched), and the norm joins the mean.
   double Scale(double norm);
+  // Armed afresh, as new (the weights were restored): the counts of clips and let-gos stay.
+  void Reset();
   double mean() const { return mean_; }
-  uint64_t steps() const { return steps_; }
+  uint64_t steps() const { return steps_; }   // gradients seen since construction
   uint64_t clipped() const { return clipped_; }
+  bool let_go() const { return let_go_; }   // now, until Reset
+  uint64_t let_gos() const { return let_gos_; }
+  int give_up() const { return give_up_; }
 
  private:
   double factor_, mean_ = 0;
   int warmup_;
   double decay_;
-  uint64_t steps_ = 0, clipped_ = 0;
+  int give_up_, in_a_row_ = 0;
+  bool let_go_ = false;
+  uint64_t steps_ = 0, seen_ = 0, clipped_ = 0, let_gos_ = 0;
 };
 
 class Solver {

@@ -622,7 +622,8 @@ void TrainOne(Run& r, int i) {
     me.solver->Solve();
     if (const NormGuard* g = me.solver->norm_guard(); g && opt.log)
       LOG(INFO) << "Network: solver " << i << " clipped " << g->clipped() << " of its " << g->steps()
-                << " gradients to " << kShareNormGuard << " times the mean of their recent norms";
+                << " gradients to " << kShareNormGuard << " times the mean of their recent norms"
+                << (g->let_gos() ? "; it let a runaway go " + std::to_string(g->let_gos()) + " times" : "");
   } catch (...) {
     r.errors[i] = std::current_exception();
     // Gone at once, though this process still beats: if it led, another takes over; one

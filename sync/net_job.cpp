@@ -571,8 +571,12 @@ std::string NetJob::NoWordLine() const {
 
 bool NetJob::Join(Clock::time_point now) {
   // Another machine has the weights (a recovery takes them from it).
-  if (members_.AnyLiveOther(kNetReady)) owner_seen_ = now;
-  if (slave_->chunks_heard() == slave_->layout().count && slave_->retaking() == 0) {
+  const bool owner = members_.AnyLiveOther(kNetReady);
+  if (owner) owner_seen_ = now;
+  // A recovery is done once every chunk came from another machine's sound copy: where no other
+  // machine is ready (all of them lost theirs too, or are gone), this machine would master every
+  // chunk itself and "re-take" its own non-finite weights, over and over.
+  if (slave_->chunks_heard() == slave_->layout().count && slave_->retaking() == 0 && (owner || !recovering_)) {
     Joined(now);
   } else if (recovering_) {
     if (now - owner_seen_ > std::chrono::milliseconds(opt_.dead_ms)) {

@@ -221,7 +221,7 @@ TEST(Solver, ClipGradientsBoundsTheStep) {
 TEST(NormGuard, LeavesOrdinaryNormsAloneAndHoldsSpikesAndRunawaysToTheBound) {
   std::mt19937 gen(TestSeed());
   std::uniform_real_distribution<double> ordinary(0.5, 1.5);  // a minibatch's spread about 1
-  NormGuard g(3, /*warmup=*/20, /*decay=*/0.95);
+  NormGuard g(3, /*warmup=*/20, /*decay=*/0.95, /*give_up=*/1000);
   for (int i = 0; i < 2000; ++i) ASSERT_EQ(g.Scale(ordinary(gen)), 1.0) << "step " << i;
   EXPECT_EQ(g.clipped(), 0u);
   EXPECT_NEAR(g.mean(), 1.0, 0.2);
@@ -247,6 +247,39 @@ TEST(NormGuard, LeavesOrdinaryNormsAloneAndHoldsSpikesAndRunawaysToTheBound) {
   // Nothing is clipped during the warm-up, whatever comes.
   NormGuard fresh(3, 20, 0.95);
   for (int i = 0; i < 20; ++i) EXPECT_EQ(fresh.Scale(i % 2 ? 100.0 : 0.01), 1.0);
+}
+
+TEST(NormGuard, LetsARunawayGoAfterGiveUpStepsBeyondItsBoundAndIsArmedAgainByReset) {
+  std::mt19937 gen(TestSeed());
+  std::uniform_real_distribution<double> ordinary(0.5, 1.5);
+  NormGuard g(3, 20, 0.95, /*give_up=*/10);
+  for (int i = 0; i < 100; ++i) g.Scale(ordinary(gen));
+  // Spikes with ordinary steps between them are held, however many.
+  for (int i = 0; i < 200; ++i) {
+    const double s = g.Scale(i % 3 ? ordinary(gen) : 50.0);
+    if (i % 3) ASSERT_EQ(s, 1.0) << i;
+    else ASSERT_LT(s, 1.0) << i;
+  }
+  EXPECT_FALSE(g.let_go());
+  const uint64_t before = g.clipped();
+  EXPECT_GE(before, 60u);
+  // A runaway: the first 9 beyond the bound are clipped, the 10th goes through, and from then
+  // on every gradient does, until Reset.
+  double norm = 10 * g.mean();
+  for (int i = 0; i < 9; ++i, norm *= 1.5) EXPECT_LT(g.Scale(norm), 1.0) << i;
+  EXPECT_FALSE(g.let_go());
+  EXPECT_EQ(g.Scale(norm), 1.0);
+  EXPECT_TRUE(g.let_go());
+  EXPECT_EQ(g.let_gos(), 1u);
+  for (int i = 0; i < 20; ++i, norm *= 1.5) EXPECT_EQ(g.Scale(norm), 1.0);
+  EXPECT_EQ(g.clipped(), before + 9);
+  // Reset: a fresh warm-up from the restored weights' norms, then clipping again.
+  g.Reset();
+  EXPECT_FALSE(g.let_go());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(g.Scale(i % 2 ? 100.0 : ordinary(gen)), 1.0);
+  for (int i = 0; i < 50; ++i) g.Scale(ordinary(gen));
+  EXPECT_LT(g.Scale(1000 * g.mean()), 0.01);
+  EXPECT_EQ(g.let_gos(), 1u);
 }
 
 TEST(Solver, NormGuardClipsASpikedGradientAndNoOrdinaryOne) {
