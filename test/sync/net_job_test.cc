@@ -5,6 +5,8 @@
 // death (re-share, takeover) and a restarted machine rejoining.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -821,6 +823,34 @@ TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed)
   for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   m_[0].group->Ended(true);
+  FinishAll();
+}
+
+// Every machine's copy lost at once (a runaway that took them all): none has sound weights to
+// re-take, so each one's recovery ends with the one line within a few dead_ms.
+TEST_F(NetJobTest, WhenEveryCopyIsLostEachRecoveryEndsInOneLine) {
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) m_[r].pause.store(true);
+  for (int r = 0; r < kMachines; ++r) Train(r, 1000000, TestSeed() + r);
+  for (int r = 0; r < kMachines; ++r) std::fill(m_[r].w.begin(), m_[r].w.end(), std::nanf(""));
+  std::vector<std::future<std::pair<bool, std::string>>> recovered;
+  for (int r = 0; r < kMachines; ++r)
+    recovered.push_back(std::async(std::launch::async, [this, r] {
+      std::string why;
+      const bool ok = m_[r].job->Recover(&why);
+      return std::make_pair(ok, why);
+    }));
+  for (int r = 0; r < kMachines; ++r) {
+    ASSERT_EQ(recovered[r].wait_for(10s), std::future_status::ready) << "machine " << r << "'s recovery never ended";
+    const auto [ok, why] = recovered[r].get();
+    EXPECT_FALSE(ok) << "machine " << r << " re-took non-finite weights";
+    EXPECT_NE(why.find("every machine's copy of the weights diverged"), std::string::npos) << why;
+  }
+  for (int r = 0; r < kMachines; ++r) {
+    m_[r].group->shared().stop.store(1);
+    m_[r].pause.store(false);
+  }
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
   FinishAll();
 }
 
