@@ -76,10 +76,11 @@ struct SolverOptions {
 // is held to a growth of at most 1 + (factor - 1)(1 - decay) per step, while the ordinary
 // spread of the norms (within about twice their mean for a minibatch) passes untouched. A
 // non-finite norm is left to the divergence handling and does not enter the mean.
-// A guard that meets `give_up` gradients in a row beyond its bound is not holding a spike but a runaway
-// it cannot stop: it lets go (clips nothing more until Reset), so that the run diverges as it
-// would have without it and the divergence handling ends or restores it, rather than
-// training on weights held just short of non-finite (a net gone dead: chance accuracy).
+// A guard that meets `give_up` gradients in a row beyond its bound is not holding a spike but
+// a runaway it cannot stop: it lets go (clips nothing more until Reset), so that the run
+// diverges as it would have without it and the divergence handling ends or restores it,
+// rather than training on weights held just short of non-finite (a net gone dead: chance
+// accuracy).
 class NormGuard {
  public:
   explicit NormGuard(double factor, int warmup = 20, double decay = 0.95, int give_up = 10)
