@@ -145,15 +145,23 @@ void Solver::Regularize(int id) {
 void Solver::ClipGradients() {
   const float clip = param_.clip_gradients();
   if (clip < 0) return;
-  double sumsq = 0;
-  for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
-  const double norm = std::sqrt(sumsq);
+  const double norm = GradientNorm();
   if (norm > clip) {
     const float s = static_cast<float>(clip / norm);
     SLOG << "Gradient clipping: scaling down gradients (L2 norm " << norm << " > " << clip
          << ") by scale factor " << s;
-    for (Blob* p : net_->learnable_params()) p->scale_diff(s);
+    ScaleGradient(s);
   }
+}
+
+double Solver::GradientNorm() {
+  double sumsq = 0;
+  for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  return std::sqrt(sumsq);
+}
+
+void Solver::ScaleGradient(float s) {
+  for (Blob* p : net_->learnable_params()) p->scale_diff(s);
 }
 
 double NormGuard::Scale(double norm) {
@@ -191,13 +199,10 @@ void NormGuard::Reset() {
 
 void Solver::GuardNorm() {
   if (!guard_) return;
-  double sumsq = 0;
-  for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
   const uint64_t let_gos = guard_->let_gos();
-  const double s = guard_->Scale(std::sqrt(sumsq));
-  if (s < 1)
-    for (Blob* p : net_->learnable_params()) p->scale_diff(static_cast<float>(s));
-  if (guard_->let_gos() > let_gos && guard_->let_gos() == 1)  // the first time; the rest are counted
+  const double s = guard_->Scale(GradientNorm());
+  if (s < 1) ScaleGradient(static_cast<float>(s));
+  if (let_gos == 0 && guard_->let_gos() == 1)  // the first time; the rest are counted
     SLOG << "The norm guard let go at iteration " << iter_ << ": the gradient stayed beyond "
          << "its bound " << guard_->give_up() << " steps in a row (a runaway the guard cannot hold; the divergence handling takes it)";
 }

@@ -213,6 +213,8 @@ class Solver {
   void Regularize(int id);
   void ClipGradients();
   void GuardNorm();
+  double GradientNorm();           // the L2 norm of every learnable param's diff together
+  void ScaleGradient(float s);     // every learnable param's diff times s
   void UpdateSmoothedLoss(float loss);
   void Display(std::chrono::steady_clock::time_point& last, int& last_iter);
   int BatchSize() const;
