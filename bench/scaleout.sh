@@ -19,7 +19,8 @@
 #        than ours, and a whole sitting would otherwise take hours; 0: every iteration)
 # Prints one row per (system, N): time to TARGET, speed-up and efficiency against N = 1, final
 # accuracy, wall time, and for hogstream the leader's staleness and bytes. A run that diverged
-# (a non-finite loss, or no accuracy) is marked so.
+# (a non-finite loss, or no accuracy) is marked so; one whose net ended dead (a final accuracy
+# at chance: below DEAD=0.15 on these 10-class sets) is marked "dead".
 set -euo pipefail
 HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HS_ROOT"
@@ -125,6 +126,11 @@ wait_all() {  # every pid, within DEADLINE; 1 if past it
 mkdir -p "$OUT"
 sed -e "s|^snapshot_prefix:.*|snapshot_prefix: \"$OUT/snap\"|" -e "s|^snapshot:.*|snapshot: 0|" "$SOLVER" > "$OUT/solver.prototxt"
 
+# A final accuracy at chance: the net died (held short of NaN, it learns nothing) though no loss
+# went non-finite.
+DEAD=${DEAD:-0.15}
+dead_net() { [[ -n $1 && $1 != nan && $1 != - ]] && awk -v a="$1" -v d="$DEAD" 'BEGIN { exit !(a < d) }'; }
+
 # One hogstream run of n machines: prints "time_to_target final wall staleness bytes diverged".
 hogstream_run() {
   local n=$1 share=$2 tag=$3
@@ -154,6 +160,7 @@ hogstream_run() {
   grep -qE "loss is (nan|-?inf)|diverged|every copy" "$OUT"/$tag.m*.log && diverged=yes
   local acc; acc=$(final_accuracy "$lead" || true)
   [[ -z $acc ]] && diverged=yes
+  dead_net "$acc" && diverged=dead
   local st by
   st=$(grep -oE "staleness [0-9.]+ it \(max [0-9]+\)" "$lead" | tail -1 | awk '{print $2 "/" $5}' | tr -d ')' || true)
   by=$(grep -oE "sent [0-9.]+ GB" "$lead" | tail -1 | awk '{print $2}' || true)
@@ -177,6 +184,7 @@ ddp_run() {
   acc=$(final_accuracy "$lead" || true)
   [[ -z $acc ]] && diverged=yes
   grep -qiE "nan" "$lead" && diverged=yes
+  dead_net "$acc" && diverged=dead
   printf "%s %s %.1f - - %s\n" "$(time_to_target "$lead")" "${acc:--}" "$wall" "$diverged"
 }
 

@@ -175,8 +175,10 @@ class NetJobTest : public ::testing::Test {
   void FinishAll();
 
   void TearDown() override {
-    for (Machine& m : m_)
+    for (Machine& m : m_) {  // a test that failed early leaves its stand-in solvers running
+      m.group->shared().stop.store(1);
       if (m.solver.joinable()) m.solver.join();
+    }
   }
 
   std::vector<float> initial_;
@@ -873,6 +875,29 @@ TEST_F(NetJobTest, AMachineWithoutAMajorityForTooLongGivesUpInOneLine) {
   m_[0].group->Ended(true);
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   FinishAll();
+}
+
+// The last machine standing (two of three killed, nothing said): it reports the lost quorum in
+// its figures at once, and after quorum_ms gives up with one line and lets its solvers go; no
+// call on it blocks meanwhile.
+TEST_F(NetJobTest, TheLastMachineStandingGivesUpInOneLine) {
+  quorum_ms_ = 400;
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 1000000, TestSeed() + r);
+  for (int r = 1; r < kMachines; ++r) {  // killed: their stand-in solvers first, then the daemons
+    m_[r].group->shared().stop.store(1);
+    m_[r].solver.join();
+    m_[r].job.reset();
+  }
+  ASSERT_TRUE(WaitFor([&] { return !m_[0].job->stats().quorum; }, 5s)) << "it never saw the quorum lost";
+  ASSERT_TRUE(WaitFor([&] { return !m_[0].job->error().empty(); }, 5s)) << "it never gave up";
+  const std::string why = m_[0].job->error();
+  EXPECT_EQ(why.find('\n'), std::string::npos) << why;
+  EXPECT_NE(why.find("no majority"), std::string::npos) << why;
+  EXPECT_EQ(m_[0].group->shared().job_done.load(), 1) << "its solvers were not let go";
+  m_[0].group->shared().stop.store(1);
+  EndTraining(0);
+  m_[0].job->Finish();
 }
 
 // Machines with different --job-key files: the start fails naming the key, not a silence.
