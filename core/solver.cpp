@@ -165,7 +165,6 @@ void Solver::ScaleGradient(float s) {
 }
 
 double NormGuard::Scale(double norm) {
-  forget_ = false;
   if (!std::isfinite(norm)) return 1;
   ++steps_;
   if (let_go_) return 1;
@@ -184,23 +183,15 @@ double NormGuard::Scale(double norm) {
     }
     scale = bound / norm;
     ++clipped_;
-    if (forget_after_ > 0 && in_a_row_ % forget_after_ == 0) {  // back off
-      forget_ = true;
-      ++forgets_;
-      backoff_ = std::max(kLeastBackoff, backoff_ * kBackoff);
-    }
   } else {
     in_a_row_ = 0;
   }
   mean_ = decay_ * mean_ + (1 - decay_) * std::min(norm, bound);
-  scale *= backoff_;
-  backoff_ = std::min(1.0, backoff_ * (1 + kRecover));
   return scale;
 }
 
 void NormGuard::Reset() {
   mean_ = 0;
-  backoff_ = 1;
   seen_ = 0;
   in_a_row_ = 0;
   let_go_ = false;
@@ -211,13 +202,6 @@ void Solver::GuardNorm() {
   const uint64_t let_gos = guard_->let_gos();
   const double s = guard_->Scale(GradientNorm());
   if (s < 1) ScaleGradient(static_cast<float>(s));
-  if (guard_->forget_history()) {
-    ForgetHistory();
-    if (guard_->forgets() == 1)  // the first time; the rest are counted
-      SLOG << "The norm guard met " << guard_->forget_after() << " gradients in a row beyond its bound at iteration "
-           << iter_ << ": the solver backs off (it forgets its momentum and halves its steps, which recover over "
-           << "about 140 iterations; a runaway feeds on both)";
-  }
   if (let_gos == 0 && guard_->let_gos() == 1)  // the first time; the rest are counted
     SLOG << "The norm guard let go at iteration " << iter_ << ": the gradient stayed beyond "
          << "its bound " << guard_->give_up() << " steps in a row (a runaway the guard cannot hold; the divergence handling takes it)";

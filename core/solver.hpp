@@ -76,12 +76,6 @@ struct SolverOptions {
 // is held to a growth of at most 1 + (factor - 1)(1 - decay) per step, while the ordinary
 // spread of the norms (within about twice their mean for a minibatch) passes untouched. A
 // non-finite norm is left to the divergence handling and does not enter the mean.
-// At every `forget_after` gradients in a row beyond the bound (the 3rd, 6th, 9th) it backs off:
-// the solver forgets its update history (forget_history(), for that one step) and the guard
-// halves every step it scales from then on (at least 1/16), recovering by 1/200 a step. A
-// runaway across machines is an oscillation of the job at its full speed, fed by momentum; every
-// machine meets it at once, so their back-offs together slow the job until it has passed. A
-// spike of a bad batch or two does not last that long.
 // A guard that meets `give_up` gradients in a row beyond its bound is not holding a spike but
 // a runaway it cannot stop: it lets go (clips nothing more until Reset), so that the run
 // diverges as it would have without it and the divergence handling ends or restores it,
@@ -89,17 +83,10 @@ struct SolverOptions {
 // accuracy).
 class NormGuard {
  public:
-  explicit NormGuard(double factor, int warmup = 20, double decay = 0.95, int give_up = 10, int forget_after = 3)
-      : factor_(factor), warmup_(warmup), decay_(decay), give_up_(give_up), forget_after_(forget_after) {}
-  // The scale for a gradient of this norm (1: untouched; the clip times the back-off), and the
-  // norm joins the mean.
+  explicit NormGuard(double factor, int warmup = 20, double decay = 0.95, int give_up = 10)
+      : factor_(factor), warmup_(warmup), decay_(decay), give_up_(give_up) {}
+  // The scale for a gradient of this norm (1: untouched), and the norm joins the mean.
   double Scale(double norm);
-  // Whether the solver should forget its update history before this step (the last Scale's).
-  bool forget_history() const { return forget_; }
-  uint64_t forgets() const { return forgets_; }  // back-offs so far
-  double backoff() const { return backoff_; }   // the factor on the next step, before recovering
-  int forget_after() const { return forget_after_; }
-  static constexpr double kBackoff = 0.5, kLeastBackoff = 1.0 / 16, kRecover = 1.0 / 200;
   // Armed afresh, as new (the weights were restored): the counts of clips and let-gos stay.
   void Reset();
   double mean() const { return mean_; }
@@ -110,12 +97,12 @@ class NormGuard {
   int give_up() const { return give_up_; }
 
  private:
-  double factor_, mean_ = 0, backoff_ = 1;
+  double factor_, mean_ = 0;
   int warmup_;
   double decay_;
-  int give_up_, forget_after_, in_a_row_ = 0;
-  bool let_go_ = false, forget_ = false;
-  uint64_t steps_ = 0, seen_ = 0, clipped_ = 0, let_gos_ = 0, forgets_ = 0;
+  int give_up_, in_a_row_ = 0;
+  bool let_go_ = false;
+  uint64_t steps_ = 0, seen_ = 0, clipped_ = 0, let_gos_ = 0;
 };
 
 class Solver {

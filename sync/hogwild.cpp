@@ -623,7 +623,6 @@ void TrainOne(Run& r, int i) {
     if (const NormGuard* g = me.solver->norm_guard(); g && opt.log)
       LOG(INFO) << "Network: solver " << i << " clipped " << g->clipped() << " of its " << g->steps()
                 << " gradients to " << kShareNormGuard << " times the mean of their recent norms"
-                << (g->forgets() ? "; it backed off " + std::to_string(g->forgets()) + " times" : "")
                 << (g->let_gos() ? "; it let a runaway go " + std::to_string(g->let_gos()) + " times" : "");
   } catch (...) {
     r.errors[i] = std::current_exception();
@@ -696,8 +695,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
     const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
     LOG_IF(INFO, opt.log) << "Network: each solver clips a gradient beyond " << kShareNormGuard
-                          << " times the mean of its recent norms, and backs off at 3 in a row"
-                          << " (the machines' deltas are added whole)";
+                          << " times the mean of its recent norms (the machines' deltas are added whole)";
   }
   Plan plan = MakePlan(param, opt);
   // The machines agree on the settings before each one's own solver count scales its rates
