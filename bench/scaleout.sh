@@ -160,7 +160,7 @@ hogstream_run() {
   grep -qE "loss is (nan|-?inf)|diverged|every copy" "$OUT"/$tag.m*.log && diverged=yes
   local acc; acc=$(final_accuracy "$lead" || true)
   [[ -z $acc ]] && diverged=yes
-  dead_net "$acc" && diverged=dead
+  [[ $diverged == no ]] && dead_net "$acc" && diverged=dead
   local st by
   st=$(grep -oE "staleness [0-9.]+ it \(max [0-9]+\)" "$lead" | tail -1 | awk '{print $2 "/" $5}' | tr -d ')' || true)
   by=$(grep -oE "sent [0-9.]+ GB" "$lead" | tail -1 | awk '{print $2}' || true)
@@ -184,7 +184,7 @@ ddp_run() {
   acc=$(final_accuracy "$lead" || true)
   [[ -z $acc ]] && diverged=yes
   grep -qiE "nan" "$lead" && diverged=yes
-  dead_net "$acc" && diverged=dead
+  [[ $diverged == no ]] && dead_net "$acc" && diverged=dead
   printf "%s %s %.1f - - %s\n" "$(time_to_target "$lead")" "${acc:--}" "$wall" "$diverged"
 }
 

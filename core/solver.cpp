@@ -203,8 +203,9 @@ void Solver::GuardNorm() {
   const double s = guard_->Scale(GradientNorm());
   if (s < 1) ScaleGradient(static_cast<float>(s));
   if (let_gos == 0 && guard_->let_gos() == 1)  // the first time; the rest are counted
-    SLOG << "The norm guard let go at iteration " << iter_ << ": the gradient stayed beyond "
-         << "its bound " << guard_->give_up() << " steps in a row (a runaway the guard cannot hold; the divergence handling takes it)";
+    SLOG << "The norm guard let go at iteration " << iter_ << ": the gradient stayed beyond its bound "
+         << guard_->give_up() << " steps in a row (a runaway the guard cannot hold; the divergence "
+         << "handling takes it)";
 }
 
 void Solver::ApplyUpdate() {
