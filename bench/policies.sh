@@ -32,7 +32,9 @@ groups="0"
 for ((s = 1; s < SOLVERS; ++s)); do groups+=$([[ $s == $((SOLVERS / 2)) ]] && echo ";" || echo ",")$s; done
 case $MODE in
   local) default="--private|--policy=bsp|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=easgd:0.5:4|--policy=gsp:$groups|--policy=async --staleness-weight|--policy=ssp:2 --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.1 --staleness-weight|--policy=async --svb|--policy=async --svb --staleness-weight" ;;
-  net) default="--policy=async|--policy=bsp|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=easgd:0.5:4|--policy=gsp:$groups|--policy=async --staleness-weight|--policy=ssp:2 --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.1 --staleness-weight|--policy=async --svb|--policy=async --svb --staleness-weight" ;;
+  # (net: each compression under the default aggregation; --staleness-weight asks for the
+  # 1/staleness weights instead and has rows of its own)
+  net) default="--policy=async|--policy=bsp|--policy=ssp:2|--policy=max-advance:3|--policy=weedout:$((2 * SOLVERS))|--policy=easgd:0.5:4|--policy=gsp:$groups|--policy=async --staleness-weight|--policy=ssp:2 --staleness-weight|--policy=async --compress=fp16|--policy=async --compress=int8|--policy=async --compress=topk:0.1|--policy=async --compress=topk:0.1 --staleness-weight|--policy=async --svb|--policy=async --svb --staleness-weight" ;;
   *) echo "usage: bench/policies.sh [local|net]" >&2; exit 2 ;;
 esac
 IFS='|' read -r -a rows <<< "${ROWS:-$default}"

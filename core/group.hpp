@@ -34,6 +34,9 @@ class Group {
 
   // --- Who leads: exactly one solver of the job tests, displays and snapshots.
   virtual bool Leads(int rank) const = 0;
+  // Whether `rank` hands its machine's display figures to the stats sink: the leader, and on a
+  // machine that does not lead the job, the solver that would lead it there.
+  virtual bool Reports(int rank) const { return Leads(rank); }
   // The leader stopped responding: the lowest live rank takes over (and says so in the log).
   virtual void TakeOverIfLeaderGone(int rank) = 0;
 

@@ -282,6 +282,7 @@ std::string LossSuffix(float weight, float value) {
 }  // namespace
 
 bool Solver::leader() const { return !options_.group || options_.group->Leads(options_.rank); }
+bool Solver::reports() const { return !options_.group || options_.group->Reports(options_.rank); }
 
 int64_t Solver::Claim(int64_t stop_iter) { return options_.group ? options_.group->Claim(stop_iter) : iter_; }
 
@@ -291,18 +292,21 @@ bool Solver::Due(int64_t it, int interval, int64_t* next) {
   return true;
 }
 
-void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter) {
+void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter, bool lead) {
+  // Another machine's reporting solver hands its figures to the sink and logs nothing: the
+  // display lines are the leader's.
+  const bool talk = lead && options_.log;
   const auto now = std::chrono::steady_clock::now();
   const double lapse = std::chrono::duration<double>(now - last).count();
   const double per_s = lapse > 0 ? (iter_ - last_iter) / lapse : 0;
-  SLOG << "Iteration " << iter_ << " (" << per_s << " iter/s, " << lapse << "s/"
+  LOG_IF(INFO, talk) << "Iteration " << iter_ << " (" << per_s << " iter/s, " << lapse << "s/"
        << param_.display() << " iters), loss = " << smoothed_loss_;
   TrainFigures fig;
   // Numbered as Caffe numbers them (by name), so that its log tools find each column.
   const std::vector<OutputSlot> slots = CaffeOutputOrder(*net_);
   for (size_t k = 0; k < slots.size(); ++k) {
     const float v = slots[k].blob->cpu_data()[slots[k].element];
-    SLOG << "    Train net output #" << k << ": " << slots[k].name << " = " << v
+    LOG_IF(INFO, talk) << "    Train net output #" << k << ": " << slots[k].name << " = " << v
          << LossSuffix(slots[k].loss_weight, v);
     fig.outputs.push_back({slots[k].name, v});
   }
@@ -334,12 +338,12 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
       os << "; per solver img/s:";
       for (const SolverFigures& s : fig.solvers) os << " " << std::setprecision(0) << s.img_per_s;
     }
-    SLOG << os.str();
+    LOG_IF(INFO, talk) << os.str();
   }
-  if (options_.extra_stats) {
+  if (options_.extra_stats && talk) {
     std::istringstream lines(options_.extra_stats());  // one log line each
     for (std::string line; std::getline(lines, line);)
-      if (!line.empty()) SLOG << line;
+      if (!line.empty()) LOG_IF(INFO, talk) << line;
   }
   if (options_.stats) {
     fig.iter = iter_;
@@ -354,7 +358,8 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     }
     fig.loss = smoothed_loss_;
     fig.lr = GetLearningRate();
-    fig.leader = options_.rank;
+    fig.leader = lead ? options_.rank : -1;
+    fig.leads = lead;
     options_.stats->OnTrain(fig);
   }
   last = now;
@@ -434,7 +439,8 @@ void Solver::TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::ti
   loss /= param_.iter_size();
   if (std::isfinite(loss)) {
     UpdateSmoothedLoss(loss);
-    if (lead && Due(it, param_.display(), &next_display_)) Display(last, last_iter);
+    if ((lead || (options_.stats && reports())) && Due(it, param_.display(), &next_display_))
+      Display(last, last_iter, lead);
     if (options_.after_backward) options_.after_backward();
     ApplyUpdate();
     return;

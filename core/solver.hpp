@@ -216,10 +216,14 @@ class Solver {
   double GradientNorm();           // the L2 norm of every learnable param's diff together
   void ScaleGradient(float s);     // every learnable param's diff times s
   void UpdateSmoothedLoss(float loss);
-  void Display(std::chrono::steady_clock::time_point& last, int& last_iter);
+  // The display interval's lines (`lead`) and figures for the stats sink (lead or reports()).
+  void Display(std::chrono::steady_clock::time_point& last, int& last_iter, bool lead);
   int BatchSize() const;
   // Whether this solver tests, displays and snapshots (always, alone; the leader, in a group).
   bool leader() const;
+  // Whether it hands display figures to the stats sink: the leader, and across machines each
+  // other machine's reporting solver too (Group::Reports).
+  bool reports() const;
   // Claims the next iteration: the solver's own counter alone, the group's counter in a group
   // (returns >= stop_iter, claiming nothing, once it is reached).
   int64_t Claim(int64_t stop_iter);

@@ -1,10 +1,12 @@
 // Training figures for whoever watches a job (a Prometheus endpoint, a JSON-lines file): what
-// the leader solver hands out at each display interval and each test pass.
+// the leader solver hands out at each display interval and each test pass, what each other
+// machine's first solver hands out at its display intervals, and each machine's exchange.
 //
 // Not a logger and not a singleton: a program creates its sinks and passes them down through
-// SolverOptions / HogwildOptions. Only the leader calls a sink, and only at display or test
-// time, so the training hot path never touches one. Calls come from the leader's thread (which
-// may change when a leader dies); a sink shared with other threads locks inside itself.
+// SolverOptions / HogwildOptions. Only a reporting solver calls a sink (the leader; across
+// machines also each other machine's first live solver, for its own figures), and only at
+// display or test time, so the training hot path never touches one; a machine's network daemon
+// calls OnNetwork from its own thread. Sinks lock inside themselves.
 #pragma once
 
 #include <cstdint>
@@ -38,7 +40,8 @@ struct TrainFigures {
   double img_per_s = 0;     // all solvers together, over the last display interval
   float loss = 0;           // smoothed over average_loss iterations
   float lr = 0;
-  int leader = 0;
+  int leader = 0;           // the leading solver's rank; -1 when !leads
+  bool leads = true;        // false: a machine that does not lead the job, its own solvers
   std::vector<std::pair<std::string, float>> outputs;  // train net outputs, Caffe's order
   std::vector<SolverFigures> solvers;                   // empty for a solver alone
   std::vector<SegmentFigures> segments;                 // private copies only
@@ -52,12 +55,66 @@ struct TestFigures {
   std::vector<std::pair<std::string, float>> outputs;  // mean of each output, Caffe's order
 };
 
+// The upper bounds of the staleness histogram's buckets, in global iterations (a last bucket
+// takes the rest): a delta applied `age` iterations after the position its progress began at.
+inline constexpr uint64_t kStalenessBounds[] = {1, 2, 4, 8, 16, 32, 64, 128};
+inline constexpr size_t kStalenessBuckets = sizeof(kStalenessBounds) / sizeof(kStalenessBounds[0]) + 1;
+
+// One machine of a job as this machine sees it.
+struct PeerNetFigures {
+  int rank = 0;
+  std::string name;                        // as the peer list names it
+  bool self = false, live = false, ready = false, leader = false;
+  int64_t iterations = 0;                  // its solvers' iterations (this incarnation)
+  double iter_per_s = 0;                   // over the last second
+  // Its deltas to the chunks this machine masters (none for itself):
+  uint64_t deltas_applied = 0;
+  uint64_t refused = 0;                    // refused by value: non-finite, or absurd (SegmentRule::absurd)
+  uint64_t staleness_sum = 0;              // global iterations, over deltas_applied
+  uint64_t staleness[kStalenessBuckets] = {};  // deltas per bucket of kStalenessBounds (not cumulative)
+};
+
+// A machine's exchange, from its own daemon, about once a second (counters since its start).
+struct NetworkFigures {
+  int machine = 0;                         // this machine's rank
+  int leader = 0;                          // the machine that leads the job
+  int64_t global_iter = 0;
+  bool quorum = true;                      // this machine reaches a majority of the job
+  uint32_t owned = 0, chunks = 0;          // chunks this machine masters, of all
+  double sweeps_per_s = 0;                 // per destination
+  double gbit_out = 0, gbit_in = 0;        // payload, over the last second
+  uint64_t bytes_sent = 0, bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t sweeps = 0, positions_sent = 0, deltas_applied = 0, positions_answered = 0;
+  uint64_t unanswered = 0;                 // positions whose delta did not come in time
+  uint64_t lost = 0;                       // frames dropped on the way or refused as corrupt
+  uint64_t foreign = 0;                    // another job's frames, or from outside the job
+  uint64_t refused_mac = 0, refused_value = 0, malformed = 0, kernel_dropped = 0;
+  uint64_t control_refused = 0;            // control messages refused (all reasons)
+  uint64_t stale = 0;                      // positions and deltas dropped as not current
+  uint64_t reshares = 0, recoveries = 0;
+  double weight = 0;                       // mean weight of the deltas applied
+  double staleness = 0;                    // mean, global iterations
+  uint64_t staleness_max = 0;
+  uint64_t svb_bytes_sent = 0;             // --svb: factor bytes sent
+  std::vector<PeerNetFigures> peers;       // every machine of the job, by rank
+};
+
+// The bucket of kStalenessBounds that holds `age`.
+inline size_t StalenessBucket(uint64_t age) {
+  size_t b = 0;
+  while (b + 1 < kStalenessBuckets && age > kStalenessBounds[b]) ++b;
+  return b;
+}
+
 class StatsSink {
  public:
   virtual ~StatsSink() = default;
   // `f` may be amended by a sink that adds figures (RunHogwild adds segments).
   virtual void OnTrain(TrainFigures& f) = 0;
   virtual void OnTest(const TestFigures& f) = 0;
+  // From a machine's network daemon (its own thread), about once a second.
+  virtual void OnNetwork(const NetworkFigures&) {}
 };
 
 // Hands every record to several sinks in order (--metrics and --stats_json together).
@@ -69,6 +126,9 @@ class TeeSink : public StatsSink {
   }
   void OnTest(const TestFigures& f) override {
     for (auto& s : sinks_) s->OnTest(f);
+  }
+  void OnNetwork(const NetworkFigures& f) override {
+    for (auto& s : sinks_) s->OnNetwork(f);
   }
 
  private:

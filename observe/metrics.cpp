@@ -11,6 +11,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #endif
 
@@ -53,7 +54,19 @@ class PrometheusSink : public StatsSink {
         seg_sweeps_(Counter("hogstream_segment_sweeps_total", "full passes over the weights")),
         seg_stale_(Counter("hogstream_segment_stale_ignored_total",
                            "stale positions and too-old deltas a segment ignored")),
-        seg_rate_(Gauge("hogstream_segment_sweeps_per_second", "sweep rate, last ~0.5 s window")) {
+        seg_rate_(Gauge("hogstream_segment_sweeps_per_second", "sweep rate, last ~0.5 s window")),
+        leads_(Gauge("hogstream_leads", "1: this process's solvers lead the job (test, snapshot); 0: another machine leads")),
+        peer_up_(Gauge("hogstream_peer_up", "1: the machine is heard from (live); 0: taken for dead")),
+        peer_ready_(Gauge("hogstream_peer_ready", "1: the machine has the weights and trains")),
+        peer_leads_(Gauge("hogstream_peer_leader", "1: the machine leads the job")),
+        peer_iter_(Gauge("hogstream_peer_iterations", "the machine's solvers' iterations (this incarnation)")),
+        peer_rate_(Gauge("hogstream_peer_iterations_per_second", "the machine's solvers' rate, last second")),
+        peer_deltas_(Counter("hogstream_peer_deltas_applied_total", "its deltas this machine's masters applied")),
+        peer_refused_(Counter("hogstream_peer_refused_total", "its deltas refused by value (non-finite, absurd)")),
+        peer_stale_(pm::BuildHistogram()
+                        .Name("hogstream_peer_staleness_iterations")
+                        .Help("global iterations between a delta's base position and its applying, per sender")
+                        .Register(*registry_)) {
     try {
       exposer_ = std::make_unique<pm::Exposer>(address, 1);
     } catch (const std::exception& e) {
@@ -73,6 +86,7 @@ class PrometheusSink : public StatsSink {
     loss_.Add({}).Set(f.loss);
     lr_.Add({}).Set(f.lr);
     leader_.Add({}).Set(f.leader);
+    leads_.Add({}).Set(f.leads ? 1 : 0);
     elapsed_.Add({}).Set(f.seconds);
     for (const auto& [name, v] : f.outputs) train_out_.Add({{"output", name}}).Set(v);
     for (const SolverFigures& s : f.solvers) {
@@ -93,6 +107,68 @@ class PrometheusSink : public StatsSink {
     }
   }
 
+  void OnNetwork(const NetworkFigures& f) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    // One series per figure, named with its unit (metric names are the README's table).
+    const struct { const char* name; const char* help; double v; } gauges[] = {
+        {"hogstream_network_machine", "this machine's rank in the job", static_cast<double>(f.machine)},
+        {"hogstream_network_leader_machine", "rank of the machine that leads the job", static_cast<double>(f.leader)},
+        {"hogstream_network_global_iteration", "the job's global iteration, as this machine sees it", static_cast<double>(f.global_iter)},
+        {"hogstream_network_quorum", "1: this machine reaches a majority of the job", f.quorum ? 1.0 : 0.0},
+        {"hogstream_network_chunks_owned", "chunks of the weights this machine masters", static_cast<double>(f.owned)},
+        {"hogstream_network_chunks", "chunks of the weights in all", static_cast<double>(f.chunks)},
+        {"hogstream_network_sweeps_per_second", "passes of this machine's masters over their chunks, per destination, last second", f.sweeps_per_s},
+        {"hogstream_network_sent_bits_per_second", "payload sent, last second", f.gbit_out * 1e9},
+        {"hogstream_network_received_bits_per_second", "payload received, last second", f.gbit_in * 1e9},
+        {"hogstream_network_delta_weight_mean", "mean weight of the deltas applied (the aggregation rule)", f.weight},
+        {"hogstream_network_staleness_mean_iterations", "mean global iterations between a delta's base and its applying", f.staleness},
+        {"hogstream_network_staleness_max_iterations", "largest such staleness", static_cast<double>(f.staleness_max)}};
+    for (const auto& g : gauges) NamedGauge(g.name, g.help).Add({}).Set(g.v);
+    const struct { const char* name; const char* help; uint64_t n; } counters[] = {
+        {"hogstream_network_sent_bytes_total", "payload bytes sent", f.bytes_sent},
+        {"hogstream_network_received_bytes_total", "payload bytes received", f.bytes_received},
+        {"hogstream_network_messages_sent_total", "messages sent", f.messages_sent},
+        {"hogstream_network_sweeps_total", "passes of this machine's masters over their chunks", f.sweeps},
+        {"hogstream_network_positions_sent_total", "positions this machine's masters sent", f.positions_sent},
+        {"hogstream_network_deltas_applied_total", "deltas this machine's masters applied", f.deltas_applied},
+        {"hogstream_network_positions_answered_total", "positions of the others this machine answered", f.positions_answered},
+        {"hogstream_network_positions_unanswered_total", "positions whose delta did not come in time", f.unanswered},
+        {"hogstream_network_frames_lost_total", "frames dropped on the way or refused as corrupt", f.lost},
+        {"hogstream_network_frames_foreign_total", "frames of another job, or from an address not in the job", f.foreign},
+        {"hogstream_network_frames_malformed_total", "datagrams that are no frame or no message of this job's", f.malformed},
+        {"hogstream_network_kernel_dropped_total", "datagrams the kernel dropped before this machine read them", f.kernel_dropped},
+        {"hogstream_network_stale_dropped_total", "positions and deltas dropped as not current", f.stale},
+        {"hogstream_network_reshares_total", "changes of chunk ownership", f.reshares},
+        {"hogstream_network_recoveries_total", "times this machine re-took the weights after its copy went non-finite", f.recoveries},
+        {"hogstream_network_svb_sent_bytes_total", "--svb: factor bytes sent", f.svb_bytes_sent}};
+    for (const auto& c : counters) Count(NamedCounter(c.name, c.help).Add({}), c.n);
+    const std::pair<const char*, uint64_t> refused[] = {
+        {"mac", f.refused_mac}, {"value", f.refused_value}, {"control", f.control_refused}};
+    for (const auto& [why, n] : refused) Count(NamedCounter("hogstream_network_refused_total", "frames (mac), deltas and positions (value) and control messages refused").Add({{"reason", why}}), n);
+    static const pm::Histogram::BucketBoundaries bounds(std::begin(kStalenessBounds), std::end(kStalenessBounds));
+    for (const PeerNetFigures& p : f.peers) {
+      const pm::Labels l{{"peer", std::to_string(p.rank)}, {"name", p.name}};
+      peer_up_.Add(l).Set(p.live ? 1 : 0);
+      peer_ready_.Add(l).Set(p.ready ? 1 : 0);
+      peer_leads_.Add(l).Set(p.leader ? 1 : 0);
+      peer_iter_.Add(l).Set(static_cast<double>(p.iterations));
+      peer_rate_.Add(l).Set(p.iter_per_s);
+      if (p.self) continue;  // its own deltas go to no master of its own
+      Count(peer_deltas_.Add(l), p.deltas_applied);
+      Count(peer_refused_.Add(l), p.refused);
+      // The histogram takes what came since the last report, bucket by bucket.
+      PeerTotals& last = peers_[p.rank];
+      std::vector<double> more(kStalenessBuckets);
+      bool any = false;
+      for (size_t b = 0; b < kStalenessBuckets; ++b) {
+        more[b] = Delta(p.staleness[b], &last.staleness[b]);
+        any = any || more[b] > 0;
+      }
+      const double sum = Delta(p.staleness_sum, &last.staleness_sum);
+      if (any) peer_stale_.Add(l, bounds).ObserveMultiple(more, sum);
+    }
+  }
+
   void OnTest(const TestFigures& f) override {
     std::lock_guard<std::mutex> lock(mu_);
     test_iter_.Add({}).Set(static_cast<double>(f.iter));
@@ -104,6 +180,23 @@ class PrometheusSink : public StatsSink {
   struct SegmentTotals {
     uint64_t bytes = 0, chunks = 0, dropped = 0, sweeps = 0, stale = 0;
   };
+  struct PeerTotals {
+    uint64_t staleness[kStalenessBuckets] = {};
+    uint64_t staleness_sum = 0;
+  };
+  // The network's families, made at their first report.
+  pm::Family<pm::Gauge>& NamedGauge(const char* name, const char* help) {
+    auto it = named_gauges_.find(name);
+    if (it == named_gauges_.end()) it = named_gauges_.emplace(name, &Gauge(name, help)).first;
+    return *it->second;
+  }
+  pm::Family<pm::Counter>& NamedCounter(const char* name, const char* help) {
+    auto it = named_counters_.find(name);
+    if (it == named_counters_.end()) it = named_counters_.emplace(name, &Counter(name, help)).first;
+    return *it->second;
+  }
+  // A counter from a running total (which starts again at 0 when its process restarts).
+  void Count(pm::Counter& c, uint64_t total) { c.Increment(Delta(total, &totals_[&c])); }
   static double Delta(uint64_t now, uint64_t* last) {
     const double d = now >= *last ? static_cast<double>(now - *last) : 0.0;
     *last = std::max(now, *last);
@@ -120,8 +213,15 @@ class PrometheusSink : public StatsSink {
   pm::Family<pm::Gauge>&iter_, &max_iter_, &img_, &loss_, &lr_, &leader_, &elapsed_, &train_out_,
       &test_out_, &test_iter_, &solver_iter_, &solver_img_;
   pm::Family<pm::Counter>&seg_bytes_, &seg_chunks_, &seg_drops_, &seg_sweeps_, &seg_stale_;
-  pm::Family<pm::Gauge>& seg_rate_;
+  pm::Family<pm::Gauge>&seg_rate_, &leads_;
+  std::map<std::string, pm::Family<pm::Gauge>*> named_gauges_;
+  std::map<std::string, pm::Family<pm::Counter>*> named_counters_;
+  pm::Family<pm::Gauge>&peer_up_, &peer_ready_, &peer_leads_, &peer_iter_, &peer_rate_;
+  pm::Family<pm::Counter>&peer_deltas_, &peer_refused_;
+  pm::Family<pm::Histogram>& peer_stale_;
   std::map<int, SegmentTotals> last_;
+  std::map<const pm::Counter*, uint64_t> totals_;
+  std::map<int, PeerTotals> peers_;
   std::mutex mu_;  // last_; the families lock themselves
   std::unique_ptr<pm::Exposer> exposer_;  // last: stops serving before the registry goes
 };

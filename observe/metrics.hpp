@@ -1,6 +1,8 @@
-// --metrics=[HOST:]PORT: a Prometheus text endpoint (GET /metrics) with the leader's figures,
+// --metrics=[HOST:]PORT: a Prometheus text endpoint (GET /metrics) with this process's figures,
 // served by prometheus-cpp's own HTTP server (civetweb) on its threads. Values change only
-// when the leader reports (display interval, test pass); a scrape reads the last ones.
+// when a solver reports (the leader's display interval and test pass; across machines also
+// each machine's own solvers) and, across machines, when the network daemon reports (about
+// once a second: the exchange, per peer); a scrape reads the last ones.
 //
 // Binds to 127.0.0.1 unless HOST is given (0.0.0.0 for every interface): training figures are
 // not for the whole network by default. Not for: pushing to a gateway, or per-layer timings.

@@ -66,7 +66,8 @@ std::string JsonLinesSink::TrainLine(const TrainFigures& f, double unix_time) {
   const Json j = {{"type", "train"}, {"iter", f.iter}, {"max_iter", f.max_iter},
                   {"time", std::isfinite(unix_time) ? Json(unix_time) : Json(nullptr)},
                   {"elapsed", Number(f.seconds)}, {"loss", Number(f.loss)}, {"lr", Number(f.lr)},
-                  {"img_per_s", Number(f.img_per_s)}, {"leader", f.leader}, {"outputs", Outputs(f.outputs)},
+                  {"img_per_s", Number(f.img_per_s)}, {"leader", f.leader}, {"leads", f.leads},
+                  {"outputs", Outputs(f.outputs)},
                   {"solvers", solvers}, {"segments", segments}};
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // bad UTF-8 in a name: U+FFFD
 }
@@ -78,7 +79,37 @@ std::string JsonLinesSink::TestLine(const TestFigures& f, double unix_time) {
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);  // bad UTF-8 in a name: U+FFFD
 }
 
+std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time) {
+  Json peers = Json::array();
+  for (const PeerNetFigures& p : f.peers) {
+    Json staleness = Json::array();
+    for (uint64_t n : p.staleness) staleness.push_back(n);
+    peers.push_back({{"rank", p.rank}, {"name", p.name}, {"self", p.self}, {"live", p.live}, {"ready", p.ready},
+                     {"leader", p.leader}, {"iterations", p.iterations}, {"iter_per_s", Number(p.iter_per_s)},
+                     {"deltas_applied", p.deltas_applied}, {"refused", p.refused},
+                     {"staleness_mean", Number(p.deltas_applied ? double(p.staleness_sum) / double(p.deltas_applied) : 0)},
+                     {"staleness_buckets", staleness}});
+  }
+  Json bounds = Json::array();
+  for (uint64_t b : kStalenessBounds) bounds.push_back(b);
+  const Json j = {{"type", "network"}, {"time", std::isfinite(unix_time) ? Json(unix_time) : Json(nullptr)},
+                  {"machine", f.machine}, {"leader", f.leader}, {"iter", f.global_iter}, {"quorum", f.quorum},
+                  {"owned", f.owned}, {"chunks", f.chunks}, {"sweeps_per_s", Number(f.sweeps_per_s)},
+                  {"gbit_out", Number(f.gbit_out)}, {"gbit_in", Number(f.gbit_in)}, {"bytes_sent", f.bytes_sent},
+                  {"bytes_received", f.bytes_received}, {"messages_sent", f.messages_sent}, {"sweeps", f.sweeps},
+                  {"positions_sent", f.positions_sent}, {"deltas_applied", f.deltas_applied},
+                  {"positions_answered", f.positions_answered}, {"unanswered", f.unanswered}, {"lost", f.lost},
+                  {"foreign", f.foreign}, {"refused_mac", f.refused_mac}, {"refused_value", f.refused_value},
+                  {"malformed", f.malformed}, {"kernel_dropped", f.kernel_dropped},
+                  {"control_refused", f.control_refused}, {"stale", f.stale}, {"reshares", f.reshares},
+                  {"recoveries", f.recoveries}, {"weight", Number(f.weight)}, {"staleness_mean", Number(f.staleness)},
+                  {"staleness_max", f.staleness_max}, {"svb_bytes_sent", f.svb_bytes_sent},
+                  {"staleness_bounds", bounds}, {"peers", peers}};
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 void JsonLinesSink::OnTrain(TrainFigures& f) { Write(TrainLine(f, UnixNow())); }
+void JsonLinesSink::OnNetwork(const NetworkFigures& f) { Write(NetworkLine(f, UnixNow())); }
 void JsonLinesSink::OnTest(const TestFigures& f) { Write(TestLine(f, UnixNow())); }
 
 void JsonLinesSink::Write(const std::string& line) {

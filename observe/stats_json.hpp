@@ -1,8 +1,10 @@
-// --stats_json=FILE: the leader's figures as JSON lines, one object per display interval
-// ("type":"train") and one per test pass ("type":"test"), appended and flushed each time so
+// --stats_json=FILE: the figures as JSON lines, one object per display interval ("type":"train":
+// the leader's, or across machines this machine's own solvers' with "leads": false), one per
+// test pass ("type":"test") and, across machines, one about every second ("type":"network":
+// this machine's exchange and what it sees of every other machine), appended and flushed each time so
 // `tail -f FILE | jq` follows a job. The field names are stable; README.md lists them.
 //
-// Not a JSON library: it writes these two records (with nlohmann-json) and nothing else.
+// Not a JSON library: it writes these three records (with nlohmann-json) and nothing else.
 #pragma once
 
 #include <cstdio>
@@ -27,10 +29,12 @@ class JsonLinesSink : public StatsSink {
 
   void OnTrain(TrainFigures& f) override;
   void OnTest(const TestFigures& f) override;
+  void OnNetwork(const NetworkFigures& f) override;
 
   // The records as text (one line, no newline), for tests and for the sink itself.
   static std::string TrainLine(const TrainFigures& f, double unix_time);
   static std::string TestLine(const TestFigures& f, double unix_time);
+  static std::string NetworkLine(const NetworkFigures& f, double unix_time);
 
  private:
   void Write(const std::string& line);

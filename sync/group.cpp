@@ -38,6 +38,9 @@ std::vector<int64_t> SharedGroup::Completions() const {
   return done;
 }
 
+// The machine's own leader reports its figures whether or not its machine leads the job.
+bool SharedGroup::Reports(int rank) const { return g_->leader.load(std::memory_order_relaxed) == rank; }
+
 bool SharedGroup::Leads(int rank) const {
   return g_->leader.load(std::memory_order_relaxed) == rank && MachineLeads();
 }

@@ -64,6 +64,7 @@ class SharedGroup : public Group {
   void Completed(int rank) override;
   std::vector<int64_t> Completions() const override;
   bool Leads(int rank) const override;
+  bool Reports(int rank) const override;
   void TakeOverIfLeaderGone(int rank) override;
   bool Stopping() const override { return g_->stop.load(std::memory_order_relaxed) != 0; }
   void Stop() override;

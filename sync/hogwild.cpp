@@ -97,8 +97,8 @@ struct Local {
   std::atomic<uint64_t> retakes{0};     // read by the leader's display
 };
 
-// Adds the segment figures of this process's private copies to the leader's display record;
-// the leader's thread calls it while every Local (and its segment) is alive.
+// Adds the segment figures of this process's private copies to the reporting solver's display
+// record; that solver's thread calls it while every Local (and its segment) is alive.
 class SegmentFiguresSink : public StatsSink {
  public:
   SegmentFiguresSink(std::shared_ptr<StatsSink> next, const std::vector<Local>* locals)
@@ -113,6 +113,7 @@ class SegmentFiguresSink : public StatsSink {
     next_->OnTrain(f);
   }
   void OnTest(const TestFigures& f) override { next_->OnTest(f); }
+  void OnNetwork(const NetworkFigures& f) override { next_->OnNetwork(f); }
 
  private:
   std::shared_ptr<StatsSink> next_;
@@ -339,6 +340,7 @@ void JoinMachines(Run& r, Net& net) {
   NetJob* job = r.opt.net;
   job->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
   job->set_agreement(kAgreeSolver, Digest64(r.agreed_settings));
+  if (r.stats) job->set_stats(r.stats);  // every machine's exchange, on its own sink
   job->Attach(r.machine, r.plan.n, r.master, floats, params,
               [&opt = r.opt] { return opt.action && opt.action() == SolverAction::STOP; });
 }

@@ -414,13 +414,15 @@ void NetJob::Finish() {
     std::this_thread::sleep_for(std::chrono::milliseconds(opt_.heartbeat_ms));
   quit_.store(true);
   thread_.join();
-  if (!opt_.log || !g_) return;
+  if (!g_) return;
+  Figures(/*report=*/false);  // the last figures (the daemon has stopped: this thread may)
+  const NetJobStats s = stats();
+  if (stats_) stats_->OnNetwork(Report(s));
+  if (!opt_.log) return;
   // What this machine did over the whole job, for the log (and tools that read it).
   const int64_t mine = LocalIterations();
   const double secs = std::max(1e-9, Seconds(Clock::now() - attached_at_));
   const TransportCounters tc = t_->counters();
-  Figures();
-  const NetJobStats s = stats();
   LOG(INFO) << std::fixed << std::setprecision(1) << "Network: " << Name(opt_.rank) << " ran " << mine
             << " iterations in " << secs << " s (" << mine / secs << " iter/s); sent "
             << std::setprecision(3) << tc.bytes_sent * 1e-9 << " GB, received " << tc.bytes_received * 1e-9
@@ -749,8 +751,11 @@ void NetJob::Reshare() {
     if (opt_.multicast && !masters_.empty()) masters_[0]->set_receivers(ch.receivers);
     return;
   }
-  for (const auto& m : masters_)
-    if (m) Accumulate(retired_, m->stats());
+  for (const auto& m : masters_) {
+    if (!m) continue;
+    Accumulate(retired_, m->stats());
+    RetireSources(*m);
+  }
   masters_.clear();
   if (ch.owners) {
     slave_->set_owners(shares_.owners(), static_cast<PeerId>(opt_.rank));
@@ -1037,6 +1042,7 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
     NetMember& p = members_[r];
     NetPeerFigures f;
     f.rank = r;
+    f.name = opt_.names.size() > static_cast<size_t>(r) ? opt_.names[r] : "";
     f.self = r == opt_.rank;
     f.live = members_.Live(r);
     f.ready = members_.Ready(r);
@@ -1052,10 +1058,30 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
   }
 }
 
+void NetJob::RetireSources(const MasterEndpoint& m) {
+  retired_sources_.resize(static_cast<size_t>(opt_.machines));
+  for (const auto& [from, f] : m.source_stats())
+    if (from < opt_.machines) retired_sources_[from].Add(f);
+}
+
 void NetJob::EndpointFigures(NetJobStats* s) const {
   MasterEndpoint::Stats all = retired_;
-  for (const auto& m : masters_)
-    if (m) Accumulate(all, m->stats());
+  // Per sender: its deltas to this machine's masters, the retired ones' included.
+  std::vector<MasterEndpoint::SourceStats> from = retired_sources_;
+  from.resize(static_cast<size_t>(opt_.machines));
+  for (const auto& m : masters_) {
+    if (!m) continue;
+    Accumulate(all, m->stats());
+    for (const auto& [r, f] : m->source_stats())
+      if (r < opt_.machines) from[r].Add(f);
+  }
+  for (NetPeerFigures& p : s->peers) {
+    const MasterEndpoint::SourceStats& f = from[static_cast<size_t>(p.rank)];
+    p.deltas_applied = f.applied;
+    p.refused = f.refused;
+    p.staleness_sum = f.staleness_sum;
+    std::copy(std::begin(f.staleness), std::end(f.staleness), std::begin(p.staleness));
+  }
   s->sweeps = all.sweeps;
   s->positions_sent = all.positions_sent;
   s->deltas_applied = all.deltas_applied;
@@ -1073,7 +1099,7 @@ void NetJob::EndpointFigures(NetJobStats* s) const {
   s->reshares = shares_.reshares();
 }
 
-void NetJob::Figures() {
+void NetJob::Figures(bool report) {
   // Rates over a second at least (a machine's iterations come in heartbeats).
   const Clock::time_point now = Clock::now();
   const double lapse = std::max(1e-9, Seconds(now - last_figures_));
@@ -1096,8 +1122,10 @@ void NetJob::Figures() {
   s.clock_clamped = control_.clamped();
   s.quorum = members_.quorum();
   s.sent = tc.sent;
+  s.bytes_sent = tc.bytes_sent;
+  s.bytes_received = tc.bytes_received;
   figures_chunks_ = s.chunks;
-  std::lock_guard<std::mutex> lock(figures_mu_);
+  std::unique_lock<std::mutex> lock(figures_mu_);
   s.sweeps_per_s = figures_.sweeps_per_s;
   s.gbit_out = figures_.gbit_out;
   s.gbit_in = figures_.gbit_in;
@@ -1113,6 +1141,50 @@ void NetJob::Figures() {
     last_bytes_received_ = tc.bytes_received;
   }
   figures_ = s;
+  lock.unlock();
+  if (stats_ && rates && report) stats_->OnNetwork(Report(s));
+}
+
+NetworkFigures NetJob::Report(const NetJobStats& s) const {
+  NetworkFigures f;
+  f.machine = opt_.rank;
+  f.leader = s.leader;
+  f.global_iter = s.global_iter;
+  f.quorum = s.quorum;
+  f.owned = s.owned;
+  f.chunks = s.chunks;
+  f.sweeps_per_s = s.sweeps_per_s;
+  f.gbit_out = s.gbit_out;
+  f.gbit_in = s.gbit_in;
+  f.bytes_sent = s.bytes_sent;
+  f.bytes_received = s.bytes_received;
+  f.messages_sent = s.sent;
+  f.sweeps = s.sweeps;
+  f.positions_sent = s.positions_sent;
+  f.deltas_applied = s.deltas_applied;
+  f.positions_answered = s.positions_answered;
+  f.unanswered = s.unanswered;
+  f.lost = s.lost;
+  f.foreign = s.foreign;
+  f.refused_mac = s.refused_mac;
+  f.refused_value = s.refused;
+  f.malformed = s.malformed;
+  f.kernel_dropped = s.kernel_dropped;
+  for (uint64_t n : s.control_refused) f.control_refused += n;
+  f.stale = s.stale;
+  f.reshares = s.reshares;
+  f.recoveries = s.recoveries;
+  f.weight = s.weight;
+  f.staleness = s.staleness;
+  f.staleness_max = s.staleness_max;
+  if (svb_) f.svb_bytes_sent = svb_->figures().bytes_sent;
+  f.peers = s.peers;
+  return f;
+}
+
+void NetJob::set_stats(std::shared_ptr<StatsSink> sink) {
+  HS_REQUIRE(!thread_.joinable()) << "NetJob::set_stats after Attach";
+  stats_ = std::move(sink);
 }
 
 NetJobStats NetJob::stats() const {

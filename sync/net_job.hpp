@@ -215,12 +215,9 @@ struct NetJobOptions {
   bool log = true;
 };
 
-struct NetPeerFigures {
-  int rank = 0;
-  bool live = false, ready = false, leader = false, self = false;
-  int64_t iterations = 0;  // its solvers' iterations (this incarnation)
-  double iter_per_s = 0;   // over the last second
-};
+// One machine of the job as this one sees it (core/stats.hpp): its rate, and what its deltas
+// did to the chunks this machine masters.
+using NetPeerFigures = PeerNetFigures;
 
 struct NetJobStats {
   int leader = 0;
@@ -233,6 +230,7 @@ struct NetJobStats {
   uint64_t lost = 0;               // frames dropped on the way (injected) or refused as corrupt
   uint64_t foreign = 0;            // frames of another job, or from an address not in the job, refused
   uint64_t sent = 0;               // messages this machine sent
+  uint64_t bytes_sent = 0, bytes_received = 0;  // payload
   uint64_t reshares = 0;           // ownership changes
   uint64_t refused = 0;            // deltas and positions refused by value (non-finite, absurd)
   uint64_t refused_mac = 0;        // frames whose MAC failed (another --job-key, or a forgery)
@@ -284,6 +282,9 @@ class NetJob {
   // never streamed; `link` carries those weights' factors. A machine cannot then join a running
   // job (W never travels as values): that is an Error at its start.
   void UseSvb(std::shared_ptr<SvbLink> link, std::vector<std::pair<size_t, size_t>> skip);
+  // Before Attach: where this machine's exchange figures go (StatsSink::OnNetwork, from the
+  // daemon thread, about once a second while it runs, and once as it finishes).
+  void set_stats(std::shared_ptr<StatsSink> sink);
   // After the local solvers have returned: tells the others a little longer (done, or
   // finished), then stops the daemon. Idempotent.
   void Finish();
@@ -356,9 +357,11 @@ class NetJob {
   void Drain(std::chrono::steady_clock::time_point now);
   bool AnsweredSince(const std::vector<uint64_t>& at, uint64_t more) const;  // every chunk not ours
   std::vector<uint64_t> Answers() const;                                     // per chunk, so far
-  void Figures();
+  void Figures(bool report = true);  // report: hand them to stats_ (once a second)
   void PeerFigures(NetJobStats* s, double lapse, bool rates);
   void EndpointFigures(NetJobStats* s) const;
+  void RetireSources(const MasterEndpoint& m);  // a re-share: keep its per-sender figures
+  NetworkFigures Report(const NetJobStats& s) const;  // for stats_
   void Clocks();  // slowest_other_, fresh_rounds_
   void FreshRound();
   void SendFactors();  // --svb
@@ -407,6 +410,8 @@ class NetJob {
   Message batch_[32];
   size_t polled_ = 0, next_ = 0;
   MasterEndpoint::Stats retired_{};  // the figures of masters replaced by a re-share, summed
+  std::vector<MasterEndpoint::SourceStats> retired_sources_;  // theirs per sender, by rank
+  std::shared_ptr<StatsSink> stats_;  // set before Attach; called by the daemon
 
   // Shared with other threads.
   std::atomic<bool> start_ok_{false}, quit_{false};

@@ -293,7 +293,7 @@ bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
   auto it = replay_.find(from);
   if (it == replay_.end()) {  // a slave's first delta: its window (seq 0 is never sent: applied)
     it = replay_.emplace(from, Replay{std::vector<uint64_t>(layout_.count, 0), std::vector<uint64_t>(layout_.count, 1),
-                                      std::vector<uint64_t>(layout_.count, 0)}).first;
+                                      std::vector<uint64_t>(layout_.count, 0), SourceStats{}}).first;
   }
   uint64_t& high = it->second.high[c];
   uint64_t& seen = it->second.seen[c];
@@ -361,6 +361,7 @@ bool MasterEndpoint::Acceptable(PeerId source, uint32_t c, const float* d, uint3
     why = Refusal::kAbsurd;
   }
   Add(why == Refusal::kNonFinite ? refused_nonfinite_ : refused_absurd_);
+  if (auto it = replay_.find(source); it != replay_.end()) ++it->second.figures.refused;
   if (on_refused_) on_refused_(source, c, why);
   return false;
 }
@@ -397,7 +398,8 @@ bool MasterEndpoint::OnDelta(const Message& m) {
     const float* d = enc == Encoding::kFloat32 ? m.floats() : scratch_.data();
     const uint32_t len = layout_.length(h.chunk);
     if (!Acceptable(h.source, h.chunk, d, len)) return false;
-    float weight = Weigh(h.source, replay_.find(h.source)->second, h.chunk);
+    Replay& from = replay_.find(h.source)->second;
+    float weight = Weigh(h.source, from, h.chunk);
     if (weight == 0) return false;
     const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
     weight *= Damping(stale);
@@ -406,6 +408,9 @@ bool MasterEndpoint::OnDelta(const Message& m) {
     Add(deltas_applied_);
     Add(staleness_sum_, stale);
     if (stale > staleness_max_.load(kRelaxed)) staleness_max_.store(stale, kRelaxed);
+    ++from.figures.applied;
+    from.figures.staleness_sum += stale;
+    ++from.figures.staleness[StalenessBucket(stale)];
     return true;
   }
   return false;
@@ -429,6 +434,19 @@ MasterEndpoint::Stats MasterEndpoint::stats() const {
           deltas_other_epoch_.load(kRelaxed), staleness_sum_.load(kRelaxed), staleness_max_.load(kRelaxed),
           deltas_weeded_.load(kRelaxed), weight_milli_.load(kRelaxed), refused_nonfinite_.load(kRelaxed),
           refused_absurd_.load(kRelaxed)};
+}
+
+void MasterEndpoint::SourceStats::Add(const SourceStats& o) {
+  applied += o.applied;
+  refused += o.refused;
+  staleness_sum += o.staleness_sum;
+  for (size_t b = 0; b < kStalenessBuckets; ++b) staleness[b] += o.staleness[b];
+}
+
+std::vector<std::pair<PeerId, MasterEndpoint::SourceStats>> MasterEndpoint::source_stats() const {
+  std::vector<std::pair<PeerId, SourceStats>> out;
+  for (const auto& [from, r] : replay_) out.emplace_back(from, r.figures);
+  return out;
 }
 
 // ---------------------------------------------------------------- SlaveEndpoint

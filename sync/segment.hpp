@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/stats.hpp"  // kStalenessBuckets
 #include "sync/codec.hpp"
 #include "sync/wire.hpp"
 
@@ -243,6 +244,16 @@ class MasterEndpoint {
   };
   Stats stats() const;
 
+  // What one slave's deltas did here: applied, refused by value, and the staleness of those
+  // applied (sum and histogram over kStalenessBounds, in the clock's iterations).
+  struct SourceStats {
+    uint64_t applied = 0, refused = 0, staleness_sum = 0;
+    uint64_t staleness[kStalenessBuckets] = {};
+    void Add(const SourceStats& o);
+  };
+  // Per slave heard from. The driving thread only (the figures are not atomic).
+  std::vector<std::pair<PeerId, SourceStats>> source_stats() const;
+
  private:
   // Marks (from, chunk, seq) applied; false if that slave's delta was seen or is too old.
   bool Fresh(PeerId from, uint32_t chunk, uint64_t seq);
@@ -268,6 +279,7 @@ class MasterEndpoint {
   struct Replay {
     std::vector<uint64_t> high, seen;
     std::vector<uint64_t> last_update;  // the chunk's update count after this slave's last delta; 0: none
+    SourceStats figures;
   };
   // The weight of a fresh delta from `r` on chunk c (0: weeded out), and its update counted.
   float Weigh(PeerId source, Replay& r, uint32_t c);

@@ -27,8 +27,12 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "bin/peers.hpp"
+#include "observe/metrics.hpp"
 #include "test/data/data_test_util.hpp"
+#include "test/observe/scrape.hpp"
 #include "test/program_runner.hpp"
 #include "test/transport/veth.hpp"
 
@@ -201,6 +205,22 @@ class Cluster : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     return std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "m" + std::to_string(rank) + tag);
   }
+  // The value of `metric`'s sample labelled peer="PEER" (and le="LE" where given), -1 if none.
+  static double PeerSample(const std::string& text, const std::string& metric, int peer, const std::string& le = "") {
+    std::istringstream in(text);
+    const std::string want = "peer=\"" + std::to_string(peer) + "\"";
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(metric + "{", 0) != 0) continue;
+      const size_t close = line.find("} ");
+      if (close == std::string::npos) continue;
+      const std::string labels = line.substr(metric.size() + 1, close - metric.size() - 1);
+      if (labels.find(want) == std::string::npos) continue;
+      if (!le.empty() && labels.find("le=\"" + le + "\"") == std::string::npos) continue;
+      return std::stod(line.substr(close + 2));
+    }
+    return -1;
+  }
+  std::string StatsFile(int rank) const { return scratch_ / ("stats_m" + std::to_string(rank) + ".json"); }
   // Waits (with a deadline) until the leader's log `who` has displayed iteration `at`.
   bool WaitIteration(Child& who, int64_t at, double seconds = 60) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -294,11 +314,95 @@ class Cluster : public ::testing::Test {
 TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
   // Under the momentum share (the schedule's rule, which the default takes where the solver
   // file has a max_iter), so that the solvers' norm guard is seen too.
+  // Each machine writes its own figures (--stats_json) and serves them (--metrics), not only
+  // the leader.
+  int ports[kMachines] = {};
+  for (int r = 0; r < kMachines; ++r) {
+    test::Listener probe;  // a port that was free a moment ago
+    ASSERT_GT(probe.port, 0);
+    ports[r] = probe.port;
+  }
   std::vector<std::unique_ptr<Child>> m;
-  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000, "", {"--aggregate=share"}));
+  for (int r = 0; r < kMachines; ++r)
+    m.push_back(Start(r, 3000, "",
+                      {"--aggregate=share", "--stats_json=" + StatsFile(r),
+                       "--metrics=127.0.0.1:" + std::to_string(ports[r])}));
+  if (MetricsAvailable()) {
+    // A scrape of every machine during the run, once its masters have applied deltas of both
+    // others: its own figures, every machine's rate, and per sender the staleness histogram,
+    // whose count is that sender's deltas applied (one report writes both).
+    for (int r = 0; r < kMachines; ++r) {
+      SCOPED_TRACE("machine " + std::to_string(r) + "'s /metrics");
+      std::string text;
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      auto from_both = [&] {
+        for (int q = 0; q < kMachines; ++q)
+          if (q != r && PeerSample(text, "hogstream_peer_deltas_applied_total", q) <= 0) return false;
+        return true;
+      };
+      while (std::chrono::steady_clock::now() < deadline && m[r]->running()) {
+        text = test::Scrape(ports[r]);
+        if (from_both()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      ASSERT_TRUE(from_both()) << "no deltas from both others within 60 s:\n" << text;
+      EXPECT_EQ(test::Sample(text, "hogstream_network_machine"), r);
+      EXPECT_EQ(test::Sample(text, "hogstream_network_leader_machine"), 0);
+      EXPECT_EQ(test::Sample(text, "hogstream_network_quorum"), 1);
+      EXPECT_GT(test::Sample(text, "hogstream_network_sent_bytes_total"), 0);
+      EXPECT_GE(test::Sample(text, "hogstream_network_frames_lost_total"), 0);
+      EXPECT_GE(test::Sample(text, "hogstream_network_refused_total{reason=\"value\"}"), 0);
+      for (int q = 0; q < kMachines; ++q) {
+        SCOPED_TRACE("peer " + std::to_string(q));
+        EXPECT_EQ(PeerSample(text, "hogstream_peer_up", q), 1);
+        EXPECT_EQ(PeerSample(text, "hogstream_peer_leader", q), q == 0 ? 1 : 0);
+        EXPECT_GE(PeerSample(text, "hogstream_peer_iterations_per_second", q), 0);
+        if (q == r) continue;
+        const double applied = PeerSample(text, "hogstream_peer_deltas_applied_total", q);
+        EXPECT_EQ(PeerSample(text, "hogstream_peer_staleness_iterations_count", q), applied);
+        EXPECT_EQ(PeerSample(text, "hogstream_peer_staleness_iterations_bucket", q, "+Inf"), applied);
+        EXPECT_LE(PeerSample(text, "hogstream_peer_staleness_iterations_bucket", q, "1"),
+                  PeerSample(text, "hogstream_peer_staleness_iterations_bucket", q, "128"));
+      }
+      EXPECT_EQ(PeerSample(text, "hogstream_peer_staleness_iterations_count", r), -1)
+          << "no histogram of a machine's own deltas";
+    }
+  }
   std::vector<Finished> f;
   for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  for (int r = 0; r < kMachines; ++r) {
+    SCOPED_TRACE("machine " + std::to_string(r));
+    std::ifstream in(StatsFile(r));
+    int train = 0, test = 0, network = 0;
+    nlohmann::json last_network;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      ASSERT_FALSE(j.is_discarded()) << line;
+      if (j["type"] == "train") {
+        ++train;
+        EXPECT_EQ(j["leads"], r == 0) << "the leader's records, or this machine's own: " << line;
+        EXPECT_EQ(j["solvers"].size(), 1u) << line;
+      }
+      test += j["type"] == "test";
+      if (j["type"] == "network") {
+        ++network;
+        last_network = j;
+      }
+    }
+    EXPECT_GT(train, 3) << "its display records (display: 100)";
+    if (r > 0) {
+      EXPECT_EQ(test, 0) << "only the leader tests";
+    }
+    ASSERT_GT(network, 0) << "its exchange";
+    EXPECT_EQ(last_network["machine"], r);
+    EXPECT_EQ(last_network["leader"], 0);
+    ASSERT_EQ(last_network["peers"].size(), static_cast<size_t>(kMachines));
+    for (int q = 0; q < kMachines; ++q) {
+      if (q == r) continue;
+      EXPECT_GT(last_network["peers"][q]["deltas_applied"].get<uint64_t>(), 0u) << "from machine " << q;
+    }
+  }
   EXPECT_NE(f[0].err.find("Network: all 3 machines heard from"), std::string::npos) << f[0].err;
   EXPECT_NE(f[0].err.find("Optimization Done.\n"), std::string::npos) << f[0].err;
   for (int r = 1; r < kMachines; ++r)

@@ -60,6 +60,63 @@ TEST(StatsJson, RecordsAreJson) {
   EXPECT_FLOAT_EQ(u["outputs"]["accuracy"].get<double>(), 0.75f);
 }
 
+// A machine's exchange as one record: its own figures, and per machine of the job its rate and
+// its deltas' staleness histogram over the bounds the record names.
+TEST(StatsJson, NetworkRecordNamesEveryMachine) {
+  NetworkFigures f;
+  f.machine = 1;
+  f.leader = 0;
+  f.global_iter = 1234;
+  f.sweeps_per_s = 17.5;
+  f.gbit_out = std::nan("");  // not measured yet: null
+  f.bytes_sent = 5000000000ull;  // beyond 32 bits
+  f.refused_value = 3;
+  for (int r = 0; r < 3; ++r) {
+    PeerNetFigures p;
+    p.rank = r;
+    p.name = "m" + std::to_string(r);
+    p.self = r == 1;
+    p.live = r != 2;
+    p.leader = r == 0;
+    p.iter_per_s = 25.25 * r;
+    p.deltas_applied = p.self ? 0 : 10u + static_cast<uint64_t>(r);
+    p.staleness_sum = 4 * p.deltas_applied;
+    p.staleness[StalenessBucket(4)] = p.deltas_applied;
+    f.peers.push_back(p);
+  }
+  const Json n = Json::parse(JsonLinesSink::NetworkLine(f, 1700000000.5));
+  EXPECT_EQ(n["type"], "network");
+  EXPECT_EQ(n["machine"], 1);
+  EXPECT_EQ(n["iter"], 1234);
+  EXPECT_TRUE(n["gbit_out"].is_null());
+  EXPECT_EQ(n["bytes_sent"].get<uint64_t>(), 5000000000ull);
+  EXPECT_EQ(n["refused_value"], 3);
+  const std::vector<uint64_t> bounds = n["staleness_bounds"];
+  ASSERT_EQ(bounds.size() + 1, kStalenessBuckets);
+  ASSERT_EQ(n["peers"].size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    const Json& p = n["peers"][r];
+    SCOPED_TRACE(p.dump());
+    EXPECT_EQ(p["rank"], r);
+    EXPECT_EQ(p["name"], "m" + std::to_string(r));
+    EXPECT_EQ(p["self"], r == 1);
+    EXPECT_EQ(p["live"], r != 2);
+    EXPECT_DOUBLE_EQ(p["iter_per_s"].get<double>(), 25.25 * r);
+    const std::vector<uint64_t> buckets = p["staleness_buckets"];
+    ASSERT_EQ(buckets.size(), kStalenessBuckets);
+    // Age 4 falls in the bucket whose bound is 4 (bounds are inclusive, as Prometheus's le).
+    for (size_t b = 0; b < buckets.size(); ++b)
+      EXPECT_EQ(buckets[b], b < bounds.size() && bounds[b] == 4 ? p["deltas_applied"].get<uint64_t>() : 0u) << b;
+    EXPECT_DOUBLE_EQ(p["staleness_mean"].get<double>(), r == 1 ? 0 : 4);
+  }
+  EXPECT_EQ(StalenessBucket(0), 0u);
+  EXPECT_EQ(StalenessBucket(1), 0u);
+  EXPECT_EQ(StalenessBucket(2), 1u);
+  EXPECT_EQ(StalenessBucket(3), 2u);
+  EXPECT_EQ(StalenessBucket(128), kStalenessBuckets - 2);
+  EXPECT_EQ(StalenessBucket(129), kStalenessBuckets - 1);
+}
+
 TEST(StatsJson, UnwritableFileIsAnError) {
   EXPECT_THROW(JsonLinesSink("/nonexistent/dir/stats.jsonl"), Error);
 }

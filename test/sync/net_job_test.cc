@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -113,6 +114,7 @@ class NetJobTest : public ::testing::Test {
     Connect(r);
     m.job = std::make_unique<NetJob>(std::move(transports_[r]), Options(r));
     if (!machine_group_.empty()) m.job->set_machine_group(machine_group_);
+    if (sinks_[r]) m.job->set_stats(sinks_[r]);
     m.job->Attach(m.group.get(), 1, m.w.data(), kFloats);
   }
   void AttachAll() {
@@ -182,6 +184,7 @@ class NetJobTest : public ::testing::Test {
   }
 
   std::vector<float> initial_;
+  std::shared_ptr<StatsSink> sinks_[kMachines];  // each machine's stats sink, if any
   std::vector<int> machine_group_;  // bsp / gsp: each machine's synchronous group
   uint32_t quorum_ms_ = 0;          // 0: the default
   uint16_t ports_[kMachines] = {};
@@ -227,6 +230,69 @@ TEST_F(NetJobTest, SharesTheChunksCountsTheGlobalIterationAndDrainsBeforeTheSnap
   AttachAll();
   TrainAllAndCheckTheLedger();
   FinishAll();
+}
+
+// What a machine's daemon hands its stats sink (OnNetwork), kept for the test.
+class NetworkRecorder : public StatsSink {
+ public:
+  void OnTrain(TrainFigures&) override {}
+  void OnTest(const TestFigures&) override {}
+  void OnNetwork(const NetworkFigures& f) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    records_.push_back(f);
+  }
+  std::vector<NetworkFigures> records() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return records_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<NetworkFigures> records_;
+};
+
+// Every machine, not only the leader, reports its own exchange about once a second and once
+// at its end: who it is, who leads, every machine's rate, and per sender the deltas its
+// masters applied with their staleness histogram, which adds up to the machine's own count.
+TEST_F(NetJobTest, EveryMachineReportsItsExchangePerSender) {
+  std::shared_ptr<NetworkRecorder> rec[kMachines];
+  for (int r = 0; r < kMachines; ++r) sinks_[r] = rec[r] = std::make_shared<NetworkRecorder>();
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r)
+    ASSERT_TRUE(WaitFor([&] { return !rec[r]->records().empty(); }, 10s)) << "machine " << r << " reported nothing";
+  TrainAllAndCheckTheLedger();
+  FinishAll();
+  for (int r = 0; r < kMachines; ++r) {
+    SCOPED_TRACE("machine " + std::to_string(r));
+    const std::vector<NetworkFigures> all = rec[r]->records();
+    ASSERT_GE(all.size(), 2u) << "once a second while it ran, and once at its end";
+    const NetworkFigures& last = all.back();  // Finish's: every delta applied is in it
+    EXPECT_EQ(last.machine, r);
+    EXPECT_EQ(last.leader, 0);
+    EXPECT_EQ(last.global_iter, 3 * 300);
+    EXPECT_GT(last.bytes_sent, 0u);
+    EXPECT_GT(last.bytes_received, 0u);
+    ASSERT_EQ(last.peers.size(), static_cast<size_t>(kMachines));
+    uint64_t applied = 0;
+    for (const PeerNetFigures& p : last.peers) {
+      SCOPED_TRACE("sender " + std::to_string(p.rank));
+      EXPECT_EQ(p.self, p.rank == r);
+      EXPECT_EQ(p.leader, p.rank == 0);
+      EXPECT_EQ(p.iterations, 300);
+      uint64_t in_buckets = 0;
+      for (uint64_t n : p.staleness) in_buckets += n;
+      EXPECT_EQ(in_buckets, p.deltas_applied) << "every delta applied is in one bucket";
+      EXPECT_EQ(p.refused, 0u);
+      if (p.self) {
+        EXPECT_EQ(p.deltas_applied, 0u) << "a machine sends no delta to its own masters";
+      } else {
+        EXPECT_GT(p.deltas_applied, 0u) << "its deltas reached this machine's masters";
+        EXPECT_LE(p.staleness_sum, p.deltas_applied * 900) << "no staleness beyond the job's iterations";
+      }
+      applied += p.deltas_applied;
+    }
+    EXPECT_EQ(applied, last.deltas_applied) << "the senders' deltas add up to the machine's count";
+  }
 }
 
 #ifdef HOGSTREAM_VERBS

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <map>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -996,6 +997,18 @@ TEST(SegmentValuesTest, MasterRefusesNonFiniteAndAbsurdDeltas) {
   EXPECT_EQ(refused[0].second, Refusal::kNonFinite);
   EXPECT_EQ(refused[2].first, 3u);
   EXPECT_EQ(refused[2].second, Refusal::kAbsurd);
+  // And per sender, for each machine's figures: what it had applied and refused, and the
+  // staleness of what was applied (every delta here answers the latest position: age 0).
+  std::map<PeerId, MasterEndpoint::SourceStats> from;
+  for (const auto& [p, f] : me.source_stats()) from[p] = f;
+  ASSERT_EQ(from.size(), 3u);
+  const std::pair<uint64_t, uint64_t> want_applied_refused[] = {{10, 0}, {0, 2}, {1, 1}};
+  for (PeerId p = 1; p <= 3; ++p) {
+    EXPECT_EQ(from[p].applied, want_applied_refused[p - 1].first) << "sender " << p;
+    EXPECT_EQ(from[p].refused, want_applied_refused[p - 1].second) << "sender " << p;
+    EXPECT_EQ(from[p].staleness[0], from[p].applied) << "sender " << p;
+    EXPECT_EQ(from[p].staleness_sum, 0u);
+  }
 }
 
 // A delta far beyond the chunk's recent ones but within its weights' scale (a machine whose

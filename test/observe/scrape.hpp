@@ -1,0 +1,66 @@
+// For tests that read a --metrics endpoint: a free port on 127.0.0.1, GET /metrics over plain
+// HTTP with socket timeouts, and one sample's value from Prometheus' text format.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace hogstream::test {
+
+// A listening socket on 127.0.0.1 and a free port; closed (or kept, to make the port busy).
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 1) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      return;
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { Close(); }
+  void Close() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+};
+
+// GET /metrics over plain HTTP/1.0; "" when nothing answers within the socket timeouts.
+inline std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval tv{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) body.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return body;
+}
+
+// The value of an unlabelled or labelled sample ("hogstream_iteration", or
+// "hogstream_solver_iteration{solver=\"1\"}"); -1 when absent.
+inline double Sample(const std::string& text, const std::string& name) {
+  const size_t p = text.find("\n" + name + " ");
+  return p == std::string::npos ? -1 : std::stod(text.substr(p + name.size() + 2));
+}
+
+}  // namespace hogstream::test
