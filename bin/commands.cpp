@@ -68,8 +68,8 @@ Specs HogwildFlags() {
        "how deltas are weighted (keys share, schedule, weight, scale, warmup, from, cool, cooled, to, budget, absurd; "
        "warmup, cool and cooled also as N% of the run)"},
       kInput,
-      {"metrics", "[HOST:]PORT", "", "serve the leader's figures as a Prometheus endpoint"},
-      {"stats_json", "FILE", "", "append the leader's figures to FILE as JSON lines"},
+      {"metrics", "[HOST:]PORT", "", "serve this process's figures as a Prometheus endpoint (each machine its own)"},
+      {"stats_json", "FILE", "", "append this process's figures to FILE as JSON lines (each machine its own)"},
   };
 }
 
@@ -92,6 +92,8 @@ Specs NetJobFlags() {
       {"dead_ms", "MS", std::to_string(n.dead_ms), "silence after which a machine is dead"},
       {"quorum_ms", "MS", "0", "how long a machine cut off from a majority of the job waits before it gives up "
                                "(default: 30 x --dead_ms)"},
+      {"straggler", "F", "0.5",
+       "name a machine whose iteration rate stays below F of the median of the machines training (0: never)"},
       {"start_timeout", "SECONDS", std::to_string(n.start_ms / 1000),
        "how long every machine is waited for at the start"},
       {"chunk_at_params", "", "", "chunk boundaries at the parameter blobs' boundaries"},

@@ -156,6 +156,14 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.window = static_cast<uint32_t>(f.int_in("window", 0, 1 << 20));
   n.dead_ms = static_cast<uint32_t>(f.int_in("dead_ms", 100, 3600000));
   n.quorum_ms = static_cast<uint32_t>(f.int_in("quorum_ms", 0, 86400000));  // 0: 30 x dead_ms
+  if (f.has("straggler")) {
+    const std::string text = f.get("straggler");
+    char* end = nullptr;
+    const double fraction = std::strtod(text.c_str(), &end);
+    HS_REQUIRE(end && end != text.c_str() && *end == 0 && fraction >= 0 && fraction < 1)
+        << "--straggler wants a fraction of the median rate in [0, 1) (0: never), got '" << text << "'";
+    n.straggler = fraction;
+  }
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;
   // What every machine must share (checked in each control message): the list, in order, with
   // the job's name; and the exchange's settings.

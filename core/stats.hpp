@@ -65,6 +65,7 @@ struct PeerNetFigures {
   int rank = 0;
   std::string name;                        // as the peer list names it
   bool self = false, live = false, ready = false, leader = false;
+  bool straggler = false;                  // its rate lags the job's median (NetJobOptions::straggler)
   int64_t iterations = 0;                  // its solvers' iterations (this incarnation)
   double iter_per_s = 0;                   // over the last second
   // Its deltas to the chunks this machine masters (none for itself):
@@ -97,6 +98,7 @@ struct NetworkFigures {
   double staleness = 0;                    // mean, global iterations
   uint64_t staleness_max = 0;
   uint64_t svb_bytes_sent = 0;             // --svb: factor bytes sent
+  double median_iter_per_s = 0;            // of the machines training (the stragglers' yardstick)
   std::vector<PeerNetFigures> peers;       // every machine of the job, by rank
 };
 

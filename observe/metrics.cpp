@@ -59,6 +59,7 @@ class PrometheusSink : public StatsSink {
         peer_up_(Gauge("hogstream_peer_up", "1: the machine is heard from (live); 0: taken for dead")),
         peer_ready_(Gauge("hogstream_peer_ready", "1: the machine has the weights and trains")),
         peer_leads_(Gauge("hogstream_peer_leader", "1: the machine leads the job")),
+        peer_lags_(Gauge("hogstream_peer_straggler", "1: the machine's rate lags the median of those training (--straggler)")),
         peer_iter_(Gauge("hogstream_peer_iterations", "the machine's solvers' iterations (this incarnation)")),
         peer_rate_(Gauge("hogstream_peer_iterations_per_second", "the machine's solvers' rate, last second")),
         peer_deltas_(Counter("hogstream_peer_deltas_applied_total", "its deltas this machine's masters applied")),
@@ -122,7 +123,8 @@ class PrometheusSink : public StatsSink {
         {"hogstream_network_received_bits_per_second", "payload received, last second", f.gbit_in * 1e9},
         {"hogstream_network_delta_weight_mean", "mean weight of the deltas applied (the aggregation rule)", f.weight},
         {"hogstream_network_staleness_mean_iterations", "mean global iterations between a delta's base and its applying", f.staleness},
-        {"hogstream_network_staleness_max_iterations", "largest such staleness", static_cast<double>(f.staleness_max)}};
+        {"hogstream_network_staleness_max_iterations", "largest such staleness", static_cast<double>(f.staleness_max)},
+        {"hogstream_network_median_iterations_per_second", "median rate of the machines training (stragglers lag it)", f.median_iter_per_s}};
     for (const auto& g : gauges) NamedGauge(g.name, g.help).Add({}).Set(g.v);
     const struct { const char* name; const char* help; uint64_t n; } counters[] = {
         {"hogstream_network_sent_bytes_total", "payload bytes sent", f.bytes_sent},
@@ -151,6 +153,7 @@ class PrometheusSink : public StatsSink {
       peer_up_.Add(l).Set(p.live ? 1 : 0);
       peer_ready_.Add(l).Set(p.ready ? 1 : 0);
       peer_leads_.Add(l).Set(p.leader ? 1 : 0);
+      peer_lags_.Add(l).Set(p.straggler ? 1 : 0);
       peer_iter_.Add(l).Set(static_cast<double>(p.iterations));
       peer_rate_.Add(l).Set(p.iter_per_s);
       if (p.self) continue;  // its own deltas go to no master of its own
@@ -216,7 +219,7 @@ class PrometheusSink : public StatsSink {
   pm::Family<pm::Gauge>&seg_rate_, &leads_;
   std::map<std::string, pm::Family<pm::Gauge>*> named_gauges_;
   std::map<std::string, pm::Family<pm::Counter>*> named_counters_;
-  pm::Family<pm::Gauge>&peer_up_, &peer_ready_, &peer_leads_, &peer_iter_, &peer_rate_;
+  pm::Family<pm::Gauge>&peer_up_, &peer_ready_, &peer_leads_, &peer_lags_, &peer_iter_, &peer_rate_;
   pm::Family<pm::Counter>&peer_deltas_, &peer_refused_;
   pm::Family<pm::Histogram>& peer_stale_;
   std::map<int, SegmentTotals> last_;

@@ -85,7 +85,8 @@ std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time
     Json staleness = Json::array();
     for (uint64_t n : p.staleness) staleness.push_back(n);
     peers.push_back({{"rank", p.rank}, {"name", p.name}, {"self", p.self}, {"live", p.live}, {"ready", p.ready},
-                     {"leader", p.leader}, {"iterations", p.iterations}, {"iter_per_s", Number(p.iter_per_s)},
+                     {"leader", p.leader}, {"straggler", p.straggler}, {"iterations", p.iterations},
+                     {"iter_per_s", Number(p.iter_per_s)},
                      {"deltas_applied", p.deltas_applied}, {"refused", p.refused},
                      {"staleness_mean", Number(p.deltas_applied ? double(p.staleness_sum) / double(p.deltas_applied) : 0)},
                      {"staleness_buckets", staleness}});
@@ -104,6 +105,7 @@ std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time
                   {"control_refused", f.control_refused}, {"stale", f.stale}, {"reshares", f.reshares},
                   {"recoveries", f.recoveries}, {"weight", Number(f.weight)}, {"staleness_mean", Number(f.staleness)},
                   {"staleness_max", f.staleness_max}, {"svb_bytes_sent", f.svb_bytes_sent},
+                  {"median_iter_per_s", Number(f.median_iter_per_s)},
                   {"staleness_bounds", bounds}, {"peers", peers}};
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

@@ -1056,6 +1056,49 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
     }
     s->peers.push_back(f);
   }
+  if (rates) Stragglers(s);
+  for (NetPeerFigures& f : s->peers) f.straggler = lags_.size() > static_cast<size_t>(f.rank) && lags_[f.rank];
+  s->median_iter_per_s = figures_.median_iter_per_s;
+  if (rates) s->median_iter_per_s = median_;
+}
+
+bool NetJob::Training(int r) const {
+  if (r == opt_.rank) return phase_ == Phase::kTraining && !finished_;
+  const NetMember& p = members_[r];
+  return p.live && (p.flags & kNetTraining) && !(p.flags & (kNetFinished | kNetDone));
+}
+
+void NetJob::Stragglers(NetJobStats* s) {
+  below_.resize(static_cast<size_t>(opt_.machines), 0);
+  lags_.resize(static_cast<size_t>(opt_.machines), 0);
+  std::vector<double> rates;
+  for (const NetPeerFigures& f : s->peers)
+    if (Training(f.rank)) rates.push_back(f.iter_per_s);
+  median_ = 0;
+  if (!rates.empty()) {
+    std::sort(rates.begin(), rates.end());
+    const size_t n = rates.size();
+    median_ = n % 2 ? rates[n / 2] : (rates[n / 2 - 1] + rates[n / 2]) / 2;
+  }
+  const bool leader = leads() && opt_.log;
+  for (const NetPeerFigures& f : s->peers) {
+    const size_t r = static_cast<size_t>(f.rank);
+    // Two machines training at least: one alone has nobody to lag behind.
+    const bool below = opt_.straggler > 0 && rates.size() >= 2 && median_ > 0 && Training(f.rank) &&
+                       f.iter_per_s < opt_.straggler * median_;
+    below_[r] = below ? below_[r] + 1 : 0;
+    if (!lags_[r] && below_[r] >= kStragglerSeconds) {
+      lags_[r] = 1;
+      LOG_IF(WARNING, leader) << std::fixed << std::setprecision(1) << "Network: " << Name(f.rank) << " lags: "
+                              << f.iter_per_s << " iter/s against the median " << median_ << " of the "
+                              << rates.size() << " machines training (below " << opt_.straggler << " of it for "
+                              << below_[r] << " s)";
+    } else if (lags_[r] && !below) {
+      lags_[r] = 0;
+      LOG_IF(INFO, leader) << std::fixed << std::setprecision(1) << "Network: " << Name(f.rank)
+                           << " no longer lags (" << f.iter_per_s << " iter/s, median " << median_ << ")";
+    }
+  }
 }
 
 void NetJob::RetireSources(const MasterEndpoint& m) {
@@ -1178,6 +1221,7 @@ NetworkFigures NetJob::Report(const NetJobStats& s) const {
   f.staleness = s.staleness;
   f.staleness_max = s.staleness_max;
   if (svb_) f.svb_bytes_sent = svb_->figures().bytes_sent;
+  f.median_iter_per_s = s.median_iter_per_s;
   f.peers = s.peers;
   return f;
 }
@@ -1200,7 +1244,7 @@ std::string NetJob::Line() const {
     os << " m" << p.rank << " ";
     if (!p.live) os << "dead";
     else if (!p.ready) os << "joining";
-    else os << p.iter_per_s;
+    else os << p.iter_per_s << (p.straggler ? " (lags)" : "");
   }
   os << std::setprecision(1) << "; " << s.sweeps_per_s << " sweeps/s, " << std::setprecision(3) << s.gbit_out
      << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost ("

@@ -212,12 +212,20 @@ struct NetJobOptions {
   // only with rank 0 among them) does not lead, test or snapshot; cut off that long, it ends
   // with one line (0: 30 x dead_ms).
   uint32_t quorum_ms = 0;
+  // Stragglers: a machine still training whose iteration rate stays below this fraction of
+  // the median of the machines training, kStragglerSeconds rate windows in a row, is named
+  // (the leader's log once, every machine's figures while it lags); 0: never.
+  double straggler = 0.5;
   bool log = true;
 };
 
 // One machine of the job as this one sees it (core/stats.hpp): its rate, and what its deltas
 // did to the chunks this machine masters.
 using NetPeerFigures = PeerNetFigures;
+
+// Rate windows (of a second or more) in a row below NetJobOptions::straggler before a machine
+// is named a straggler.
+inline constexpr int kStragglerSeconds = 2;
 
 struct NetJobStats {
   int leader = 0;
@@ -247,6 +255,7 @@ struct NetJobStats {
   uint64_t recoveries = 0;         // times this machine re-took the weights after its copy went non-finite
   uint32_t owned = 0, chunks = 0;  // chunks this machine masters, of all
   double staleness = 0;            // mean iterations between a delta's base and its applying
+  double median_iter_per_s = 0;    // of the machines training, last window (stragglers: below a fraction)
   uint64_t staleness_max = 0;
 };
 
@@ -361,6 +370,10 @@ class NetJob {
   void PeerFigures(NetJobStats* s, double lapse, bool rates);
   void EndpointFigures(NetJobStats* s) const;
   void RetireSources(const MasterEndpoint& m);  // a re-share: keep its per-sender figures
+  // After a rate window: marks (and names, once, in the leader's log) the machines whose rate
+  // stays below opt_.straggler of the median of those training.
+  void Stragglers(NetJobStats* s);
+  bool Training(int r) const;  // machine r (this one too) is past its start and not yet done
   NetworkFigures Report(const NetJobStats& s) const;  // for stats_
   void Clocks();  // slowest_other_, fresh_rounds_
   void FreshRound();
@@ -436,6 +449,9 @@ class NetJob {
   std::string recover_error_;    // set by the daemon before recover_failed_
   uint64_t recoveries_ = 0;      // daemon
   std::vector<uint8_t> named_;   // daemon: per rank x reason, whether a refusal was logged
+  std::vector<int> below_;       // daemon: per rank, rate windows in a row below the straggler bound
+  double median_ = 0;            // daemon: the median rate of the machines training, last window
+  std::vector<uint8_t> lags_;    // daemon: per rank, named a straggler now
   mutable std::mutex figures_mu_;
   NetJobStats figures_;  // under figures_mu_
   uint64_t last_bytes_sent_ = 0, last_bytes_received_ = 0, last_sweeps_ = 0;  // under figures_mu_

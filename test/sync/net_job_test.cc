@@ -55,6 +55,7 @@ struct Machine {
   std::unique_ptr<NetJob> job;
   std::thread solver;
   std::atomic<bool> pause{false};
+  std::atomic<int> slow_ms{0};  // extra sleep per stand-in iteration (a straggler)
 };
 
 class NetJobTest : public ::testing::Test {
@@ -149,7 +150,7 @@ class NetJobTest : public ::testing::Test {
         }
         m.group->shared().iter.fetch_add(1);  // as a solver claims its iteration
         m.group->shared().done[0].fetch_add(1);
-        std::this_thread::sleep_for(1ms);
+        std::this_thread::sleep_for(1ms + std::chrono::milliseconds(m.slow_ms.load()));
       }
     });
   }
@@ -293,6 +294,40 @@ TEST_F(NetJobTest, EveryMachineReportsItsExchangePerSender) {
     }
     EXPECT_EQ(applied, last.deltas_applied) << "the senders' deltas add up to the machine's count";
   }
+}
+
+// A machine whose solver runs at a fraction of the others' rate is named a straggler within
+// seconds in every machine's figures (and the leader's log), the others never; once it keeps
+// up again it is no longer named.
+TEST_F(NetJobTest, ASlowMachineIsNamedAStragglerWithinSecondsAndNoLongerOnceItKeepsUp) {
+  AttachAll();
+  m_[2].slow_ms.store(12);  // about 1/8 of the others' rate (1 ms a step, and the sleep's grain)
+  for (int r = 0; r < kMachines; ++r) Train(r, 1000000, TestSeed() + static_cast<uint32_t>(r));
+  auto lags = [&](int seen_by, int who) {
+    const NetJobStats s = m_[seen_by].job->stats();
+    return s.peers.size() == kMachines && s.peers[who].straggler;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return lags(0, 2) && lags(1, 2) && lags(2, 2); }, 10s))
+      << "machine 2 was not named by every machine within 10 s";
+  const double named_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(named_after, 5.0) << "named only after " << named_after << " s";
+  for (int r = 0; r < kMachines; ++r) {
+    const NetJobStats s = m_[r].job->stats();
+    EXPECT_FALSE(s.peers[0].straggler) << "seen by machine " << r;
+    EXPECT_FALSE(s.peers[1].straggler) << "seen by machine " << r;
+    EXPECT_GT(s.median_iter_per_s, 4 * s.peers[2].iter_per_s) << "seen by machine " << r;
+  }
+  m_[2].slow_ms.store(0);
+  EXPECT_TRUE(WaitFor([&] { return !lags(0, 2) && !lags(1, 2) && !lags(2, 2); }, 10s))
+      << "machine 2 kept up again but is still named";
+  for (Machine& m : m_) m.group->shared().stop.store(1);  // the stand-in solvers return
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  MachineGroup& lead = *m_[0].group;
+  EXPECT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
+  lead.Ended(true);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  FinishAll();
 }
 
 #ifdef HOGSTREAM_VERBS
