@@ -12,7 +12,8 @@
 #   env: COUNTS="1 2 4 8"  MODE=mcast|udp|raw  SHARE=auto (0.4 up to 4 machines, 0.2 for more)
 #        ITER=6000 (global iterations; cifar: 5000)  TARGET=0.89 (cifar: 0.75)  PEER=1
 #        PERIOD_US=10000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)
-#        EXTRA="more hogstream flags"  BUILD_DIR=build
+#        EXTRA="more hogstream flags"  BUILD_DIR=build  SLOW=K:S (machine K of each job of
+#        several machines at share S: a straggler; the leader names it, "lags", in its log)
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
 #        counts; prints one line per run)  DDP_STOP=1 (the DDP twin ends at its first test at
 #        TARGET, its "final" is then that accuracy: its engine is several times slower per core
@@ -94,7 +95,9 @@ setup() {
     local cg=$CG_ROOT/${P}m$i
     mkdir -p "$cg"
     CGS+=("$cg")
-    local quota; quota=$(awk -v s="$share" -v p="$PERIOD_US" 'BEGIN { printf "%d", s * p }')
+    local s=$share  # SLOW=K:S: machine K of a job of several at share S (a straggler)
+    [[ -n ${SLOW:-} ]] && ((n > 1 && i == ${SLOW%%:*})) && s=${SLOW#*:}
+    local quota; quota=$(awk -v s="$s" -v p="$PERIOD_US" 'BEGIN { printf "%d", s * p }')
     if [[ $CG_KIND == v1 ]]; then
       echo "$PERIOD_US" > "$cg/cpu.cfs_period_us"
       echo "$quota" > "$cg/cpu.cfs_quota_us"

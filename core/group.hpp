@@ -37,6 +37,9 @@ class Group {
   // Whether `rank` hands its machine's display figures to the stats sink: the leader, and on a
   // machine that does not lead the job, the solver that would lead it there.
   virtual bool Reports(int rank) const { return Leads(rank); }
+  // A solver of this group begins (on) or ends a test pass: its machine's rate falls meanwhile,
+  // which is not a straggler's lag.
+  virtual void SetTesting(bool on) { (void)on; }
   // The leader stopped responding: the lowest live rank takes over (and says so in the log).
   virtual void TakeOverIfLeaderGone(int rank) = 0;
 

@@ -605,6 +605,16 @@ void Solver::CheckSnapshotSettings() const {
 }
 
 std::vector<std::vector<float>> Solver::TestAll() {
+  // The group knows a test pass is under way (a machine's rate falls meanwhile).
+  struct Testing {
+    Group* g;
+    explicit Testing(Group* group) : g(group) {
+      if (g) g->SetTesting(true);
+    }
+    ~Testing() {
+      if (g) g->SetTesting(false);
+    }
+  } testing(options_.group);
   std::vector<std::vector<float>> all;
   for (size_t t = 0; t < test_nets_.size(); ++t) {
     SLOG << "Iteration " << iter_ << ", Testing net (#" << t << ")";

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "base/common.hpp"
 
 namespace hogstream {
@@ -161,10 +163,57 @@ TrainingLog ParseTrainingLog(std::istream& in) {
   return log;
 }
 
+TrainingLog ParseStatsJson(std::istream& in) {
+  using Json = nlohmann::json;
+  TrainingLog log;
+  auto number = [](const Json& j, const char* key, double* v) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) return false;
+    *v = it->get<double>();
+    return true;
+  };
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("type") || !j["type"].is_string() || !j.contains("iter") ||
+        !j["iter"].is_number_integer())
+      continue;  // not a record of ours (another program's line, a cut last line)
+    const std::string type = j["type"];
+    LogPoint at;
+    at.iter = j["iter"].get<int64_t>();
+    number(j, "elapsed", &at.seconds);
+    auto add = [&at](std::vector<LogPoint>& to, double v) {
+      LogPoint p = at;
+      p.value = v;
+      to.push_back(p);
+    };
+    double v = 0;
+    if (type == "train") {
+      if (number(j, "loss", &v)) add(log.train_loss, v);
+      if (number(j, "lr", &v)) add(log.lr, v);
+      if (number(j, "img_per_s", &v)) add(log.img_per_s, v);
+      if (j.contains("outputs") && j["outputs"].is_object())
+        for (const auto& [name, value] : j["outputs"].items())
+          if (value.is_number()) add(log.train_outputs[name], value.get<double>());
+    } else if (type == "test" && j.contains("outputs") && j["outputs"].is_object()) {
+      const int net = j.contains("net") && j["net"].is_number_integer() ? j["net"].get<int>() : 0;
+      for (const auto& [name, value] : j["outputs"].items()) {
+        if (!value.is_number()) continue;
+        const std::string key = net == 0 ? name : name + " (net " + std::to_string(net) + ")";
+        add(log.test[key], value.get<double>());
+        if (name.find("loss") != std::string::npos) log.test_losses.insert(key);
+      }
+    }
+  }
+  return log;
+}
+
 TrainingLog ParseTrainingLogFile(const std::string& path) {
   std::ifstream in(path);
   HS_REQUIRE(in.good()) << "cannot read log '" << path << "': " << ErrnoText(errno);
-  return ParseTrainingLog(in);
+  // A --stats_json file (its first character a '{') or a log in Caffe's format.
+  in >> std::ws;
+  const bool json = in.peek() == '{';
+  return json ? ParseStatsJson(in) : ParseTrainingLog(in);
 }
 
 }  // namespace hogstream

@@ -1,5 +1,5 @@
-// Reads a training log in Caffe's format — ours, or real Caffe's — into series of
-// (iteration, seconds, value) points, for `hogstream plot`. The lines it understands:
+// Reads a training log in Caffe's format — ours, or real Caffe's — or a --stats_json file into
+// series of (iteration, seconds, value) points, for `hogstream plot`. The log lines it understands:
 //
 //   I1123 12:14:59.489733 12192 solver.cpp:238] Iteration 100 (12 iter/s, 8s/100 iters), loss = 0.3
 //   ...] Iteration 100, loss = 0.3                       (Caffe's older display, the final one)
@@ -43,7 +43,12 @@ struct TrainingLog {
 };
 
 TrainingLog ParseTrainingLog(std::istream& in);
-// Error when the file cannot be read.
+// The same series from a --stats_json file (observe/stats_json.hpp): its "train" records (loss,
+// lr, img/s, outputs) and "test" records (outputs; net k > 0 as "NAME (net k)"), seconds from
+// their "elapsed"; other records and lines that are no record of ours are skipped.
+TrainingLog ParseStatsJson(std::istream& in);
+// Error when the file cannot be read. A file whose first character is '{' is read as a
+// --stats_json file, any other as a log.
 TrainingLog ParseTrainingLogFile(const std::string& path);
 
 // Seconds since 0000-03-01 of a glog line's "MMDD HH:MM:SS.uuuuuu" (or "YYYYMMDD ..."), with

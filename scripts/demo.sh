@@ -6,7 +6,8 @@
 # Installs what is missing (Debian's dataset-fashion-mnist included), builds hogstream,
 # converts the dataset to LMDBs once (data/fashion-mnist/), trains configs/lenet/solver.prototxt
 # (Caffe's LeNet recipe, 10 000 iterations) with snapshots under out/, and prints the final
-# test accuracy. The training log, in Caffe's format, is kept in out/lenet_train.log.
+# test accuracy. The training log, in Caffe's format, is kept in out/lenet_train.log, and its
+# curves are drawn into out/lenet_curves.png (hogstream plot).
 set -euo pipefail
 HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$HS_ROOT"
@@ -31,3 +32,5 @@ echo "== training configs/lenet (log: out/lenet_train.log)"
   grep --line-buffered -E "Iteration [0-9]+ \(|Test net output|Progress|Optimization|hogstream:"
 acc=$(grep "Test net output #0: accuracy" out/lenet_train.log | tail -1 | sed 's/.*accuracy = //')
 echo "final test accuracy: ${acc:-unknown}"
+"$BUILD_DIR/hogstream" plot -o out/lenet_curves.png out/lenet_train.log > /dev/null
+echo "curves (test accuracy, train and test loss): out/lenet_curves.png"

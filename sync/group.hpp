@@ -32,6 +32,7 @@ struct SolverGroup {
   std::atomic<int32_t> leader{0};  // rank that tests, displays and snapshots
   std::atomic<int32_t> solvers{0}; // ranks handed out so far
   std::atomic<int32_t> job_done{0};  // 1: the leader finished the job (final test, snapshot)
+  std::atomic<int32_t> testing{0};   // solvers in a test pass now (Group::SetTesting)
   // Requests from any process of the job (a signal it received), acted on by the leader:
   // a snapshot each time the counter moves; stop = snapshot, then stop the whole job.
   std::atomic<int64_t> snapshot_requests{0};
@@ -65,6 +66,7 @@ class SharedGroup : public Group {
   std::vector<int64_t> Completions() const override;
   bool Leads(int rank) const override;
   bool Reports(int rank) const override;
+  void SetTesting(bool on) override { g_->testing.fetch_add(on ? 1 : -1, std::memory_order_relaxed); }
   void TakeOverIfLeaderGone(int rank) override;
   bool Stopping() const override { return g_->stop.load(std::memory_order_relaxed) != 0; }
   void Stop() override;

@@ -54,6 +54,7 @@ enum NetFlag : uint32_t {
   kNetStop = 32,      // a stop was requested (a signal): the leader snapshots and ends the job
   kNetKeep = 64,      // with kNetDone from the leader: its final snapshot failed; each machine
                       // keeps its own copy (Group::End::kKeepCopy) and ends in error
+  kNetTesting = 128,  // a solver of it is in a test pass (its rate falls: not a straggler's lag)
 };
 
 // The control message's payload (MsgKind::kIteration; the header carries the run's first

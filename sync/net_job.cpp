@@ -448,6 +448,7 @@ uint32_t NetJob::Flags() const {
   if (done_) f |= kNetDone;
   if (done_ && g_ && g_->final_failed()) f |= kNetKeep;
   if (stop_) f |= kNetStop;
+  if (g_ && g_->shared().testing.load(std::memory_order_relaxed) > 0) f |= kNetTesting;
   return f;
 }
 
@@ -485,6 +486,7 @@ void NetJob::Run() {
       if (svb_) SendFactors();
     }
     t_->Flush();
+    if (g_ && g_->shared().testing.load(std::memory_order_relaxed) > 0) members_[opt_.rank].tested = true;
     if (now - last_figures_ >= std::chrono::milliseconds(100)) Figures();
     if (now - last_clocks_ >= std::chrono::milliseconds(2)) {
       last_clocks_ = now;
@@ -1071,9 +1073,16 @@ bool NetJob::Training(int r) const {
 void NetJob::Stragglers(NetJobStats* s) {
   below_.resize(static_cast<size_t>(opt_.machines), 0);
   lags_.resize(static_cast<size_t>(opt_.machines), 0);
+  // A machine that tested within the window (its rate fell for that) is left out of it: not
+  // counted for the median, nor for or against its own lag.
+  std::vector<uint8_t> tested(static_cast<size_t>(opt_.machines), 0);
+  for (int r = 0; r < opt_.machines; ++r) {
+    tested[r] = members_[r].tested;
+    members_[r].tested = false;
+  }
   std::vector<double> rates;
   for (const NetPeerFigures& f : s->peers)
-    if (Training(f.rank)) rates.push_back(f.iter_per_s);
+    if (Training(f.rank) && !tested[f.rank]) rates.push_back(f.iter_per_s);
   median_ = 0;
   if (!rates.empty()) {
     std::sort(rates.begin(), rates.end());
@@ -1083,6 +1092,7 @@ void NetJob::Stragglers(NetJobStats* s) {
   const bool leader = leads() && opt_.log;
   for (const NetPeerFigures& f : s->peers) {
     const size_t r = static_cast<size_t>(f.rank);
+    if (tested[r]) continue;
     // Two machines training at least: one alone has nobody to lag behind.
     const bool below = opt_.straggler > 0 && rates.size() >= 2 && median_ > 0 && Training(f.rank) &&
                        f.iter_per_s < opt_.straggler * median_;

@@ -35,6 +35,7 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
   p.heard = p.live = true;
   p.last = now;
   p.flags = told.flags;
+  if (told.flags & kNetTesting) p.tested = true;
   bool clamped = false;
   if (told.clock > p.count) {
     const double secs = std::chrono::duration<double>(now - p.count_at).count();

@@ -34,6 +34,7 @@ struct NetMember {
   int64_t snapshots = 0, snapshots_taken = -1;  // its snapshot requests; those passed on (-1: none yet)
   int64_t rate_count = 0;  // its count when its rate was last taken (the daemon's figures)
   double rate = 0;         // the fastest rate (it/s) it has shown: bounds its clock's jumps
+  bool tested = false;     // it said it was testing (kNetTesting) since the last rate window
 };
 
 enum class QuorumChange { kNone, kLost, kRegained };

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/common.hpp"
+#include "observe/stats_json.hpp"
 
 namespace hogstream {
 namespace {
@@ -111,6 +112,52 @@ I0101 00:00:05.000000 1 solver.cpp:2] Iteration 20 (1 iter/s, 1s/10 iters), loss
   ASSERT_EQ(log.train_loss.size(), 2u);
   EXPECT_NEAR(log.train_loss[0].seconds, 5.0, 1e-6);
   EXPECT_NEAR(log.train_loss[1].seconds, 15.0, 1e-6);
+}
+
+// A --stats_json file read back: the records the sink writes (train, test of two nets, the
+// network's, a cut last line) become the same series a log gives.
+TEST(LogParse, StatsJsonRecords) {
+  std::string text;
+  for (int it = 100; it <= 300; it += 100) {
+    TrainFigures t;
+    t.iter = it;
+    t.seconds = it / 50.0;
+    t.loss = 1.0f / static_cast<float>(it);
+    t.lr = 0.01f;
+    t.img_per_s = 1000 + it;
+    t.outputs = {{"loss", t.loss}};
+    text += JsonLinesSink::TrainLine(t, 1.7e9) + "\n";
+    NetworkFigures n;
+    n.global_iter = it;
+    text += JsonLinesSink::NetworkLine(n, 1.7e9) + "\n";
+  }
+  for (int net = 0; net < 2; ++net) {
+    TestFigures g;
+    g.iter = 300;
+    g.seconds = 6.5;
+    g.net = net;
+    g.outputs = {{"accuracy", 0.5f + 0.25f * static_cast<float>(net)}, {"loss", 0.75f}};
+    text += JsonLinesSink::TestLine(g, 1.7e9) + "\n";
+  }
+  text += "some other program's line\n{\"type\":\"train\",\"iter\":40";  // cut short
+  std::istringstream in(text);
+  const TrainingLog log = ParseStatsJson(in);
+  ASSERT_EQ(log.train_loss.size(), 3u);
+  EXPECT_EQ(log.train_loss[2].iter, 300);
+  EXPECT_DOUBLE_EQ(log.train_loss[2].seconds, 6);
+  EXPECT_NEAR(log.train_loss[0].value, 0.01, 1e-7);
+  ASSERT_EQ(log.lr.size(), 3u);
+  ASSERT_EQ(log.img_per_s.size(), 3u);
+  EXPECT_DOUBLE_EQ(log.img_per_s[1].value, 1200);
+  ASSERT_EQ(log.train_outputs.at("loss").size(), 3u);
+  ASSERT_EQ(log.test.at("accuracy").size(), 1u);
+  EXPECT_DOUBLE_EQ(log.test.at("accuracy")[0].value, 0.5);
+  EXPECT_DOUBLE_EQ(log.test.at("accuracy")[0].seconds, 6.5);
+  EXPECT_DOUBLE_EQ(log.test.at("accuracy (net 1)")[0].value, 0.75);
+  EXPECT_TRUE(log.test_losses.count("loss"));
+  EXPECT_TRUE(log.test_losses.count("loss (net 1)"));
+  EXPECT_FALSE(log.test_losses.count("accuracy"));
+  EXPECT_EQ(log.points(), 3u * 3 + 4);  // loss, lr, img/s; four test outputs
 }
 
 TEST(LogParse, NotALogHasNoPoints) {

@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "observe/stats_json.hpp"
 #include "test/program_runner.hpp"
 
 namespace hogstream {
@@ -87,6 +88,34 @@ TEST(Plot, PngOfTwoLogs) {
   EXPECT_EQ(be32(16), 960u);   // width
   EXPECT_GT(be32(20), 500u);   // height: legend + two stacked panels
   EXPECT_EQ(bytes.substr(bytes.size() - 8, 4), "IEND");
+}
+
+// One job's machines: the leader's log beside two other machines' --stats_json files (their own
+// train records only: no tests), each file one colour.
+TEST(Plot, ALeadersLogAndTwoMachinesStatsFiles) {
+  ScratchDir dir("plot");
+  const std::string lead = Write(dir, "m0.log", OurLog(1.0));
+  std::string m1, m2;
+  for (int it = 100; it <= 600; it += 100) {
+    TrainFigures t;
+    t.iter = it;
+    t.seconds = it / 40.0;
+    t.loss = 2.0f / static_cast<float>(it);
+    t.leads = false;
+    m1 += JsonLinesSink::TrainLine(t, 1.7e9) + "\n";
+    t.loss *= 1.1f;
+    m2 += JsonLinesSink::TrainLine(t, 1.7e9) + "\n";
+    NetworkFigures n;
+    n.global_iter = it;
+    m2 += JsonLinesSink::NetworkLine(n, 1.7e9) + "\n";
+  }
+  const std::string a = Write(dir, "m1.json", m1), b = Write(dir, "m2.json", m2);
+  const std::string png = dir / "job.png";
+  const Finished r = RunProgram(HS_HOGSTREAM_BIN, {"plot", lead, a, b, "-o", png, "--y=loss"}, dir, 60);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // The log: a train and a test loss; each stats file: its train loss.
+  EXPECT_NE(r.out.find("(4 series from 3 logs)"), std::string::npos) << r.out;
+  EXPECT_EQ(test::ReadFile(png).substr(1, 3), "PNG");
 }
 
 TEST(Plot, SvgOfEveryQuantityAgainstSeconds) {

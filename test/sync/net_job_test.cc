@@ -298,7 +298,7 @@ TEST_F(NetJobTest, EveryMachineReportsItsExchangePerSender) {
 
 // A machine whose solver runs at a fraction of the others' rate is named a straggler within
 // seconds in every machine's figures (and the leader's log), the others never; once it keeps
-// up again it is no longer named.
+// up again it is no longer named; one that stands still while it tests is not named.
 TEST_F(NetJobTest, ASlowMachineIsNamedAStragglerWithinSecondsAndNoLongerOnceItKeepsUp) {
   AttachAll();
   m_[2].slow_ms.store(12);  // about 1/8 of the others' rate (1 ms a step, and the sleep's grain)
@@ -321,6 +321,19 @@ TEST_F(NetJobTest, ASlowMachineIsNamedAStragglerWithinSecondsAndNoLongerOnceItKe
   m_[2].slow_ms.store(0);
   EXPECT_TRUE(WaitFor([&] { return !lags(0, 2) && !lags(1, 2) && !lags(2, 2); }, 10s))
       << "machine 2 kept up again but is still named";
+  // A machine whose solver tests (the leader's test passes) makes no steps meanwhile: that is
+  // not lagging. Machine 1 stands still for 3.5 s, testing.
+  m_[1].group->shared().testing.store(1);
+  m_[1].pause.store(true);
+  const auto still_until = std::chrono::steady_clock::now() + 3500ms;
+  bool named = false;
+  while (std::chrono::steady_clock::now() < still_until) {
+    named = named || lags(0, 1) || lags(1, 1) || lags(2, 1);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_FALSE(named) << "a machine in a test pass was named a straggler";
+  m_[1].pause.store(false);
+  m_[1].group->shared().testing.store(0);
   for (Machine& m : m_) m.group->shared().stop.store(1);  // the stand-in solvers return
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   MachineGroup& lead = *m_[0].group;
