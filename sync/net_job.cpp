@@ -1105,7 +1105,8 @@ void NetJob::Stragglers(NetJobStats* s) {
                               << below_[r] << " s)";
     } else if (lags_[r] && !below) {
       lags_[r] = 0;
-      LOG_IF(INFO, leader) << std::fixed << std::setprecision(1) << "Network: " << Name(f.rank)
+      // (Said only while others train: at the job's end the last machine training is alone.)
+      LOG_IF(INFO, leader && rates.size() >= 2) << std::fixed << std::setprecision(1) << "Network: " << Name(f.rank)
                            << " no longer lags (" << f.iter_per_s << " iter/s, median " << median_ << ")";
     }
   }
