@@ -343,7 +343,7 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
   if (options_.extra_stats && talk) {
     std::istringstream lines(options_.extra_stats());  // one log line each
     for (std::string line; std::getline(lines, line);)
-      if (!line.empty()) LOG_IF(INFO, talk) << line;
+      if (!line.empty()) LOG(INFO) << line;
   }
   if (options_.stats) {
     fig.iter = iter_;

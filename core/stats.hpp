@@ -82,19 +82,27 @@ struct NetworkFigures {
   int64_t global_iter = 0;
   bool quorum = true;                      // this machine reaches a majority of the job
   uint32_t owned = 0, chunks = 0;          // chunks this machine masters, of all
-  double sweeps_per_s = 0;                 // per destination
+  double sweeps_per_s = 0;                 // per destination (a machine, or the group)
   double gbit_out = 0, gbit_in = 0;        // payload, over the last second
-  uint64_t bytes_sent = 0, bytes_received = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;  // payload
   uint64_t messages_sent = 0;
-  uint64_t sweeps = 0, positions_sent = 0, deltas_applied = 0, positions_answered = 0;
+  uint64_t sweeps = 0;                     // of this machine's masters (all destinations)
+  uint64_t positions_sent = 0, deltas_applied = 0, positions_answered = 0;
   uint64_t unanswered = 0;                 // positions whose delta did not come in time
-  uint64_t lost = 0;                       // frames dropped on the way or refused as corrupt
-  uint64_t foreign = 0;                    // another job's frames, or from outside the job
-  uint64_t refused_mac = 0, refused_value = 0, malformed = 0, kernel_dropped = 0;
+  uint64_t lost = 0;                       // frames dropped on the way (injected) or refused as corrupt
+  uint64_t foreign = 0;                    // frames of another job, or from an address not in the job
+  uint64_t refused_mac = 0;                // frames whose MAC failed (another --job-key, or a forgery)
+  uint64_t refused_value = 0;              // deltas and positions refused by value (non-finite, absurd)
+  uint64_t malformed = 0;                  // datagrams that are no frame of ours, or no sync message
+  uint64_t kernel_dropped = 0;             // datagrams the kernel dropped before this machine read them
   uint64_t control_refused = 0;            // control messages refused (all reasons)
-  uint64_t stale = 0;                      // positions and deltas dropped as not current
-  uint64_t reshares = 0, recoveries = 0;
-  double weight = 0;                       // mean weight of the deltas applied
+  // Positions and deltas dropped as not current: duplicates, answers too late or to an earlier
+  // master, positions overtaken or of an earlier master, from a machine that does not own the
+  // chunk, or not of the codec (ordinary in small numbers; replays of another run show here)
+  uint64_t stale = 0;
+  uint64_t reshares = 0;                   // ownership changes
+  uint64_t recoveries = 0;                 // times this machine re-took the weights after its copy went non-finite
+  double weight = 0;                       // mean weight of the deltas applied (SegmentRule)
   double staleness = 0;                    // mean, global iterations
   uint64_t staleness_max = 0;
   uint64_t svb_bytes_sent = 0;             // --svb: factor bytes sent

@@ -53,19 +53,19 @@ void Accumulate(MasterEndpoint::Stats& sum, const MasterEndpoint::Stats& s) {
 std::string RefusedText(const NetJobStats& s) {
   std::ostringstream os;
   uint64_t control = 0;
-  for (uint64_t c : s.control_refused) control += c;
+  for (uint64_t c : s.control_refusals) control += c;
   os << s.foreign << " foreign, " << s.refused_mac << " bad MAC, " << s.malformed << " malformed, " << control << " control";
   if (control) {
     os << " (";
     const char* sep = "";
-    for (size_t i = 0; i < std::size(s.control_refused); ++i) {
-      if (!s.control_refused[i]) continue;
-      os << sep << s.control_refused[i] << " " << ControlRefusalName(static_cast<ControlRefusal>(i));
+    for (size_t i = 0; i < std::size(s.control_refusals); ++i) {
+      if (!s.control_refusals[i]) continue;
+      os << sep << s.control_refusals[i] << " " << ControlRefusalName(static_cast<ControlRefusal>(i));
       sep = ", ";
     }
     os << ")";
   }
-  os << ", " << s.refused << " by value, " << s.stale << " stale data";
+  os << ", " << s.refused_value << " by value, " << s.stale << " stale data";
   if (s.clock_clamped) os << ", " << s.clock_clamped << " clocks clamped";
   if (s.kernel_dropped) os << "; " << s.kernel_dropped << " datagrams dropped by the kernel (receive buffer full)";
   return os.str();
@@ -417,7 +417,7 @@ void NetJob::Finish() {
   if (!g_) return;
   Figures(/*report=*/false);  // the last figures (the daemon has stopped: this thread may)
   const NetJobStats s = stats();
-  if (stats_) stats_->OnNetwork(Report(s));
+  if (stats_) stats_->OnNetwork(s);
   if (!opt_.log) return;
   // What this machine did over the whole job, for the log (and tools that read it).
   const int64_t mine = LocalIterations();
@@ -1060,8 +1060,7 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
   }
   if (rates) Stragglers(s);
   for (NetPeerFigures& f : s->peers) f.straggler = lags_.size() > static_cast<size_t>(f.rank) && lags_[f.rank];
-  s->median_iter_per_s = figures_.median_iter_per_s;
-  if (rates) s->median_iter_per_s = median_;
+  s->median_iter_per_s = median_;  // of the last window
 }
 
 bool NetJob::Training(int r) const {
@@ -1144,7 +1143,7 @@ void NetJob::EndpointFigures(NetJobStats* s) const {
   s->staleness = all.deltas_applied ? static_cast<double>(all.staleness_sum) / all.deltas_applied : 0;
   const SlaveEndpoint::Stats slave = slave_ ? slave_->stats() : SlaveEndpoint::Stats{};
   s->positions_answered = slave.positions_applied;
-  s->refused = all.refused_nonfinite + all.refused_absurd + slave.positions_refused;
+  s->refused_value = all.refused_nonfinite + all.refused_absurd + slave.positions_refused;
   s->stale = all.deltas_duplicate + all.deltas_too_old + all.deltas_other_epoch + all.malformed + slave.positions_stale +
              slave.positions_foreign + slave.malformed;
   s->weight = all.deltas_applied ? all.weight_milli / 1000.0 / static_cast<double>(all.deltas_applied) : 0;
@@ -1160,11 +1159,13 @@ void NetJob::Figures(bool report) {
   const bool rates = lapse >= 1.0 || figures_chunks_ == 0;
   if (rates) last_figures_ = now;
   NetJobStats s;
+  s.machine = opt_.rank;
   s.leader = members_.leader();
   s.global_iter = g_ ? g_->shared().iter.load() : 0;
   PeerFigures(&s, lapse, rates);
   EndpointFigures(&s);
   s.recoveries = recoveries_;
+  if (svb_) s.svb_bytes_sent = svb_->figures().bytes_sent;
   const TransportCounters tc = t_->counters();
   const Losses losses = LossesOf(tc, t_->malformed());
   s.lost = losses.lost;
@@ -1172,10 +1173,11 @@ void NetJob::Figures(bool report) {
   s.refused_mac = losses.mac;
   s.malformed = losses.malformed;
   s.kernel_dropped = losses.kernel;
-  std::copy(control_.refusals(), control_.refusals() + std::size(s.control_refused), s.control_refused);
+  std::copy(control_.refusals(), control_.refusals() + std::size(s.control_refusals), s.control_refusals);
+  for (uint64_t n : s.control_refusals) s.control_refused += n;
   s.clock_clamped = control_.clamped();
   s.quorum = members_.quorum();
-  s.sent = tc.sent;
+  s.messages_sent = tc.sent;
   s.bytes_sent = tc.bytes_sent;
   s.bytes_received = tc.bytes_received;
   figures_chunks_ = s.chunks;
@@ -1196,45 +1198,7 @@ void NetJob::Figures(bool report) {
   }
   figures_ = s;
   lock.unlock();
-  if (stats_ && rates && report) stats_->OnNetwork(Report(s));
-}
-
-NetworkFigures NetJob::Report(const NetJobStats& s) const {
-  NetworkFigures f;
-  f.machine = opt_.rank;
-  f.leader = s.leader;
-  f.global_iter = s.global_iter;
-  f.quorum = s.quorum;
-  f.owned = s.owned;
-  f.chunks = s.chunks;
-  f.sweeps_per_s = s.sweeps_per_s;
-  f.gbit_out = s.gbit_out;
-  f.gbit_in = s.gbit_in;
-  f.bytes_sent = s.bytes_sent;
-  f.bytes_received = s.bytes_received;
-  f.messages_sent = s.sent;
-  f.sweeps = s.sweeps;
-  f.positions_sent = s.positions_sent;
-  f.deltas_applied = s.deltas_applied;
-  f.positions_answered = s.positions_answered;
-  f.unanswered = s.unanswered;
-  f.lost = s.lost;
-  f.foreign = s.foreign;
-  f.refused_mac = s.refused_mac;
-  f.refused_value = s.refused;
-  f.malformed = s.malformed;
-  f.kernel_dropped = s.kernel_dropped;
-  for (uint64_t n : s.control_refused) f.control_refused += n;
-  f.stale = s.stale;
-  f.reshares = s.reshares;
-  f.recoveries = s.recoveries;
-  f.weight = s.weight;
-  f.staleness = s.staleness;
-  f.staleness_max = s.staleness_max;
-  if (svb_) f.svb_bytes_sent = svb_->figures().bytes_sent;
-  f.median_iter_per_s = s.median_iter_per_s;
-  f.peers = s.peers;
-  return f;
+  if (stats_ && rates && report) stats_->OnNetwork(s);
 }
 
 void NetJob::set_stats(std::shared_ptr<StatsSink> sink) {
@@ -1259,7 +1223,7 @@ std::string NetJob::Line() const {
   }
   os << std::setprecision(1) << "; " << s.sweeps_per_s << " sweeps/s, " << std::setprecision(3) << s.gbit_out
      << "/" << s.gbit_in << " Gbit/s out/in, " << s.lost << " frames lost ("
-     << std::setprecision(2) << (s.sent ? 100.0 * s.lost / s.sent : 0.0) << "% of sent), " << s.unanswered
+     << std::setprecision(2) << (s.messages_sent ? 100.0 * s.lost / s.messages_sent : 0.0) << "% of sent), " << s.unanswered
      << " positions unanswered in time, staleness " << std::setprecision(0) << s.staleness << " it (max "
      << s.staleness_max << "), weight " << std::setprecision(2) << s.weight << ", " << s.reshares << " re-shares; refused: "
      << RefusedText(s);

@@ -227,36 +227,11 @@ using NetPeerFigures = PeerNetFigures;
 // is named a straggler.
 inline constexpr int kStragglerSeconds = 2;
 
-struct NetJobStats {
-  int leader = 0;
-  int64_t global_iter = 0;
-  std::vector<NetPeerFigures> peers;
-  uint64_t sweeps = 0;             // of this machine's masters (all destinations)
-  double sweeps_per_s = 0;         // per destination (a machine, or the group)
-  double gbit_out = 0, gbit_in = 0;  // payload, over the last second
-  uint64_t positions_sent = 0, deltas_applied = 0, unanswered = 0, positions_answered = 0;
-  uint64_t lost = 0;               // frames dropped on the way (injected) or refused as corrupt
-  uint64_t foreign = 0;            // frames of another job, or from an address not in the job, refused
-  uint64_t sent = 0;               // messages this machine sent
-  uint64_t bytes_sent = 0, bytes_received = 0;  // payload
-  uint64_t reshares = 0;           // ownership changes
-  uint64_t refused = 0;            // deltas and positions refused by value (non-finite, absurd)
-  uint64_t refused_mac = 0;        // frames whose MAC failed (another --job-key, or a forgery)
-  uint64_t malformed = 0;          // datagrams that are no frame of ours (short, magic, version, length, header), or no sync message
-  uint64_t kernel_dropped = 0;     // datagrams the kernel dropped before this machine read them
-  uint64_t control_refused[static_cast<size_t>(ControlRefusal::kCount)] = {};
+// A machine's figures (core/stats.hpp's NetworkFigures, which its stats sink receives) and the
+// control messages it refused, by reason.
+struct NetJobStats : NetworkFigures {
+  uint64_t control_refusals[static_cast<size_t>(ControlRefusal::kCount)] = {};
   uint64_t clock_clamped = 0;      // control messages whose clock jumped beyond what its sender could have run
-  // Positions and deltas dropped as not current: duplicates, answers too late or to an earlier
-  // master, positions overtaken or of an earlier master, from a machine that does not own the
-  // chunk, or not of the codec (ordinary in small numbers; replays of another run show here)
-  uint64_t stale = 0;
-  bool quorum = true;              // this machine reaches a majority of the job
-  double weight = 0;               // mean weight of the deltas applied (SegmentRule)
-  uint64_t recoveries = 0;         // times this machine re-took the weights after its copy went non-finite
-  uint32_t owned = 0, chunks = 0;  // chunks this machine masters, of all
-  double staleness = 0;            // mean iterations between a delta's base and its applying
-  double median_iter_per_s = 0;    // of the machines training, last window (stragglers: below a fraction)
-  uint64_t staleness_max = 0;
 };
 
 class SvbLink;

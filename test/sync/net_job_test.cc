@@ -650,7 +650,7 @@ TEST_F(NetJobTest, FramesFromAnAddressNotInTheJobAreRefusedWhateverTheyClaim) {
   for (int r = 0; r < kMachines; ++r) {
     const NetJobStats s = m_[r].job->stats();
     EXPECT_GT(s.foreign, 0u) << "machine " << r << ": the stranger's frames were not counted";
-    EXPECT_EQ(s.refused, 0u) << "machine " << r << ": a NaN value reached the segment";
+    EXPECT_EQ(s.refused_value, 0u) << "machine " << r << ": a NaN value reached the segment";
     for (float x : m_[r].w) ASSERT_TRUE(std::isfinite(x)) << "machine " << r;
   }
   FinishAll();
@@ -734,7 +734,7 @@ class HandPlayed {
     h.length = static_cast<uint32_t>(v.size() * sizeof(float));
     return test::Forger::Seal(fmt, h, v.data());
   }
-  uint64_t Refused(ControlRefusal r) const { return job->stats().control_refused[static_cast<size_t>(r)]; }
+  uint64_t Refused(ControlRefusal r) const { return job->stats().control_refusals[static_cast<size_t>(r)]; }
   // Machine 0's nonce, read off the control messages it sends machine 1 (0: none came).
   uint64_t MachineZeroNonce() {
     for (int tries = 0; tries < 50; ++tries)
