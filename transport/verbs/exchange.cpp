@@ -91,6 +91,10 @@ std::vector<VerbsAddress> ExchangeVerbsAddresses(Transport& t, uint32_t ranks, c
     t.Flush();
   };
   auto sleep_on_wire = [&](std::chrono::milliseconds ms) {
+    // A wait computed from a time already past is none: poll(2) takes a negative timeout as
+    // "forever", and a rank whose HELLO fell due while it was busy (or descheduled) then slept
+    // until a datagram came, which after the others' linger is never.
+    ms = std::max(ms, std::chrono::milliseconds(0));
     if (const int fd = t.wait_fd(); fd >= 0) {
       pollfd p{fd, POLLIN, 0};
       poll(&p, 1, static_cast<int>(ms.count()));

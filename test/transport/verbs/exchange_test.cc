@@ -8,7 +8,13 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -110,6 +116,60 @@ TEST(VerbsExchange, ARankThatNeverComesIsNamed) {
   EXPECT_EQ(e.find("host1"), std::string::npos) << "rank 1 answered: " << e;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   EXPECT_NE(other_error.find("'verbs://host2:7000'"), std::string::npos) << other_error;
+}
+
+// A bootstrap whose every Poll takes a few milliseconds (a loaded host, a rank descheduled):
+// the next HELLO falls due while the rank is busy, and the wait computed from it is past.
+class SlowPoll : public Transport {
+ public:
+  explicit SlowPoll(std::unique_ptr<Transport> t) : t_(std::move(t)) {}
+  PeerId self() const override { return t_->self(); }
+  Caps caps() const override { return t_->caps(); }
+  std::byte* AcquireSend() override { return t_->AcquireSend(); }
+  void CommitSend(Dest to, uint32_t length) override { t_->CommitSend(to, length); }
+  void Flush() override { t_->Flush(); }
+  size_t Poll(Packet* out, size_t max) override {
+    std::this_thread::sleep_for(5ms);
+    return t_->Poll(out, max);
+  }
+  void Release(size_t n) override { t_->Release(n); }
+  int wait_fd() const override { return t_->wait_fd(); }
+
+ private:
+  std::unique_ptr<Transport> t_;
+};
+
+// Rank 1 comes, rank 2 never does, and rank 0's bootstrap is slow (HELLOs due every 1 ms): its
+// exchange still ends in one line within its timeout. (It used to wait in poll(2) with a
+// negative timeout, that is forever, once rank 1 had given up and gone quiet.)
+TEST(VerbsExchange, ASlowRankStillEndsWithinItsTimeout) {
+  auto udp = Bootstraps(3);
+  const uint16_t port0 = udp[0]->port();
+  SlowPoll slow(std::move(udp[0]));
+  std::mt19937 rng(TestSeed());
+  VerbsExchangeOptions o;
+  o.timeout = 300ms;
+  o.resend = 1ms;
+  std::thread one([&] {
+    try {
+      ExchangeVerbsAddresses(*udp[1], 3, RandomAddress(rng), o);
+    } catch (const std::exception&) {  // (rank 2 never came: expected)
+    }
+  });
+  auto ended = std::async(std::launch::async, [&] { return ErrorOf([&] { ExchangeVerbsAddresses(slow, 3, VerbsAddress{}, o); }); });
+  const bool in_time = ended.wait_for(5s) == std::future_status::ready;
+  EXPECT_TRUE(in_time) << "rank 0 still waits 5 s into an exchange with a timeout of 0.3 s";
+  one.join();
+  while (ended.wait_for(10ms) != std::future_status::ready) {  // wake a rank stuck in poll(2), to end the test
+    const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port0);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)!sendto(fd, "x", 1, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+    close(fd);
+  }
+  EXPECT_NE(ended.get().find("no answer within 0.3 s"), std::string::npos);
 }
 
 TEST(VerbsExchange, AMalformedAddressIsOneLine) {
