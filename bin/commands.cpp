@@ -84,6 +84,9 @@ Specs NetJobFlags() {
        "the interface or RDMA device (default: the entry's iface=; verbs: the first device, port 1)"},
       {"job", "NAME", "", "the job's name; jobs on one wire tell each other apart by it (default: the list)"},
       {"job-key", "FILE", "", "a keyed MAC on every frame, with the key in FILE (default: none)"},
+      {"join", "", "",
+       "a new machine joins the running job: --peers is the others' list plus this machine's entry, last "
+       "(udp, with the job's --job-key)"},
       {"loss", "P", "", "drop this fraction of the data messages, to see how a job takes it (default: 0)"},
       {"sweep_ms", "MS", std::to_string(n.sweep_ms), "a master sweeps its chunks at most once per MS"},
       {"sweeps_per_iter", "N", std::to_string(n.sweeps_per_iter),

@@ -105,9 +105,26 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   const int forced = f.has("rank") ? static_cast<int>(f.get_int("rank", -1, 0, kNoPeer - 1)) : -1;
   const SelfRank self = FindSelf(list, ReadLocalAddresses(), LauncherEnv(), forced);
   if (mine) *mine = list.peers[self.rank];
+  // --join: the others' list is this one without this machine's entry (the last); the job's
+  // settings are theirs, for that many machines.
+  const bool join = f.has("join");
+  const int listed = static_cast<int>(list.peers.size());
+  if (join) {
+    HS_REQUIRE(list.scheme == PeerScheme::kUdp)
+        << "--join: only udp:// can take a new machine into a running job (raw and verbs know their machines at the start)";
+    HS_REQUIRE(f.has("job-key")) << "--join needs the job's --job-key: the others admit a new machine only on frames "
+                                    "sealed with it";
+    HS_REQUIRE(listed >= 2 && self.rank == listed - 1)
+        << "--join: this machine's entry must be the last of --peers (the others' list, then its own); it is entry "
+        << self.rank << " of " << listed;
+    HS_REQUIRE(f.has("job") || peers.find(',') != std::string::npos)
+        << "--join with --peers=@FILE needs the job's --job";
+  }
+  const int job_machines = join ? listed - 1 : listed;
   PeerOpenOptions o;
-  // Jobs on one wire tell each other apart by a number from --job (default: the list itself).
-  const std::string job = f.get("job", peers);
+  // Jobs on one wire tell each other apart by a number from --job (default: the list itself;
+  // a new machine's list without its own entry).
+  const std::string job = f.get("job", join ? peers.substr(0, peers.rfind(',')) : peers);
   const uint64_t id = JobIdOf(job);
   o.job = id;
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
@@ -132,6 +149,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   NetJobOptions n;
   n.rank = self.rank;
   n.machines = static_cast<int>(list.peers.size());
+  n.job_machines = job_machines;
   for (int r = 0; r < n.machines; ++r) n.names.push_back(PeerName(list, r));
   n.multicast = !o.multicast.empty();
   n.chunk_at_params = f.has("chunk_at_params");
@@ -145,11 +163,13 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   // (gsp's machines take each other's deltas whole at equal pace: GspWeightScale. easgd's take
   // each other's pulls by 1 / staleness: a share of the centre moves by about twice its own
   // machine's pull, as the centre of synchronous easgd does at alpha = 1/2; see EasgdSpeed)
-  const float scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(n.machines) : 1.f;
+  HS_REQUIRE(!join || (!rounds && !f.has("svb")))
+      << "--join: a job under bsp or gsp, or with --svb, cannot take a new machine (every machine's part is fixed)";
+  const float scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(job_machines) : 1.f;
   const bool added = !rounds && policy.kind != Policy::Kind::kEasgd;  // deltas added: share and local offered
-  ParseAggregate(aggregate, rounds ? 1 : n.machines, &n.rule, scale, added ? &n.share_speed : nullptr, &solver,
+  ParseAggregate(aggregate, rounds ? 1 : job_machines, &n.rule, scale, added ? &n.share_speed : nullptr, &solver,
                  added ? &n.local_speed : nullptr);
-  if (n.machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);
+  if (job_machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
   n.sweeps_per_iter = static_cast<uint32_t>(f.int_in("sweeps_per_iter", 0, 1000));
@@ -172,7 +192,11 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
     list_text += '\n';
     list_text += PeerName(list, r);
   }
-  n.agree[kAgreePeers] = Digest64(list_text);
+  // (A new machine's list is the others' plus its own entry: it asserts none; its frames are
+  // sealed with the job's key.)
+  n.agree[kAgreePeers] = join ? 0 : Digest64(list_text);
+  // A new machine is admitted only on frames sealed with the job's key.
+  n.admit = f.has("job-key");
   std::ostringstream settings;
   settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"
            << aggregate << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
@@ -180,7 +204,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
            << ";" << n.rule.cool_until << ";" << n.local_speed;  // the aggregation as resolved (its defaults follow the run's length)
   n.agree[kAgreeSettings] = Digest64(settings.str());
   LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "
-            << PeerName(list, n.rank) << " (" << self.how << ")";
+            << PeerName(list, n.rank) << " (" << self.how << ")"
+            << (join ? "; it joins the running job as a new machine" : "");
   return std::make_unique<NetJob>(std::move(t), std::move(n));
 }
 

@@ -58,6 +58,12 @@ class Context {
   using Takeover = std::function<std::vector<std::pair<double, double>>()>;
   const Takeover& data_takeover() const { return data_takeover_; }
   void set_data_takeover(Takeover f) { data_takeover_ = std::move(f); }
+  // With a partition: its [begin, begin + length) asked anew at the start of every round, from
+  // the reader's thread (a job whose machines change cuts the data anew). Unset: the one given
+  // to set_data_partition, always.
+  using Repartition = std::function<std::pair<double, double>()>;
+  const Repartition& data_repartition() const { return data_repartition_; }
+  void set_data_repartition(Repartition f) { data_repartition_ = std::move(f); }
 
   // The CUDA stream of this context, created on first use (void* keeps CUDA out of this
   // header).
@@ -77,6 +83,7 @@ class Context {
   double data_shard_ = 0;
   double data_part_ = 0;
   Takeover data_takeover_;
+  Repartition data_repartition_;
   std::mt19937 rng_;
   void* gpu_handles_ = nullptr;
   void (*destroy_gpu_handles_)(void*) = nullptr;

@@ -13,8 +13,10 @@
 
 namespace hogstream {
 
-// What a caller (signal handler, supervisor) asks the solver to do between iterations.
-enum class SolverAction { NONE, STOP, SNAPSHOT };
+// What a caller (signal handler, supervisor) asks the solver to do between iterations. LEAVE:
+// this machine leaves a job across machines on notice (its progress and chunks handed to the
+// others); the job goes on.
+enum class SolverAction { NONE, STOP, SNAPSHOT, LEAVE };
 
 class Group {
  public:

@@ -12,7 +12,7 @@
 namespace hogstream {
 
 namespace {
-std::atomic<int> g_stop_pending{0}, g_snapshot_pending{0};
+std::atomic<int> g_stop_pending{0}, g_snapshot_pending{0}, g_leave_pending{0};
 std::atomic<int> g_on_int{static_cast<int>(SolverAction::STOP)};
 std::atomic<int> g_on_hup{static_cast<int>(SolverAction::SNAPSHOT)};
 
@@ -29,6 +29,7 @@ sigset_t TrainingSignals() {
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
+  sigaddset(&set, SIGUSR1);
   return set;
 }
 
@@ -39,6 +40,11 @@ void WaitForSignals() {
   while (true) {
     int sig = 0;
     if (sigwait(&set, &sig) != 0) continue;
+    if (sig == SIGUSR1) {
+      LOG(INFO) << "SIGUSR1 received: this machine leaves the job on notice";
+      g_leave_pending.store(1);
+      continue;
+    }
     const auto effect = static_cast<SolverAction>((sig == SIGHUP ? g_on_hup : g_on_int).load());
     const char* name = sig == SIGHUP ? "SIGHUP" : sig == SIGINT ? "SIGINT" : "SIGTERM";
     if (effect == SolverAction::STOP) {
@@ -73,6 +79,7 @@ std::function<SolverAction()> InstallSignalActions(const std::string& sigint_eff
     if (g_stop_pending.exchange(0)) return SolverAction::STOP;
     // Requests that arrive within one iteration coalesce into one snapshot.
     if (g_snapshot_pending.exchange(0)) return SolverAction::SNAPSHOT;
+    if (g_leave_pending.exchange(0)) return SolverAction::LEAVE;
     return SolverAction::NONE;
   };
 }

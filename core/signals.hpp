@@ -1,6 +1,7 @@
 // Signals of a training process: SIGINT, SIGTERM and SIGHUP become requests that solvers poll
 // between iterations (stop, snapshot, or nothing, per --sigint_effect / --sighup_effect;
-// SIGTERM, what batch schedulers send first, takes SIGINT's effect).
+// SIGTERM, what batch schedulers send first, takes SIGINT's effect); SIGUSR1 asks one machine
+// of a job across machines to leave it on notice (SolverAction::LEAVE; the job goes on).
 //
 // No compute thread ever runs a signal handler: the signals are blocked in the thread that
 // installs them — which must be main, before any other thread starts, so every thread inherits

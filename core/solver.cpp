@@ -374,6 +374,10 @@ void Solver::Step(int iters) {
 SolverAction Solver::PollAction() {
   const SolverAction a = options_.action ? options_.action() : SolverAction::NONE;
   Group* g = options_.group;
+  if (!g && a == SolverAction::LEAVE) {
+    LOG_IF(WARNING, options_.log) << "SIGUSR1 (leave on notice) is for one machine of a job across machines (--peers): ignored";
+    return SolverAction::NONE;
+  }
   if (!g) return a;
   // A request this process received goes to the group, whichever solver took it; the leader
   // (perhaps in another process) acts on it.

@@ -66,6 +66,7 @@ struct PeerNetFigures {
   std::string name;                        // as the peer list names it
   bool self = false, live = false, ready = false, leader = false;
   bool straggler = false;                  // its rate lags the job's median (NetJobOptions::straggler)
+  bool left = false;                       // it left the job on notice (not live, and not dead)
   int64_t iterations = 0;                  // its solvers' iterations (this incarnation)
   double iter_per_s = 0;                   // over the last second
   // Its deltas to the chunks this machine masters (none for itself):

@@ -119,7 +119,8 @@ struct DataLayer::Source {
   // Reader thread body: skip to this solver's shard and past rand_skip, then fill slots until
   // stopped or failed.
   void Read(const DataTransformer& transformer, std::vector<int> datum_shape,
-            std::vector<int> item_shape, uint32_t skip, double shard, double part, Context::Takeover takeover) {
+            std::vector<int> item_shape, uint32_t skip, double shard, double part, Context::Takeover takeover,
+            Context::Repartition repartition) {
     std::string where;  // the record being read, for messages
     try {
       // A partition: records [first, first + count), then back to `first` (the cursor wraps at
@@ -129,19 +130,26 @@ struct DataLayer::Source {
       const auto at = [size](double f) { return static_cast<size_t>(f * static_cast<double>(size) + 1e-7); };
       const size_t first = at(shard) % std::max<size_t>(size, 1);
       const size_t count = part > 0 ? std::clamp<size_t>(at(shard + part) - at(shard), 1, size) : 0;
-      // A round: the partition, then the ranges taken over (asked anew each round); each leg
-      // is (first record, records).
+      // A round: the partition (asked anew each round where it may change), then the ranges
+      // taken over (asked anew each round); each leg is (first record, records).
+      const auto range = [&](double b, double len) {
+        return std::pair<size_t, size_t>(at(b) % size, std::clamp<size_t>(at(b + len) - at(b), 1, size));
+      };
       const auto legs = [&] {
         std::vector<std::pair<size_t, size_t>> plan = {{first, count}};
+        if (repartition) {
+          const auto [b, len] = repartition();
+          plan[0] = range(b, len);
+        }
         if (takeover)
-          for (const auto& [b, len] : takeover())
-            plan.emplace_back(at(b) % size, std::clamp<size_t>(at(b + len) - at(b), 1, size));
+          for (const auto& [b, len] : takeover()) plan.push_back(range(b, len));
         return plan;
       };
       std::vector<std::pair<size_t, size_t>> plan;
       if (count) plan = legs();
-      size_t leg = 0, in_leg = 0, pos = first;  // pos: the record the cursor is at
-      for (size_t n = first; n > 0; --n) cursor->Next();
+      const size_t start = count ? plan[0].first : first;
+      size_t leg = 0, in_leg = 0, pos = start;  // pos: the record the cursor is at
+      for (size_t n = start; n > 0; --n) cursor->Next();
       if (skip > 0 && count == 0) {  // (a partition is read whole, from its start)
         for (uint32_t n = std::uniform_int_distribution<uint32_t>(0, skip - 1)(rng); n > 0; --n)
           cursor->Next();
@@ -319,7 +327,8 @@ void DataLayer::StartReaders() {
     src->thread = std::thread(&Source::Read, src, std::cref(*transformer_), datum_shape_, item_shape_,
                               rand_skip_, Context::Get().data_shard(),
                               phase_ == pb::TRAIN ? Context::Get().data_part() : 0.0,
-                              phase_ == pb::TRAIN ? Context::Get().data_takeover() : Context::Takeover{});
+                              phase_ == pb::TRAIN ? Context::Get().data_takeover() : Context::Takeover{},
+                              phase_ == pb::TRAIN ? Context::Get().data_repartition() : Context::Repartition{});
   }
   cursors_.clear();
 }

@@ -60,6 +60,7 @@ class PrometheusSink : public StatsSink {
         peer_ready_(Gauge("hogstream_peer_ready", "1: the machine has the weights and trains")),
         peer_leads_(Gauge("hogstream_peer_leader", "1: the machine leads the job")),
         peer_lags_(Gauge("hogstream_peer_straggler", "1: the machine's rate lags the median of those training (--straggler)")),
+        peer_left_(Gauge("hogstream_peer_left", "1: the machine left the job on notice (SIGUSR1), its chunks handed over")),
         peer_iter_(Gauge("hogstream_peer_iterations", "the machine's solvers' iterations (this incarnation)")),
         peer_rate_(Gauge("hogstream_peer_iterations_per_second", "the machine's solvers' rate, last second")),
         peer_deltas_(Counter("hogstream_peer_deltas_applied_total", "its deltas this machine's masters applied")),
@@ -154,6 +155,7 @@ class PrometheusSink : public StatsSink {
       peer_ready_.Add(l).Set(p.ready ? 1 : 0);
       peer_leads_.Add(l).Set(p.leader ? 1 : 0);
       peer_lags_.Add(l).Set(p.straggler ? 1 : 0);
+      peer_left_.Add(l).Set(p.left ? 1 : 0);
       peer_iter_.Add(l).Set(static_cast<double>(p.iterations));
       peer_rate_.Add(l).Set(p.iter_per_s);
       if (p.self) continue;  // its own deltas go to no master of its own
@@ -219,7 +221,7 @@ class PrometheusSink : public StatsSink {
   pm::Family<pm::Gauge>&seg_rate_, &leads_;
   std::map<std::string, pm::Family<pm::Gauge>*> named_gauges_;
   std::map<std::string, pm::Family<pm::Counter>*> named_counters_;
-  pm::Family<pm::Gauge>&peer_up_, &peer_ready_, &peer_leads_, &peer_lags_, &peer_iter_, &peer_rate_;
+  pm::Family<pm::Gauge>&peer_up_, &peer_ready_, &peer_leads_, &peer_lags_, &peer_left_, &peer_iter_, &peer_rate_;
   pm::Family<pm::Counter>&peer_deltas_, &peer_refused_;
   pm::Family<pm::Histogram>& peer_stale_;
   std::map<int, SegmentTotals> last_;

@@ -85,7 +85,8 @@ std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time
     Json staleness = Json::array();
     for (uint64_t n : p.staleness) staleness.push_back(n);
     peers.push_back({{"rank", p.rank}, {"name", p.name}, {"self", p.self}, {"live", p.live}, {"ready", p.ready},
-                     {"leader", p.leader}, {"straggler", p.straggler}, {"iterations", p.iterations},
+                     {"leader", p.leader}, {"straggler", p.straggler}, {"left", p.left},
+                     {"iterations", p.iterations},
                      {"iter_per_s", Number(p.iter_per_s)},
                      {"deltas_applied", p.deltas_applied}, {"refused", p.refused},
                      {"staleness_mean", Number(p.deltas_applied ? double(p.staleness_sum) / double(p.deltas_applied) : 0)},

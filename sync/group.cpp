@@ -91,6 +91,7 @@ void SharedGroup::EndJob() {
 }
 
 void SharedGroup::Request(SolverAction a) {
+  if (a == SolverAction::LEAVE) return AskLeave();
   if (a == SolverAction::SNAPSHOT) g_->snapshot_requests.fetch_add(1);
   if (a == SolverAction::STOP) {
     g_->stop_requested.store(1);
@@ -114,6 +115,10 @@ Group::End SharedGroup::Finish(int rank) {
   End end = End::kTakeFinal;
   WaitUntil(
       [&] {
+        if (LeftJob()) {  // this machine left the job on notice: its end is not this one's
+          end = End::kFollow;
+          return true;
+        }
         if (Leads(rank)) return true;
         if (g_->job_done.load()) {
           // The leader on another machine could not write the final snapshot: this machine's
@@ -145,6 +150,12 @@ void SharedGroup::Ended(bool ok) {
   if (!ok) OnFinalFailed();  // before job_done: the others keep their copies then
   g_->job_done.store(1);
   Changed();
+}
+
+void SharedGroup::AskLeave() {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    LOG_IF(WARNING, log_) << "SIGUSR1 (leave on notice) is for one machine of a job across machines (--peers): ignored";
 }
 
 void SharedGroup::Changed() {
@@ -192,6 +203,16 @@ void MachineGroup::ReleaseFinal() {
 }
 
 void MachineGroup::SetFailedElsewhere() { final_failed_.store(1); }
+
+void MachineGroup::AskLeave() {
+  leave_asked_.store(1);
+  Changed();
+}
+
+void MachineGroup::SetLeaving() {
+  leaving_.store(1);
+  Stop();
+}
 
 void MachineGroup::AwaitDrain() {
   WaitUntil([&] { return !holding_final(); }, Clock::time_point::max());

@@ -97,6 +97,11 @@ class SharedGroup : public Group {
  protected:
   // This machine leads the job (alone: always).
   virtual bool MachineLeads() const { return true; }
+  // A request to leave on notice (LEAVE): only a machine of a job across machines can (alone:
+  // a warning, once).
+  virtual void AskLeave();
+  // This machine left the job on notice: its solvers return without waiting for its end.
+  virtual bool LeftJob() const { return false; }
   // Returns once the other machines' last deltas are in these weights (alone: at once).
   virtual void AwaitDrain() {}
   // The leader's final snapshot failed on another machine (alone: never).
@@ -126,6 +131,10 @@ class MachineGroup : public SharedGroup {
   void ReleaseFinal();
   // The leader (elsewhere) could not write the final snapshot: call before EndJob.
   void SetFailedElsewhere();
+  // This machine leaves on notice (after leave_asked): its solvers stop after their iteration
+  // and return (Finish: kFollow); the job goes on without it.
+  void SetLeaving();
+  void ForgetLeave() { leave_asked_.store(0); }  // a request that cannot be met (said why)
 
   // --- Read by the daemon and tests.
   bool leads() const { return leads_.load() != 0; }
@@ -133,18 +142,24 @@ class MachineGroup : public SharedGroup {
   bool holding_final() const { return hold_final_.load() != 0; }
   // This machine's (leading) final snapshot failed, or the leader's elsewhere did.
   bool final_failed() const { return final_failed_.load() != 0; }
+  // A leave on notice was asked (SIGUSR1 on this machine).
+  bool leave_asked() const { return leave_asked_.load() != 0; }
+  bool leaving() const { return leaving_.load() != 0; }
 
  protected:
   bool MachineLeads() const override { return leads(); }
   void AwaitDrain() override;
   bool FailedElsewhere() const override { return final_failed(); }
   void OnFinalFailed() override { final_failed_.store(1); }
+  void AskLeave() override;
+  bool LeftJob() const override { return leaving(); }
 
  private:
   std::atomic<int32_t> leads_{1};
   std::atomic<int32_t> hold_final_{0};
   std::atomic<int32_t> paused_{0};
   std::atomic<int32_t> final_failed_{0};
+  std::atomic<int32_t> leave_asked_{0}, leaving_{0};
 };
 
 }  // namespace hogstream

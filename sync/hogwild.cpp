@@ -358,10 +358,16 @@ std::function<std::string()> PlaceInJob(Run& r, int i) {
     const SolverPlace place = PlaceSolver(opt.net ? opt.net->rank() : 0, opt.net ? opt.net->machines() : 1, i, n);
     me.ctx->set_seed(SolverSeed(r.base_seed, place.seed_rank));
     me.ctx->set_data_partition(place.begin, place.length);
-    if (opt.net)  // a dead machine's partition is read by the others until it is back
+    if (opt.net) {  // a dead machine's partition is read by the others until it is back
       me.ctx->set_data_takeover([net = opt.net, i, n] {
         return TakenOverPartitions(net->rank(), net->machines(), i, n, net->dead_machines());
       });
+      // ... and the data is cut anew over the machines when a new one joins.
+      me.ctx->set_data_repartition([net = opt.net, i, n] {
+        const SolverPlace p = PlaceSolver(net->rank(), net->machines(), i, n);
+        return std::pair<double, double>(p.begin, p.length);
+      });
+    }
   } else {
     me.ctx->set_seed(SolverSeed(r.base_seed, me.rank));
     me.ctx->set_data_shard(std::fmod(0.6180339887498949 * me.rank, 1.0));
@@ -646,7 +652,9 @@ void FinishRun(Run& r) {
     for (auto& e : r.errors) ok = ok && !e;
     const std::string failed = job->error();  // the job went on without this machine
     HS_REQUIRE(!ok || failed.empty()) << failed;
-    if (ok && !job->leads() && r.opt.log)
+    if (ok && job->left() && r.opt.log)
+      LOG(INFO) << "Left the job. (machine " << job->rank() << ", on notice; the job goes on without it)";
+    else if (ok && !job->leads() && r.opt.log)
       LOG(INFO) << "Optimization Done. (machine " << job->rank() << "; the final test and snapshot are the leader's)";
   }
   for (auto& e : r.errors)
@@ -694,7 +702,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   // (ShareMomentum).
   pb::SolverParameter param = given;
   if (opt.net && opt.net->share_speed() > 0) {
-    const std::string line = ShareMomentum(opt.net->machines(), opt.net->share_speed(), &param);
+    const std::string line = ShareMomentum(opt.net->job_machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
     LOG_IF(INFO, opt.log) << "Network: each solver clips a gradient beyond " << kShareNormGuard
                           << " times the mean of its recent norms (the machines' deltas are added whole)";
@@ -708,7 +716,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
   if (plan.local.kind == Policy::Kind::kEasgd) {  // the centre averages the copies and trails them
-    const int machines = opt.net ? opt.net->machines() : 1;
+    const int machines = opt.net ? opt.net->job_machines() : 1;
     const double weight = opt.net ? EqualPaceWeight(machines, opt.net->rule()) : 1;
     const std::string line = EasgdSpeedUp(machines * plan.n, EasgdSpeed(machines, plan.n, weight), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Sharing: " << line;

@@ -53,6 +53,12 @@ int64_t BoundClock(int64_t count, int64_t claimed, double secs, double rate, boo
 NetControlChannel::NetControlChannel(int rank, int machines, uint64_t nonce)
     : rank_(rank), machines_(machines), nonce_(nonce), fresh_(static_cast<size_t>(machines)) {}
 
+void NetControlChannel::Grow(int machines) {
+  HS_CHECK(machines >= machines_) << machines << " machines after " << machines_;
+  machines_ = machines;
+  fresh_.resize(static_cast<size_t>(machines));
+}
+
 void NetControlChannel::set_agreement(const uint64_t (&agree)[kAgreeKinds]) {
   std::copy(std::begin(agree), std::end(agree), agree_);
 }
@@ -70,6 +76,7 @@ std::pair<Header, NetControl> NetControlChannel::Round(const ControlState& s) {
   b.counter = ++counter_;
   b.flushed = s.flushed;
   b.snapshots = s.snapshots;
+  b.held = s.held;
   std::copy(std::begin(agree_), std::end(agree_), b.agree);
   return {h, b};
 }
@@ -122,6 +129,7 @@ ControlState NetControlChannel::Told(const Message& m, const NetControl& b) {
   s.view = static_cast<int64_t>(std::min<uint64_t>(m.h.seq, kMost));
   s.flushed = b.flushed;
   s.snapshots = b.snapshots;
+  s.held = b.held;
   return s;
 }
 

@@ -55,6 +55,9 @@ enum NetFlag : uint32_t {
   kNetKeep = 64,      // with kNetDone from the leader: its final snapshot failed; each machine
                       // keeps its own copy (Group::End::kKeepCopy) and ends in error
   kNetTesting = 128,  // a solver of it is in a test pass (its rate falls: not a straggler's lag)
+  kNetLeaving = 256,  // it leaves on notice: it no longer leads; its solvers stop, its progress goes
+                      // out, then its chunks' finals (MsgKind::kFinal) until every machine holds them
+  kNetLeft = 512,     // ... and it has left: the others re-share its chunks at once
 };
 
 // The control message's payload (MsgKind::kIteration; the header carries the run's first
@@ -71,9 +74,11 @@ struct NetControl {
   uint64_t counter = 0;         // the sender's control messages so far
   int64_t flushed = 0;          // its iterations whose progress has gone out (track_fresh)
   int64_t snapshots = 0;        // snapshot requests (SIGHUP) made on that machine
+  uint64_t held = 0;            // bit r: the sender holds the finals of every chunk machine r
+                                // (leaving) owns (the first 64 machines)
   uint64_t agree[kAgreeKinds] = {};
 };
-static_assert(sizeof(NetControl) == 8 * (7 + kAgreeKinds), "no padding in a wire struct");
+static_assert(sizeof(NetControl) == 8 * (8 + kAgreeKinds), "no padding in a wire struct");
 
 // 64 random bits, never 0: a run's nonce.
 uint64_t FreshNonce();
@@ -86,6 +91,7 @@ struct ControlState {
   int64_t view = 0;          // its view of the global iteration
   int64_t flushed = 0;       // its iterations whose progress has gone out (track_fresh)
   int64_t snapshots = 0;     // its own snapshot requests
+  uint64_t held = 0;         // NetControl::held
 };
 
 // What NetControlChannel::Decode made of one message.
@@ -114,6 +120,8 @@ class NetControlChannel {
   // The hashes every machine must share (0: not checked); before the first Decode.
   void set_agreement(const uint64_t (&agree)[kAgreeKinds]);
   uint64_t nonce() const { return nonce_; }
+  // A new machine joined the running job (NetJob's admission): `machines` now.
+  void Grow(int machines);
 
   // Encoding: this round's message (a new counter), the same to every machine but for the
   // echoes, which EchoTo fills for machine r before each send.

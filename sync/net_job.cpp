@@ -10,6 +10,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cstring>
 #include <limits>
 #include <cmath>
@@ -322,6 +323,8 @@ NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
       shares_(opt_.rank, opt_.machines, opt_.multicast, WallSeconds()) {
   const uint64_t nonce = control_.nonce();
   incarnation_ = static_cast<uint32_t>(nonce ^ (nonce >> 32)) | 1;
+  machines_now_.store(opt_.machines);
+  if (!opt_.job_machines) opt_.job_machines = opt_.machines;
 }
 
 NetJob::~NetJob() {
@@ -386,6 +389,7 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
   g_->HoldFinal();
   attached_at_ = Clock::now();
   g_->SetLeads(opt_.machines == 1);
+  if (opt_.admit) transport_->set_admit([this](PeerId r, const std::string& address) { return Admit(r, address); });
   thread_ = std::thread([this] { Run(); });
   while (!start_ok_.load() && !start_failed_.load()) {
     if (stop && stop()) {
@@ -408,6 +412,13 @@ void NetJob::Finish() {
   // The others hear this machine's last state a few times; the leader's "done" until every
   // live machine has said it back (a lost "done" would make one of them take over and end
   // the job again), or dead_ms.
+  // A machine leaving on notice first hands its chunks over (within the daemon's own
+  // deadlines: the drain, then dead_ms for the others to say they hold its finals).
+  if (g_ && g_->leaving()) {
+    const Clock::time_point handed = Clock::now() + std::chrono::milliseconds(opt_.drain_ms + 2 * opt_.dead_ms);
+    while (!left_.load() && !all_done_.load() && !quit_.load() && Clock::now() < handed)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   const Clock::time_point until = Clock::now() + std::chrono::milliseconds(opt_.dead_ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(5 * opt_.heartbeat_ms));
   while (leads() && !all_done_.load() && Clock::now() < until)
@@ -449,6 +460,8 @@ uint32_t NetJob::Flags() const {
   if (done_ && g_ && g_->final_failed()) f |= kNetKeep;
   if (stop_) f |= kNetStop;
   if (g_ && g_->shared().testing.load(std::memory_order_relaxed) > 0) f |= kNetTesting;
+  if (leave_ != Leave::kNone) f |= kNetLeaving;
+  if (leave_ == Leave::kLeft) f |= kNetLeft;
   return f;
 }
 
@@ -644,7 +657,7 @@ bool NetJob::Dispatch(const Message& m) {
       }
       break;
     case MsgKind::kDelta: {
-      MasterEndpoint* master = masters_.empty() ? nullptr : opt_.multicast ? masters_[0].get() : masters_[src].get();
+      MasterEndpoint* master = MasterFor(m);
       if (master) master->OnDelta(m);
       break;
     }
@@ -653,6 +666,9 @@ bool NetJob::Dispatch(const Message& m) {
       break;
     case MsgKind::kFactors:
       if (svb_) svb_->OnMessage(m);
+      break;
+    case MsgKind::kFinal:
+      slave_->TakeFinal(m);
       break;
     default:
       break;
@@ -675,11 +691,25 @@ void NetJob::OnControl(const Message& m) {
     slave_->set_min_epoch(src, news.told.first_epoch);
   }
   const NetMember& p = members_[src];
-  if (!p.live && p.heard && phase_ == Phase::kTraining)
+  if (!p.live && p.heard && !p.left && !(news.told.flags & kNetLeft) && phase_ == Phase::kTraining)
     LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " is back";
+  const uint32_t flags_before = p.flags;
+  const bool left_before = p.left;
   // Its clock only grows, and by no more than it could have run since (BoundClock): a jump
   // beyond that is taken in part (the rest comes with its next messages).
   if (members_.Hear(src, now, news.told, joined_running_.load(std::memory_order_relaxed))) control_.CountClamped();
+  HeardOf(src, flags_before, left_before);
+}
+
+void NetJob::HeardOf(int r, uint32_t flags_before, bool left_before) {
+  const NetMember& p = members_[r];
+  if (!opt_.log || phase_ != Phase::kTraining) return;
+  if ((p.flags & kNetLeaving) && !(flags_before & kNetLeaving))
+    LOG(INFO) << "Network: " << Name(r) << " leaves the job on notice at iteration " << p.view
+              << "; its progress and its chunks' last values come to every machine";
+  if (p.left && !left_before)
+    LOG(INFO) << "Network: " << Name(r) << " has left the job after " << p.count << " iterations"
+              << "; its chunks are re-shared (from its last values) and its data read by the others";
 }
 
 void NetJob::TakeNewRun(PeerId src, const ControlNews& news) {
@@ -714,6 +744,7 @@ ControlState NetJob::Told() const {
   // How many of its iterations have gone out (what a synchronous round waits for).
   s.flushed = opt_.track_fresh ? flushed_iter_.load(std::memory_order_relaxed) : 0;
   s.snapshots = g_ ? g_->shared().snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
+  s.held = Held();
   return s;
 }
 
@@ -746,21 +777,39 @@ void NetJob::CheckLiveness() {
 }
 
 void NetJob::Reshare() {
+  // A machine leaving keeps its shares until it has gone: its chunks' values are the job's
+  // until its finals are held.
+  if (leave_ != Leave::kNone) return;
   const std::vector<PeerId> ready = members_.ReadyRanks();
   if (ready.empty()) return;  // nobody has the weights (cannot happen once started)
+  const std::vector<uint32_t> owned_before = shares_.owned();
   const NetShares::Change ch = shares_.Reshare(ready, members_.LiveRanks());
   if (!ch.masters) {
     if (opt_.multicast && !masters_.empty()) masters_[0]->set_receivers(ch.receivers);
     return;
   }
-  for (const auto& m : masters_) {
+  // The masters made anew keep taking, for a while, the answers to the positions they posted:
+  // a delta in flight at a re-share is applied to this copy, where a chunk still this
+  // machine's has it, and one that moved goes out with this machine's next answer to its new
+  // owner (once a slave of it, w - last carries it).
+  // The chunks that leave this machine go with their values: each master sends their finals
+  // (MsgKind::kFinal), which the new owner takes as its start and every other machine as a
+  // position it need not answer; without them the deltas applied here since the new owner's
+  // last position would be lost. (Its last_ set first: what came before is the job's.)
+  std::vector<uint32_t> lost;
+  if (ch.owners) {
+    slave_->set_owners(shares_.owners(), static_cast<PeerId>(opt_.rank));
+    std::set_difference(owned_before.begin(), owned_before.end(), shares_.owned().begin(), shares_.owned().end(),
+                        std::back_inserter(lost));
+  }
+  const Clock::time_point until = Clock::now() + kRetiredMasterGrace;
+  for (auto& m : masters_) {
     if (!m) continue;
-    Accumulate(retired_, m->stats());
-    RetireSources(*m);
+    if (!lost.empty()) m->PostFinals(lost);
+    retired_masters_.push_back({until, std::move(m)});
   }
   masters_.clear();
   if (ch.owners) {
-    slave_->set_owners(shares_.owners(), static_cast<PeerId>(opt_.rank));
     if (shares_.reshares() > 0 && opt_.log) {
       std::ostringstream os;
       os << "Network: chunks re-shared among machines";
@@ -807,6 +856,7 @@ void SweepPacer::Spent(size_t posted) {
 }
 
 void NetJob::Post() {
+  if (leave_ >= Leave::kQuiet) return;  // leaving: the finals alone go out now
   const Clock::time_point now = Clock::now();
   const double dt = Seconds(now - last_post_);
   last_post_ = now;
@@ -814,6 +864,8 @@ void NetJob::Post() {
   const int64_t local = LocalIterations();
   const int64_t stepped = std::max<int64_t>(0, local - posted_at_iterations_);
   posted_at_iterations_ = local;
+  for (auto& [until, m] : retired_masters_) m->set_clock(clock);  // (their answers' staleness)
+  ExpireRetiredMasters(now);
   for (size_t i = 0; i < masters_.size(); ++i) {
     MasterEndpoint* m = masters_[i].get();
     if (!m) continue;
@@ -830,6 +882,7 @@ void NetJob::Bridge() {
   ChooseLeader(now);
   PassRequests();
   Drain(now);
+  LeaveOnNotice(now);
   if (g_->shared().job_done.load() && members_.leader() == opt_.rank) done_ = true;
 }
 
@@ -963,6 +1016,123 @@ void NetJob::Drain(Clock::time_point now) {
   }
 }
 
+bool NetJob::Admit(PeerId r, const std::string& address) {
+  // One at a time, the next rank, while training; not where every machine's part is fixed
+  // (bsp and gsp's groups, --svb's factors), and not while an earlier one is still unproven.
+  if (phase_ != Phase::kTraining || r != static_cast<PeerId>(opt_.machines) || r >= kNoPeer ||
+      !opt_.machine_group.empty() || svb_ || leave_ != Leave::kNone)
+    return false;
+  for (int q = 0; q < opt_.machines; ++q)
+    if (members_[q].admitted && !members_[q].heard && !members_[q].left) return false;
+  Grow(opt_.machines + 1);
+  NetMember& p = members_[static_cast<int>(r)];
+  p.admitted = true;
+  p.admitted_at = Clock::now();
+  opt_.names.resize(static_cast<size_t>(r), "");
+  opt_.names.push_back("udp://" + address);
+  LOG_IF(INFO, opt_.log) << "Network: " << Name(static_cast<int>(r)) << " asks to join the running job as a new machine: "
+                         << "admitted as machine " << r << " of " << opt_.machines << "; it receives the weights, then takes a share";
+  return true;
+}
+
+void NetJob::Grow(int machines) {
+  opt_.machines = machines;
+  members_.Grow(machines);
+  control_.Grow(machines);
+  shares_.Grow(machines);
+  named_.resize(static_cast<size_t>(machines) * 2, 0);
+  if (!opt_.multicast && !masters_.empty()) {
+    masters_.resize(static_cast<size_t>(machines));
+    pacers_.resize(masters_.size(), SweepPacer(opt_.sweep_ms, opt_.sweeps_per_iter));
+  }
+  // Its data frames count once its run has proved itself (OnControl lowers the floor).
+  slave_->set_min_epoch(static_cast<PeerId>(machines - 1), std::numeric_limits<uint32_t>::max());
+  machines_now_.store(machines);
+}
+
+void NetJob::LeaveOnNotice(Clock::time_point now) {
+  switch (leave_) {
+    case Leave::kNone: {
+      if (!g_->leave_asked() || phase_ != Phase::kTraining || recovering_) return;  // (asked again later)
+      const char* cannot = finished_ || done_ ? "its solvers are done already (the job is ending)"
+                           : members_.ReadyRanks().size() < 2 ? "no other machine has the weights to go on with"
+                                                              : nullptr;
+      if (cannot) {
+        g_->ForgetLeave();
+        LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " cannot leave the job on notice: " << cannot;
+        return;
+      }
+      leave_ = Leave::kDraining;
+      leave_at_ = now;
+      leave_iter_ = g_->shared().iter.load();
+      members_.set_leaving(true);
+      ChooseLeader(now);  // the lead passes on before the solvers stop: none of them takes the final snapshot
+      g_->SetLeaving();   // they stop after their iteration and return
+      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " leaves the job on notice at iteration "
+                             << leave_iter_ << ": its solvers stop, its progress goes out, then the last values of its "
+                             << shares_.owned().size() << " chunks";
+      return;
+    }
+    case Leave::kDraining:
+      if (!flushed_) return;  // (Drain: every chunk it does not own answered since its solvers returned)
+      leave_ = Leave::kQuiet;
+      quiet_at_ = now;
+      return;
+    case Leave::kQuiet: {
+      // No position goes out now: the answers to those out come in (a delta applied after the
+      // finals would be lost: its sender took the final as its own values), or, lost, are given
+      // up on after a while; without a window (nothing counted) a few heartbeats are waited.
+      bool awaited = opt_.window == 0 && now - quiet_at_ < std::chrono::milliseconds(4 * opt_.heartbeat_ms);
+      for (const auto& m : masters_) awaited = awaited || (m && m->in_flight() > 0);
+      const auto patience = std::chrono::milliseconds(std::clamp<uint32_t>(opt_.dead_ms / 4, 50, 500));
+      if (awaited && now - quiet_at_ < patience) return;
+      leave_ = Leave::kHanding;
+      finals_at_ = now - std::chrono::hours(1);
+      [[fallthrough]];
+    }
+    case Leave::kHanding: {
+      const bool held = EveryoneHolds();
+      const bool late = now - quiet_at_ > std::chrono::milliseconds(opt_.dead_ms);
+      if (held || late) {
+        leave_ = Leave::kLeft;
+        left_.store(true);
+        LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has left the job "
+                               << std::setprecision(3) << Seconds(now - leave_at_) << " s after the notice ("
+                               << final_sweeps_ << " sweeps of finals; "
+                               << (held ? "every machine holds them" : "not every machine said it holds them") << ")";
+        return;
+      }
+      if (now - finals_at_ < std::chrono::milliseconds(opt_.heartbeat_ms)) return;
+      bool all = true;
+      for (const auto& m : masters_) all = (!m || m->PostFinals()) && all;
+      if (all) {
+        finals_at_ = now;
+        ++final_sweeps_;
+      }
+      return;
+    }
+    case Leave::kLeft:
+      return;
+  }
+}
+
+bool NetJob::EveryoneHolds() const {
+  for (int r = 0; r < opt_.machines && r < 64; ++r)
+    if (r != opt_.rank && members_[r].live && !(members_[r].held >> opt_.rank & 1)) return false;
+  return true;
+}
+
+uint64_t NetJob::Held() const {
+  uint64_t held = 0;
+  if (!slave_ || shares_.owners().empty()) return 0;
+  for (int r = 0; r < opt_.machines && r < 64; ++r) {
+    if (r == opt_.rank || !members_[r].live || !(members_[r].flags & kNetLeaving)) continue;
+    const auto owned = std::count(shares_.owners().begin(), shares_.owners().end(), static_cast<PeerId>(r));
+    if (slave_->finals_from(static_cast<PeerId>(r)) >= owned) held |= uint64_t{1} << r;
+  }
+  return held;
+}
+
 void NetJob::BeginRecovery(const char* why) {
   recover_target_ = recover_asked_.load();
   recovering_ = true;
@@ -1048,6 +1218,7 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
     f.self = r == opt_.rank;
     f.live = members_.Live(r);
     f.ready = members_.Ready(r);
+    f.left = f.self ? leave_ == Leave::kLeft : p.left;
     f.leader = r == members_.leader();
     f.iterations = f.self ? mine : p.count;
     f.iter_per_s = figures_.peers.size() > static_cast<size_t>(r) ? figures_.peers[r].iter_per_s : 0;
@@ -1111,6 +1282,26 @@ void NetJob::Stragglers(NetJobStats* s) {
   }
 }
 
+MasterEndpoint* NetJob::MasterFor(const Message& m) {
+  MasterEndpoint* now = masters_.empty() ? nullptr : opt_.multicast ? masters_[0].get() : masters_[m.h.source].get();
+  if (now && now->epoch() == m.h.epoch) return now;
+  for (auto& [until, r] : retired_masters_)
+    if (r->epoch() == m.h.epoch) return r.get();
+  return now;  // (it counts the delta as another incarnation's)
+}
+
+void NetJob::ExpireRetiredMasters(Clock::time_point now) {
+  for (auto it = retired_masters_.begin(); it != retired_masters_.end();) {
+    if (it->first > now) {
+      ++it;
+      continue;
+    }
+    Accumulate(retired_, it->second->stats());
+    RetireSources(*it->second);
+    it = retired_masters_.erase(it);
+  }
+}
+
 void NetJob::RetireSources(const MasterEndpoint& m) {
   retired_sources_.resize(static_cast<size_t>(opt_.machines));
   for (const auto& [from, f] : m.source_stats())
@@ -1122,12 +1313,14 @@ void NetJob::EndpointFigures(NetJobStats* s) const {
   // Per sender: its deltas to this machine's masters, the retired ones' included.
   std::vector<MasterEndpoint::SourceStats> from = retired_sources_;
   from.resize(static_cast<size_t>(opt_.machines));
-  for (const auto& m : masters_) {
-    if (!m) continue;
-    Accumulate(all, m->stats());
-    for (const auto& [r, f] : m->source_stats())
+  auto add = [&](const MasterEndpoint& m) {
+    Accumulate(all, m.stats());
+    for (const auto& [r, f] : m.source_stats())
       if (r < opt_.machines) from[r].Add(f);
-  }
+  };
+  for (const auto& m : masters_)
+    if (m) add(*m);
+  for (const auto& [until, m] : retired_masters_) add(*m);
   for (NetPeerFigures& p : s->peers) {
     const MasterEndpoint::SourceStats& f = from[static_cast<size_t>(p.rank)];
     p.deltas_applied = f.applied;
@@ -1217,7 +1410,8 @@ std::string NetJob::Line() const {
   os << std::fixed << std::setprecision(0) << "Network: machine " << s.leader << " leads; iter/s:";
   for (const NetPeerFigures& p : s.peers) {
     os << " m" << p.rank << " ";
-    if (!p.live) os << "dead";
+    if (p.left) os << "left";
+    else if (!p.live) os << "dead";
     else if (!p.ready) os << "joining";
     else os << p.iter_per_s << (p.straggler ? " (lags)" : "");
   }

@@ -32,6 +32,23 @@
 // a late one) owns nothing until it has received a position of every chunk, then takes back a
 // share. Its iterations count from its restart; what a dead machine had not yet sent is lost.
 //
+// Join as a new machine (`--join`: a machine not in the others' --peers, started with their
+// list plus its own entry, last): its first good frame reaches the others from an unknown
+// address claiming the next rank; where the transport can learn addresses (udp://: Transport::
+// set_admit), each machine admits it as machine `machines` (one at a time, only while
+// training, not under bsp, gsp or --svb), grows its tables, and from there it is a joiner as a
+// restarted machine is: once its control messages are proven it receives the weights, then
+// takes a share; every machine's data partition is cut anew over the machines (a machine
+// admitted but not yet holding the weights has its partition read by the others). A machine
+// admitted whose messages are never proven within dead_ms is taken as gone (out of the quorum;
+// without --job-key, anyone who knows the job's id could otherwise grow it).
+// Leave on notice (SIGUSR1: MachineGroup's leave request): the machine stops leading, its
+// solvers stop and return, its progress goes out (flushed, as at the end), its masters stop
+// posting and await the answers out, then send each owned chunk's final values (kFinal) until
+// every live machine says it holds them (NetControl::held), and it says it has left (kNetLeft):
+// the others re-share its chunks at once, each new owner starting from the leaver's values with
+// every machine's progress since still to come, and read its data partition. Nothing it
+// computed is lost; nobody waits dead_ms.
 // End: a machine whose solvers are done keeps answering positions until each chunk it does
 // not own has been answered once more (its progress has gone out: "flushed"); the leader holds
 // its final snapshot (MachineGroup::HoldFinal) until every live machine is flushed and each
@@ -216,12 +233,19 @@ struct NetJobOptions {
   // the median of the machines training, kStragglerSeconds rate windows in a row, is named
   // (the leader's log once, every machine's figures while it lags); 0: never.
   double straggler = 0.5;
+  // The machines the job's settings are made for (ShareMomentum, easgd's speed): a new
+  // machine's are the others' (one fewer than its list); 0: `machines`.
+  int job_machines = 0;
+  bool admit = false;               // admit a new machine (another's --join) where the transport can (bin: with a job key)
   bool log = true;
 };
 
 // One machine of the job as this one sees it (core/stats.hpp): its rate, and what its deltas
 // did to the chunks this machine masters.
 using NetPeerFigures = PeerNetFigures;
+
+// How long a master a re-share replaced still takes the answers to its positions.
+inline constexpr std::chrono::milliseconds kRetiredMasterGrace{1000};
 
 // Rate windows (of a second or more) in a row below NetJobOptions::straggler before a machine
 // is named a straggler.
@@ -277,9 +301,14 @@ class NetJob {
   double share_speed() const { return opt_.share_speed; }  // > 0: the solvers take ShareMomentum
   double local_speed() const { return opt_.local_speed; }  // > 0: the solvers take SolverLocalShare
   const SegmentRule& rule() const { return opt_.rule; }
-  int machines() const { return opt_.machines; }
+  // The machines the job's settings are made for (NetJobOptions::job_machines).
+  int job_machines() const { return opt_.job_machines ? opt_.job_machines : opt_.machines; }
+  // The job's machines (grows as new ones are admitted), from any thread.
+  int machines() const { return machines_now_.load(std::memory_order_relaxed); }
   bool joined_running() const { return joined_running_; }
   bool leads() const;
+  // This machine left the job on notice (its chunks handed over): from any thread.
+  bool left() const { return left_.load(); }
   // The clocks a sharing policy bounds (sync/policy.hpp), from any thread: the fewest
   // iterations any other live machine still training has run (its solvers together; this
   // machine's own count when none), and how many times every chunk this machine does not own
@@ -339,12 +368,24 @@ class NetJob {
   void PassRequests();
   void PassRequestsOf(int r);
   void Drain(std::chrono::steady_clock::time_point now);
+  // Leave on notice, each daemon pass: the steps of the class comment, one at a time.
+  void LeaveOnNotice(std::chrono::steady_clock::time_point now);
+  bool EveryoneHolds() const;  // every live machine holds this one's finals
+  uint64_t Held() const;       // NetControl::held: the leaving machines whose finals this one holds
+  void HeardOf(int r, uint32_t flags_before, bool left_before);  // a machine began or ended its leave
+  // Transport::set_admit, from Poll on the daemon thread: machine `r` (a new one) at `address`.
+  bool Admit(PeerId r, const std::string& address);
+  void Grow(int machines);  // the tables of every room, and this machine's, for `machines`
   bool AnsweredSince(const std::vector<uint64_t>& at, uint64_t more) const;  // every chunk not ours
   std::vector<uint64_t> Answers() const;                                     // per chunk, so far
   void Figures(bool report = true);  // report: hand them to stats_ (once a second)
   void PeerFigures(NetJobStats* s, double lapse, bool rates);
   void EndpointFigures(NetJobStats* s) const;
-  void RetireSources(const MasterEndpoint& m);  // a re-share: keep its per-sender figures
+  void RetireSources(const MasterEndpoint& m);  // a master gone: keep its per-sender figures
+  // The master a delta answers: this machine's current one for its sender, or one a re-share
+  // retired that posted the position (by epoch) while it takes answers.
+  MasterEndpoint* MasterFor(const Message& m);
+  void ExpireRetiredMasters(std::chrono::steady_clock::time_point now);
   // After a rate window: marks (and names, once, in the leader's log) the machines whose rate
   // stays below opt_.straggler of the median of those training.
   void Stragglers(NetJobStats* s);
@@ -388,6 +429,12 @@ class NetJob {
 
   // Daemon state.
   enum class Phase { kStart, kJoining, kTraining } phase_ = Phase::kStart;
+  // Leave on notice: solvers stopping and progress going out; no new positions, the answers
+  // awaited; finals out until every live machine holds them; gone.
+  enum class Leave { kNone, kDraining, kQuiet, kHanding, kLeft } leave_ = Leave::kNone;
+  std::chrono::steady_clock::time_point leave_at_, quiet_at_, finals_at_;
+  int64_t leave_iter_ = 0;
+  uint64_t final_sweeps_ = 0;
   bool finished_ = false, flushed_ = false, done_ = false, stop_ = false;
   std::vector<uint64_t> answers_at_finish_, answers_at_drain_;
   bool draining_ = false;
@@ -397,7 +444,9 @@ class NetJob {
   std::chrono::steady_clock::time_point started_;      // daemon: when it began
   Message batch_[32];
   size_t polled_ = 0, next_ = 0;
-  MasterEndpoint::Stats retired_{};  // the figures of masters replaced by a re-share, summed
+  // Masters a re-share replaced, still taking the answers to their positions until a deadline.
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::unique_ptr<MasterEndpoint>>> retired_masters_;
+  MasterEndpoint::Stats retired_{};  // the figures of masters gone, summed
   std::vector<MasterEndpoint::SourceStats> retired_sources_;  // theirs per sender, by rank
   std::shared_ptr<StatsSink> stats_;  // set before Attach; called by the daemon
 
@@ -405,6 +454,8 @@ class NetJob {
   std::atomic<bool> start_ok_{false}, quit_{false};
   std::atomic<bool> joined_running_{false};
   std::atomic<bool> all_done_{false};  // done, and every live machine has said so too
+  std::atomic<bool> left_{false};      // Leave::kLeft
+  std::atomic<int> machines_now_{0};   // opt_.machines, for other threads
   std::atomic<int> lead_{-1};
   std::atomic<int64_t> slowest_other_{0};
   std::atomic<uint64_t> dead_{0};

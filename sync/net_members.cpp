@@ -13,6 +13,12 @@ NetMembers::NetMembers(int rank, int machines) : rank_(rank), machines_(machines
   HS_CHECK(rank >= 0 && rank < machines) << "rank " << rank << " of " << machines;
 }
 
+void NetMembers::Grow(int machines) {
+  HS_CHECK(machines >= machines_) << machines << " machines after " << machines_;
+  machines_ = machines;
+  m_.resize(static_cast<size_t>(machines));
+}
+
 void NetMembers::NewRun(int r, bool restarted, Clock::time_point since) {
   NetMember& p = m_[r];
   if (restarted) {  // its numbering starts again, and its iterations count from zero
@@ -22,6 +28,7 @@ void NetMembers::NewRun(int r, bool restarted, Clock::time_point since) {
   p.snapshots = 0;
   p.snapshots_taken = -1;
   p.count_at = since;
+  p.left = false;  // a machine that left and is started again is a member again
 }
 
 bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bool joined_running) {
@@ -32,9 +39,12 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
     p.count = p.counted = told.clock;
     p.count_at = now;
   }
-  p.heard = p.live = true;
+  p.heard = true;
+  p.left = (told.flags & kNetLeft) != 0;
+  p.live = !p.left;
   p.last = now;
   p.flags = told.flags;
+  p.held = told.held;
   if (told.flags & kNetTesting) p.tested = true;
   bool clamped = false;
   if (told.clock > p.count) {
@@ -52,6 +62,8 @@ std::vector<int> NetMembers::CheckLiveness(Clock::time_point now, uint32_t dead_
   std::vector<int> died;
   for (int r = 0; r < machines_; ++r) {
     NetMember& p = m_[r];
+    if (r != rank_ && p.admitted && !p.heard && !p.left && now - p.admitted_at > std::chrono::milliseconds(dead_ms))
+      p.left = true;  // admitted, never proven: gone (out of the quorum)
     if (r != rank_ && p.live && now - p.last > std::chrono::milliseconds(dead_ms)) {
       p.live = false;
       died.push_back(r);
@@ -64,7 +76,10 @@ uint64_t NetMembers::DeadMask() const {
   uint64_t dead = 0;
   for (int r = 0; r < machines_ && r < 64; ++r) {
     const NetMember& p = m_[r];
-    if (r != rank_ && p.heard && !p.live && !(p.flags & kNetDone)) dead |= uint64_t{1} << r;
+    // (and a new machine not yet holding the weights, or one admitted and never proven)
+    const bool gone = (p.heard || p.left) && !p.live && !(p.flags & kNetDone);
+    const bool joining = p.admitted && !p.left && !(p.live && (p.flags & kNetReady));
+    if (r != rank_ && (gone || joining)) dead |= uint64_t{1} << r;
   }
   return dead;
 }
@@ -76,8 +91,16 @@ std::vector<bool> NetMembers::Reached(Clock::time_point now, Clock::duration wit
 }
 
 bool NetMembers::Quorum(const std::vector<bool>& reached) const {
+  // A machine that left on notice is out of the count (it will not come back as the other side
+  // of a partition).
   const int n = static_cast<int>(std::count(reached.begin(), reached.end(), true));
-  return 2 * n > machines_ || (2 * n == machines_ && reached[0]);
+  int members = 0, first = -1;
+  for (int r = 0; r < machines_; ++r) {
+    if (r != rank_ && (m_[r].left || (m_[r].admitted && !m_[r].heard))) continue;
+    ++members;
+    if (first < 0) first = r;
+  }
+  return 2 * n > members || (2 * n == members && reached[first]);
 }
 
 QuorumChange NetMembers::WatchQuorum(Clock::time_point now) {
@@ -97,7 +120,7 @@ int NetMembers::ChooseLeader(Clock::time_point now, uint32_t dead_ms) {
   // Leader: the lowest live rank that has the weights, on the side with a quorum.
   int leader = -1;
   for (int r = 0; quorum_ && r < machines_ && leader < 0; ++r)
-    if (Ready(r)) leader = r;
+    if (Ready(r) && !Leaving(r)) leader = r;
   // The lead is a lease: this machine leads only while it has heard a majority within 3/4 of
   // dead_ms. Cut off, it stops leading (testing, snapshotting) a quarter of dead_ms before the
   // others take it for dead and one of them takes over: two leaders never overlap.

@@ -35,6 +35,10 @@ struct NetMember {
   int64_t rate_count = 0;  // its count when its rate was last taken (the daemon's figures)
   double rate = 0;         // the fastest rate (it/s) it has shown: bounds its clock's jumps
   bool tested = false;     // it said it was testing (kNetTesting) since the last rate window
+  bool left = false;       // it left on notice (kNetLeft): gone, not dead, and out of the quorum
+  bool admitted = false;   // a new machine admitted while the job ran (counted in the quorum once heard)
+  Clock::time_point admitted_at;
+  uint64_t held = 0;       // NetControl::held: the leaving machines whose finals it holds
 };
 
 enum class QuorumChange { kNone, kLost, kRegained };
@@ -46,12 +50,18 @@ class NetMembers {
 
   int rank() const { return rank_; }
   int machines() const { return machines_; }
+  // A new machine joined the running job (NetJob's admission): `machines` now, the new ones
+  // not yet heard.
+  void Grow(int machines);
   NetMember& operator[](int r) { return m_[static_cast<size_t>(r)]; }
   const NetMember& operator[](int r) const { return m_[static_cast<size_t>(r)]; }
 
   // This machine has the weights (may own chunks).
   void set_ready(bool ready) { ready_ = ready; }
   bool ready() const { return ready_; }
+  // This machine leaves on notice (kNetLeaving): it no longer leads.
+  void set_leaving(bool leaving) { leaving_ = leaving; }
+  bool Leaving(int r) const { return r == rank_ ? leaving_ : (m_[r].flags & (kNetLeaving | kNetLeft)) != 0; }
   bool Live(int r) const { return r == rank_ || m_[r].live; }
   bool Ready(int r) const { return r == rank_ ? ready_ : (m_[r].live && (m_[r].flags & kNetReady)); }
 
@@ -59,18 +69,21 @@ class NetMembers {
   // run of it (`new_run`): its snapshot counts start again, its clock counts from `since`, and
   // from zero where it `restarted`. `joined_running`: this machine joined a running job, so a
   // machine first heard now has its past in the view taken: its clock is taken as it is.
+  // A machine that says it has left (kNetLeft) is not live from then on (until a new run).
   // Returns whether its clock's claim was clamped (BoundClock).
   void NewRun(int r, bool restarted, Clock::time_point since);
   bool Hear(int r, Clock::time_point now, const ControlState& told, bool joined_running);
 
   // Takes for dead the live machines silent for more than `dead_ms`; returns them.
   std::vector<int> CheckLiveness(Clock::time_point now, uint32_t dead_ms);
-  // Machines heard and gone (not those that finished the job): bit r for machine r < 64.
+  // Machines heard and gone, dead or left (not those that finished the job): bit r for
+  // machine r < 64.
   uint64_t DeadMask() const;
 
   // Per rank: this machine, and the live machines last heard within `within` of `now`.
   std::vector<bool> Reached(Clock::time_point now, Clock::duration within = Clock::duration::max()) const;
-  // These machines may lead the job: more than half, or exactly half with machine 0.
+  // These machines may lead the job: more than half of the job's machines that have not left,
+  // or exactly half with the lowest of them.
   bool Quorum(const std::vector<bool>& reached) const;
   // The quorum of the machines reached now, against the last one watched.
   QuorumChange WatchQuorum(Clock::time_point now);
@@ -78,7 +91,7 @@ class NetMembers {
   // Without a quorum for more than `ms` (since it was lost).
   bool CutOffFor(Clock::time_point now, uint32_t ms) const;
 
-  // The leader now: the lowest ready rank while this side has a quorum, and this machine only
+  // The leader now: the lowest ready rank not leaving while this side has a quorum, and this machine only
   // while it has heard a majority within 3/4 of `dead_ms` (the lease); -1: none.
   int ChooseLeader(Clock::time_point now, uint32_t dead_ms);
   int leader() const { return leader_; }
@@ -104,6 +117,7 @@ class NetMembers {
   int rank_, machines_;
   std::vector<NetMember> m_;  // per rank (this one's: only its rate)
   bool ready_ = false;
+  bool leaving_ = false;
   bool quorum_ = true;
   Clock::time_point quorum_lost_at_;
   int leader_ = -1;

@@ -28,6 +28,12 @@ NetShares::NetShares(int rank, int machines, bool multicast, uint32_t first_epoc
       epoch_(first_epoch),
       masters_to_(static_cast<size_t>(machines), false) {}
 
+void NetShares::Grow(int machines) {
+  HS_CHECK(machines >= machines_) << machines << " machines after " << machines_;
+  machines_ = machines;
+  masters_to_.resize(static_cast<size_t>(machines), false);
+}
+
 void NetShares::set_chunks(uint32_t count, std::vector<bool> skipped) {
   HS_CHECK(skipped.empty() || skipped.size() == count) << skipped.size() << " skip marks for " << count << " chunks";
   count_ = count;

@@ -26,6 +26,8 @@ class NetShares {
   // This machine (`rank` of `machines`); `multicast`: one master posts to the group; `first_epoch`:
   // the floor of this run's master epochs (every one given is above it).
   NetShares(int rank, int machines, bool multicast, uint32_t first_epoch);
+  // A new machine joined the running job (NetJob's admission): `machines` now, rank order kept.
+  void Grow(int machines);
   // The buffer's `count` chunks, and those never streamed (--svb; per chunk, empty: none).
   void set_chunks(uint32_t count, std::vector<bool> skipped = {});
 

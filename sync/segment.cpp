@@ -248,27 +248,55 @@ void MasterEndpoint::Expire() {
   }
 }
 
+Header MasterEndpoint::Values(uint32_t c, MsgKind kind, std::byte* slot) {
+  const uint32_t len = layout_.length(c);
+  Header h;
+  h.kind = kind;
+  h.encoding = rule_.codec.position;
+  if (h.encoding == Encoding::kFloat32) {
+    ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
+    h.length = len * sizeof(float);
+  } else {
+    ReadChunk(w_ + layout_.offset(c), scratch_.data(), len, access_);
+    h.length = static_cast<uint32_t>(rule_.codec.Encode(h.encoding, scratch_.data(), len, slot));
+  }
+  h.chunk = c;
+  h.seq = ++seq_[c];
+  h.epoch = epoch_;
+  h.clock = clock_;
+  return h;
+}
+
+bool MasterEndpoint::PostFinals() {
+  if (!owned_.empty()) return PostFinals(owned_);
+  std::vector<uint32_t> all(layout_.count);
+  for (uint32_t c = 0; c < layout_.count; ++c) all[c] = c;
+  return PostFinals(all);
+}
+
+bool MasterEndpoint::PostFinals(const std::vector<uint32_t>& chunks) {
+  for (uint32_t c : chunks) {
+    std::byte* slot = t_->AcquireSend();
+    if (!slot) {
+      t_->Flush();
+      if (!(slot = t_->AcquireSend())) return false;
+    }
+    const Header h = Values(c, MsgKind::kFinal, slot);
+    t_->CommitSend(slaves_, h);
+    Add(bytes_sent_, h.length);
+  }
+  t_->Flush();
+  return true;
+}
+
 size_t MasterEndpoint::PostPositions(size_t max) {
   size_t posted = 0;
   if (flow_.window) Expire();
   while (posted < max && (!flow_.window || in_flight_ < flow_.window)) {
     std::byte* slot = t_->AcquireSend();
     if (!slot) break;
-    const uint32_t c = next_chunk(), len = layout_.length(c);
-    Header h;
-    h.kind = MsgKind::kPosition;
-    h.encoding = rule_.codec.position;
-    if (h.encoding == Encoding::kFloat32) {
-      ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
-      h.length = len * sizeof(float);
-    } else {
-      ReadChunk(w_ + layout_.offset(c), scratch_.data(), len, access_);
-      h.length = static_cast<uint32_t>(rule_.codec.Encode(h.encoding, scratch_.data(), len, slot));
-    }
-    h.chunk = c;
-    h.seq = ++seq_[c];
-    h.epoch = epoch_;
-    h.clock = clock_;
+    const uint32_t c = next_chunk();
+    const Header h = Values(c, MsgKind::kPosition, slot);
     t_->CommitSend(slaves_, h);
     if (flow_.window) {
       if (pending_[c] == 0) ++in_flight_;  // else the older position is superseded
@@ -461,7 +489,10 @@ SlaveEndpoint::SlaveEndpoint(float* slave, const ChunkLayout& layout, Transport*
       epoch_(layout_.count, 0),
       clock_(layout_.count, 0),
       answers_(layout_.count, 0),
-      retake_(layout_.count, 0) {
+      retake_(layout_.count, 0),
+      final_(layout_.count, 0),
+      prev_owner_(layout_.count, kNoPeer),
+      prev_epoch_(layout_.count, 0) {
   HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
@@ -483,8 +514,12 @@ void SlaveEndpoint::set_owners(std::vector<PeerId> owners, PeerId self) {
       << "chunk owner table has " << owners.size() << " entries for " << layout_.count << " chunks";
   for (uint32_t c = 0; c < layout_.count; ++c) {
     if (!owners_.empty() && owners_[c] == owners[c]) continue;
+    // A chunk that becomes this machine's takes its previous owner's final once (TakeFinal).
+    prev_owner_[c] = owners[c] == self && !owners_.empty() ? owners_[c] : kNoPeer;
+    prev_epoch_[c] = epoch_[c];
     seq_[c] = 0;  // a new owner numbers its positions afresh
     epoch_[c] = 0;
+    final_[c] = 0;
     // A chunk this machine mastered: its values are the job's, nothing of them is progress
     // still to send (w - last = 0). What it did since its last position to the new owner is
     // lost, one sweep at most; counting its whole history again would be far worse.
@@ -500,6 +535,7 @@ void SlaveEndpoint::ForgetOwner(PeerId peer) {
     if (!owners_.empty() && owners_[c] != peer) continue;
     seq_[c] = 0;
     epoch_[c] = 0;
+    final_[c] = 0;
   }
 }
 
@@ -519,9 +555,9 @@ void SlaveEndpoint::RetakeAll() {
 
 // Whether a position is one to drop unanswered, and why (counted): not a position of this
 // layout and codec, not from that chunk's master, or not newer than the last one taken.
-bool SlaveEndpoint::Dropped(const Message& m) {
+bool SlaveEndpoint::Dropped(const Message& m, MsgKind kind) {
   const uint32_t c = m.h.chunk;
-  if (m.h.kind != MsgKind::kPosition || m.h.encoding != codec_.position || c >= layout_.count ||
+  if (m.h.kind != kind || m.h.encoding != codec_.position || c >= layout_.count ||
       m.h.length != codec_.Bytes(codec_.position, layout_.length(c))) {
     Add(malformed_);
     return true;
@@ -558,24 +594,29 @@ const float* SlaveEndpoint::PositionValues(const Message& m, uint32_t len) {
   return pos;
 }
 
+// A lost copy's chunk c takes `pos` whole (w = last = pos): no longer to be re-taken.
+void SlaveEndpoint::TakeWhole(uint32_t c, size_t off, uint32_t len, const float* pos) {
+  for (uint32_t i = 0; i < len; ++i) {
+    if (access_ == Access::kPlain) w_[off + i] = pos[i];
+    else Store(w_[off + i], pos[i]);
+  }
+  std::memcpy(last_.get() + off, pos, len * sizeof(float));
+  retake_[c] = 0;
+  --retaking_;
+}
+
 // The rule for chunk c at `off` (len floats) against the position `pos`: this copy's progress
 // into `slot` as the delta (encoded), and the copy caught up with the position. A copy being
 // retaken takes the position whole and sends no progress; easgd's elastic pull sends the pull.
 void SlaveEndpoint::WriteDelta(uint32_t c, size_t off, uint32_t len, const float* pos, std::byte* slot) {
   if (retake_[c]) {  // this copy was lost: the position whole, and no progress to send
-    for (uint32_t i = 0; i < len; ++i) {
-      if (access_ == Access::kPlain) w_[off + i] = pos[i];
-      else Store(w_[off + i], pos[i]);
-      last_[off + i] = pos[i];
-    }
+    TakeWhole(c, off, len, pos);
     if (codec_.delta == Encoding::kFloat32) {
       std::memset(slot, 0, len * sizeof(float));
     } else {
       delta_.assign(layout_.chunk_floats, 0.f);
       codec_.Encode(codec_.delta, delta_.data(), len, slot);
     }
-    retake_[c] = 0;
-    --retaking_;
   } else if (elastic_ > 0) {
     delta_.resize(layout_.chunk_floats);
     float* w = w_ + off;
@@ -630,6 +671,57 @@ bool SlaveEndpoint::Answer(const Message& m) {
   Add(positions_applied_);
   Add(bytes_sent_, h.length);
   return true;
+}
+
+bool SlaveEndpoint::TakeFinal(const Message& m) {
+  const uint32_t c = m.h.chunk;
+  const bool handed = c < layout_.count && !owners_.empty() && owners_[c] == self_ && prev_owner_[c] != kNoPeer &&
+                      m.h.source == prev_owner_[c];
+  if (handed) {  // this machine's now: its previous owner's final, once and no older than its last position
+    if (m.h.kind != MsgKind::kFinal || m.h.encoding != codec_.position ||
+        m.h.length != codec_.Bytes(codec_.position, layout_.length(c))) {
+      Add(malformed_);
+      return false;
+    }
+    if (m.h.epoch < prev_epoch_[c] || (m.h.source < min_epoch_.size() && m.h.epoch < min_epoch_[m.h.source])) {
+      Add(positions_stale_);
+      return false;
+    }
+  } else if (Dropped(m, MsgKind::kFinal)) {
+    return false;
+  }
+  const size_t off = layout_.offset(c);
+  const uint32_t len = layout_.length(c);
+  const float* pos = PositionValues(m, len);
+  if (!pos) return false;
+  if (retake_[c]) {  // a lost copy takes the values whole
+    TakeWhole(c, off, len, pos);
+    ++chunks_heard_;
+  } else if (elastic_ == 0) {  // (easgd's copy is its own: the centre is the master's alone)
+    float* w = w_ + off;
+    const float* last = last_.get() + off;
+    for (uint32_t i = 0; i < len; ++i) {
+      const float progress = (access_ == Access::kPlain ? w[i] : Load(w[i])) - last[i];
+      if (access_ == Access::kPlain) w[i] = pos[i] + progress;
+      else Store(w[i], pos[i] + progress);
+    }
+    std::memcpy(last_.get() + off, pos, len * sizeof(float));
+  }
+  if (handed) {
+    prev_owner_[c] = kNoPeer;  // once
+    return true;
+  }
+  seq_[c] = m.h.seq;
+  epoch_[c] = m.h.epoch;
+  clock_[c] = m.h.clock;
+  final_[c] = 1;
+  return true;
+}
+
+uint32_t SlaveEndpoint::finals_from(PeerId peer) const {
+  uint32_t n = 0;
+  for (uint32_t c = 0; c < layout_.count; ++c) n += final_[c] && !owners_.empty() && owners_[c] == peer;
+  return n;
 }
 
 size_t SlaveEndpoint::PollPositions() {

@@ -195,6 +195,12 @@ class MasterEndpoint {
   // and the window allow, then one Flush (one sendmmsg, one ring kick, one doorbell). Returns
   // how many went; a chunk that found no slot goes first next time.
   size_t PostPositions(size_t max);
+  // This master leaves (NetJob's leave on notice): the final values of every chunk it streams
+  // (MsgKind::kFinal), which its slaves take without answering, then one Flush. False when
+  // send slots ran out before the last (call again: a final taken twice changes nothing).
+  bool PostFinals();
+  // The same for these chunks only (a re-share: the chunks this machine no longer masters).
+  bool PostFinals(const std::vector<uint32_t>& chunks);
   // One position and its Flush: PostPositions(1) == 1.
   bool PostNextPosition() { return PostPositions(1) == 1; }
   // The epoch stamped on positions (default: seconds since 1970 when it was made). Set it
@@ -255,6 +261,8 @@ class MasterEndpoint {
   std::vector<std::pair<PeerId, SourceStats>> source_stats() const;
 
  private:
+  // Chunk c's values and header (a new seq) in `slot`, as a message of `kind`.
+  Header Values(uint32_t c, MsgKind kind, std::byte* slot);
   // Marks (from, chunk, seq) applied; false if that slave's delta was seen or is too old.
   bool Fresh(PeerId from, uint32_t chunk, uint64_t seq);
   void Answered(uint32_t chunk, uint64_t seq);  // a fresh delta for (chunk, seq) came back
@@ -342,6 +350,18 @@ class SlaveEndpoint {
   // floor being the first epoch of the run it proved (sync/net_job.cpp); until then it is the
   // highest epoch, so nothing of an unproven run is taken. Default: 0 for every peer.
   void set_min_epoch(PeerId peer, uint32_t floor);
+  // A leaving master's last values of one chunk (MsgKind::kFinal: NetJob's leave on notice,
+  // and every re-share for the chunks that change hands): taken as a position is, from the
+  // chunk's owner and newer than the last one, but not answered: w = final + (w - last),
+  // last = final, so this copy's progress since stays to go to the chunk's next master. Where
+  // this machine has just become the chunk's owner, the final of its previous owner is taken
+  // the same way, once: w - last is then this copy's progress and the deltas its new master
+  // applied since, and the owner starts from the previous owner's values with all of it. The
+  // same final taken twice changes nothing. Returns whether it was taken (else counted as a
+  // position would be: stale, foreign, malformed or refused).
+  bool TakeFinal(const Message& m);
+  // Chunks owned by `peer` whose final this slave has taken (since that owner took them).
+  uint32_t finals_from(PeerId peer) const;
   // Positions answered for chunk c so far (a new position of each chunk since some moment
   // means this slave's progress up to then has gone out).
   uint64_t answers(uint32_t c) const { return answers_[c]; }
@@ -374,9 +394,10 @@ class SlaveEndpoint {
  private:
   // Answer's steps (segment.cpp): whether to drop a position (counted); its values, or nullptr
   // (counted); the rule for one chunk, writing the delta into a send slot.
-  bool Dropped(const Message& m);
+  bool Dropped(const Message& m, MsgKind kind = MsgKind::kPosition);
   const float* PositionValues(const Message& m, uint32_t len);
   void WriteDelta(uint32_t c, size_t off, uint32_t len, const float* pos, std::byte* slot);
+  void TakeWhole(uint32_t c, size_t off, uint32_t len, const float* pos);
 
   float* w_;
   ChunkLayout layout_;
@@ -400,6 +421,11 @@ class SlaveEndpoint {
   PeerId self_ = kNoPeer;
   RefusedFn on_refused_;
   std::vector<uint8_t> retake_;  // per chunk: take the next position whole (RetakeAll)
+  std::vector<uint8_t> final_;   // per chunk: its owner's final taken (TakeFinal)
+  // Per chunk that became this machine's: its previous owner and the last epoch taken from it
+  // (kNoPeer: none, or its final already taken).
+  std::vector<PeerId> prev_owner_;
+  std::vector<uint32_t> prev_epoch_;
   uint32_t retaking_ = 0;
   // The batch last polled: batch_[next_, polled_) not yet answered (held by the transport until
   // the whole batch is answered and released).

@@ -19,6 +19,7 @@ bool KnownKind(uint8_t k) {
     case MsgKind::kDelta:
     case MsgKind::kIteration:
     case MsgKind::kFactors:
+    case MsgKind::kFinal:
       return true;
   }
   return false;
@@ -31,6 +32,7 @@ const char* MsgKindName(MsgKind k) {
     case MsgKind::kDelta: return "delta";
     case MsgKind::kIteration: return "iteration";
     case MsgKind::kFactors: return "factors";
+    case MsgKind::kFinal: return "final";
   }
   return "unknown";
 }

@@ -28,8 +28,10 @@ enum class MsgKind : uint8_t {
   kDelta = 2,      // slave -> master: the slave's progress on that chunk, answering a position
   kIteration = 3,  // control: a machine's figures and state (sync/net_job.hpp); no values
   kFactors = 4,    // one part of an InnerProduct layer's sufficient vectors (--svb, sync/svb.hpp)
+  kFinal = 5,      // master -> slave: a leaving master's last values of one chunk, taken without
+                   // an answer (the slave's progress waits for the chunk's next master)
 };
-constexpr int kMsgKinds = 5;  // one past the largest MsgKind value (for per-kind tables)
+constexpr int kMsgKinds = 6;  // one past the largest MsgKind value (for per-kind tables)
 const char* MsgKindName(MsgKind k);
 
 // How the payload's values are encoded (sync/codec.hpp writes and reads the compressed ones).

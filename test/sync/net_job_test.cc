@@ -61,6 +61,7 @@ struct Machine {
 class NetJobTest : public ::testing::Test {
  protected:
   static constexpr int kMachines = 3;
+  static constexpr int kSlots = kMachines + 1;  // and one new machine (ANewMachineJoins...)
 
   void SetUp() override {
     std::mt19937 rng(TestSeed());
@@ -94,10 +95,11 @@ class NetJobTest : public ::testing::Test {
   NetJobOptions Options(int r) {
     NetJobOptions o;
     o.rank = r;
-    o.machines = kMachines;
+    o.machines = r < kMachines ? kMachines : r + 1;  // a new machine: the others' list and its own
+    o.admit = true;
     o.chunk_floats = kChunk;
     o.heartbeat_ms = 10;
-    o.dead_ms = 300;
+    o.dead_ms = dead_ms_;
     o.start_ms = 10000;
     o.sweep_ms = 5;
     o.drain_ms = 5000;
@@ -176,6 +178,7 @@ class NetJobTest : public ::testing::Test {
 
   void TrainAllAndCheckTheLedger();
   void FinishAll();
+  void LeaveMidRun(int leaver);
 
   void TearDown() override {
     for (Machine& m : m_) {  // a test that failed early leaves its stand-in solvers running
@@ -185,12 +188,13 @@ class NetJobTest : public ::testing::Test {
   }
 
   std::vector<float> initial_;
-  std::shared_ptr<StatsSink> sinks_[kMachines];  // each machine's stats sink, if any
+  std::shared_ptr<StatsSink> sinks_[kSlots];  // each machine's stats sink, if any
   std::vector<int> machine_group_;  // bsp / gsp: each machine's synchronous group
   uint32_t quorum_ms_ = 0;          // 0: the default
-  uint16_t ports_[kMachines] = {};
-  std::unique_ptr<Transport> transports_[kMachines];
-  Machine m_[kMachines];
+  uint32_t dead_ms_ = 300;
+  uint16_t ports_[kSlots] = {};
+  std::unique_ptr<Transport> transports_[kSlots];
+  Machine m_[kSlots];
 };
 
 // Every machine trains 300 stand-in iterations; the leader's snapshot must hold all of it, once.
@@ -224,7 +228,8 @@ void NetJobTest::TrainAllAndCheckTheLedger() {
 }
 
 void NetJobTest::FinishAll() {
-  for (Machine& m : m_) m.job->Finish();
+  for (Machine& m : m_)
+    if (m.job) m.job->Finish();
 }
 
 TEST_F(NetJobTest, SharesTheChunksCountsTheGlobalIterationAndDrainsBeforeTheSnapshot) {
@@ -334,7 +339,7 @@ TEST_F(NetJobTest, ASlowMachineIsNamedAStragglerWithinSecondsAndNoLongerOnceItKe
   EXPECT_FALSE(named) << "a machine in a test pass was named a straggler";
   m_[1].pause.store(false);
   m_[1].group->shared().testing.store(0);
-  for (Machine& m : m_) m.group->shared().stop.store(1);  // the stand-in solvers return
+  for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);  // the stand-in solvers return
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   MachineGroup& lead = *m_[0].group;
   EXPECT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
@@ -466,6 +471,99 @@ TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
   m_[0].group->Ended(true);
   for (int r = 0; r < 2; ++r) m_[r].job->Finish();
 }
+
+// Leave on notice (SIGUSR1's request): machine `leaver` is asked to leave mid-run. Its solver
+// stops, its progress and its chunks' last values reach the others, and they re-share its
+// chunks at once: dead_ms is 10 s here, so a leave that waited for it fails. The final
+// snapshot holds every machine's work, the leaver's too, once; the global iteration counts
+// every iteration run; its data partition goes to the others. The others pause while it
+// leaves (and train before and after): a re-share drops the deltas in flight to the masters it
+// makes anew, a bounded loss of any re-share that would blur the leaver's own (sync/README.md).
+void NetJobTest::LeaveMidRun(int leaver) {
+  dead_ms_ = 10000;
+  AttachAll();
+  EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads(); }, 5s)) << "machine 0 never led";
+  constexpr int kIters = 1000;
+  for (int r = 0; r < kMachines; ++r) Train(r, r == leaver ? 1000000 : kIters, TestSeed() + r);
+  std::atomic<int64_t>& leaver_done = m_[leaver].group->shared().done[0];
+  ASSERT_TRUE(WaitFor([&] { return leaver_done.load() >= 150; }, 10s));
+  std::vector<int> stay;
+  for (int r = 0; r < kMachines; ++r)
+    if (r != leaver) stay.push_back(r);
+  const auto asked = std::chrono::steady_clock::now();
+  m_[leaver].group->Request(SolverAction::LEAVE);
+  m_[leaver].solver.join();  // its solver stops after its iteration (the group's stop)
+  EXPECT_TRUE(m_[leaver].group->leaving());
+  EndTraining(leaver);  // as a solver's Finish does
+  ASSERT_TRUE(WaitFor([&] { return m_[leaver].job->left(); }, 5s)) << "never handed its chunks over";
+  ASSERT_TRUE(WaitFor([&] {
+    const NetJobStats a = m_[stay[0]].job->stats(), b = m_[stay[1]].job->stats();
+    return a.owned + b.owned == a.chunks && a.peers[leaver].left && b.peers[leaver].left && !a.peers[leaver].live;
+  }, 5s)) << "the others never took the leaver's chunks";
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  EXPECT_LT(took, 2.0) << "the others took its chunks " << took << " s after the notice: not at once";
+  for (int r : stay) EXPECT_EQ(m_[r].job->dead_machines(), uint64_t{1} << leaver) << "its data partition, to machine " << r;
+  m_[leaver].job->Finish();  // returns at once: it has left
+  // The lead: the lowest machine that stays (it never moves to a machine leaving).
+  MachineGroup& lead = *m_[stay[0]].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.leads(); }, 5s)) << "machine " << stay[0] << " never led";
+  EXPECT_FALSE(m_[leaver].group->leads());
+  EXPECT_FALSE(m_[stay[1]].group->leads());
+  for (int r : stay) EndTraining(r);
+  ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s)) << "the leader never stopped holding";
+  EXPECT_EQ(lead.shared().iter.load(), 2 * kIters + leaver_done.load()) << "every iteration run, the leaver's too";
+  EXPECT_LE(Differing(m_[stay[0]].w, Expected({0, 1, 2})), 8u) << "every machine's work, the leaver's too, once";
+  lead.Ended(true);
+  EXPECT_TRUE(WaitFor([&] { return m_[stay[1]].group->shared().job_done.load() == 1; }, 5s));
+  for (int r : stay) m_[r].job->Finish();
+}
+
+TEST_F(NetJobTest, AMachineLeavesOnNoticeAndNothingItComputedIsLost) { LeaveMidRun(1); }
+
+// Join as a new machine: machine 3, in none of the three machines' lists, starts with their
+// list plus its own entry while they train. They admit it on its first frame (over UDP), it
+// receives the weights and the global iteration and takes a share (chunks change hands among
+// all four meanwhile), and every machine's work, the newcomer's too, reaches the leader's final
+// snapshot once, the global iteration counting every iteration.
+TEST_F(NetJobTest, ANewMachineJoinsTheRunningJobAndTakesAShare) {
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 1500, TestSeed() + r);
+  ASSERT_TRUE(WaitFor([&] { return m_[0].group->shared().done[0].load() >= 100; }, 10s));
+  UdpOptions o;
+  o.job = 0x7e57;
+  o.heartbeat_ms = 0;
+  o.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
+  ports_[3] = Open(3, o);
+  const std::vector<float> garbage(kFloats, 12345.f);
+  Attach(3, garbage);  // returns once it has the weights
+  EXPECT_TRUE(m_[3].job->joined_running());
+  EXPECT_GT(m_[3].group->shared().iter.load(), 100) << "the global iteration taken over";
+  EXPECT_EQ(std::count(m_[3].w.begin(), m_[3].w.end(), 12345.f), 0) << "the newcomer holds the job's weights";
+  for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].job->machines(), 4) << "machine " << r << " admitted it";
+  Train(3, 300, TestSeed() + 3);
+  ASSERT_TRUE(WaitFor([&] {
+    uint32_t owned = 0;
+    for (int r = 0; r < kSlots; ++r) owned += m_[r].job->stats().owned;
+    const NetJobStats a = m_[0].job->stats();
+    return m_[3].job->stats().owned > 0 && owned == a.chunks && a.peers.size() == 4 && a.peers[3].ready;
+  }, 5s)) << "the newcomer never took a share";
+  // Its data partition is its own once it has the weights (read by the others until then).
+  EXPECT_TRUE(WaitFor([&] {
+    for (int r = 0; r < kSlots; ++r)
+      if (m_[r].job->dead_machines() != 0) return false;
+    return true;
+  }, 5s));
+  for (int r = 0; r < kSlots; ++r) EndTraining(r);
+  MachineGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
+  EXPECT_EQ(lead.shared().iter.load(), 3 * 1500 + 300) << "every iteration counted";
+  EXPECT_LE(Differing(m_[0].w, Expected({0, 1, 2, 3})), 8u) << "every machine's work, the newcomer's too, once";
+  lead.Ended(true);
+  for (int r = 1; r < kSlots; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  FinishAll();
+}
+
+TEST_F(NetJobTest, TheLeaderLeavesOnNoticeAndTheNextLeadsAndSnapshots) { LeaveMidRun(0); }
 
 TEST_F(NetJobTest, TheLowestLiveMachineTakesOverWhenTheLeaderDies) {
   AttachAll();

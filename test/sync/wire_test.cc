@@ -20,8 +20,8 @@ namespace {
 
 Header RandomHeader(std::mt19937_64& rng) {
   Header h;
-  const MsgKind kinds[] = {MsgKind::kPosition, MsgKind::kDelta, MsgKind::kIteration, MsgKind::kFactors};
-  h.kind = kinds[rng() % 4];
+  const MsgKind kinds[] = {MsgKind::kPosition, MsgKind::kDelta, MsgKind::kIteration, MsgKind::kFactors, MsgKind::kFinal};
+  h.kind = kinds[rng() % std::size(kinds)];
   h.encoding = static_cast<Encoding>(1 + rng() % kMaxEncoding);
   h.epoch = static_cast<uint32_t>(rng());
   h.chunk = static_cast<uint32_t>(rng());

@@ -58,6 +58,7 @@ class FaultEndpoint final : public Transport {
   void Release(size_t n) override { inner_->Release(n); }
   Status status() const override { return inner_->status(); }
   int wait_fd() const override { return inner_->wait_fd(); }
+  void set_admit(AdmitFn admit) override { inner_->set_admit(std::move(admit)); }
   // The inner transport's counters, with the injected faults of this decorator.
   TransportCounters counters() const override;
 

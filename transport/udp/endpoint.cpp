@@ -388,13 +388,7 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
   // The source is who the datagram came from (its address and port), never what the frame
   // says: a datagram from an address that is not a peer's is refused unread, and so is a frame
   // whose claimed sender is another peer than the one whose address sent it.
-  PeerId from = kNoPeer;
-  for (const auto& [peer, addr] : peers_) {
-    if (Same(addr, recv_from_[j])) {
-      from = peer;
-      break;
-    }
-  }
+  PeerId from = PeerAt(recv_from_[j]);
   if (total == 0) {  // an empty datagram: nothing of ours
     Bump(counters_.rejected[static_cast<size_t>(Reject::kShort)]);
     return 0;
@@ -405,8 +399,13 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
     const sockaddr_in& src = recv_from_[j];
     const bool own = src.sin_port == me_.sin_port &&
                      (me_.sin_addr.s_addr == htonl(INADDR_ANY) || src.sin_addr.s_addr == me_.sin_addr.s_addr);
-    if (!own) Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
-    return 0;
+    if (own) return 0;
+    // A stranger, unless a job admits it as a new machine (set_admit) on its first good frame.
+    if (!admit_ || !Admit(src, data, std::min(seg, total))) {
+      Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+      return 0;
+    }
+    from = PeerAt(src);
   }
   size_t kept = 0;
   for (size_t off = 0; off < total; off += seg) {
@@ -438,6 +437,24 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
     ++kept;
   }
   return kept;
+}
+
+PeerId UdpEndpoint::PeerAt(const sockaddr_in& addr) const {
+  for (const auto& [peer, a] : peers_)
+    if (Same(a, addr)) return peer;
+  return kNoPeer;
+}
+
+bool UdpEndpoint::Admit(const sockaddr_in& src, const std::byte* frame, size_t bytes) {
+  FrameHeader h;
+  const std::byte* payload = nullptr;
+  if (fmt_.Parse(frame, fmt_.Unpadded(frame, bytes), opt_.max_payload, &h, &payload)) return false;
+  if (h.source == self_ || peers_.count(h.source)) return false;  // (a known peer's rank from elsewhere: spoofed)
+  char ip[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &src.sin_addr, ip, sizeof ip);
+  if (!admit_(h.source, std::string(ip) + ":" + std::to_string(ntohs(src.sin_port)))) return false;
+  peers_[h.source] = src;
+  return true;
 }
 
 void UdpEndpoint::Handout(Packet* out, size_t max, size_t* n) {

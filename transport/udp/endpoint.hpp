@@ -70,6 +70,7 @@ class UdpEndpoint final : public Transport {
   size_t Poll(Packet* out, size_t max) override;
   void Release(size_t n) override;
   int wait_fd() const override { return epoll_; }
+  void set_admit(AdmitFn admit) override { admit_ = std::move(admit); }
 
  private:
   struct Queued {
@@ -85,6 +86,10 @@ class UdpEndpoint final : public Transport {
   // ready_; returns how many.
   size_t Frames(size_t j, size_t pos, std::chrono::steady_clock::time_point now);
   void Handout(Packet* out, size_t max, size_t* n);  // receiver thread: ready_ -> out
+  PeerId PeerAt(const sockaddr_in& addr) const;    // the peer at that address, kNoPeer if none
+  // Receiver thread: a good frame from an unknown address offered to admit_; true: taken as
+  // its claimed peer's address.
+  bool Admit(const sockaddr_in& src, const std::byte* frame, size_t bytes);
 
   const PeerId self_;
   const UdpOptions opt_;
@@ -96,6 +101,7 @@ class UdpEndpoint final : public Transport {
   sockaddr_in me_{};  // the bound address (its port is port_)
   int rcvbuf_ = 0;
   std::map<PeerId, sockaddr_in> peers_;
+  AdmitFn admit_;  // a new peer's first frame (set_admit)
   std::map<uint16_t, sockaddr_in> groups_;
   std::vector<int> group_fds_;
   SlotMemory send_mem_{nullptr, nullptr}, recv_mem_{nullptr, nullptr};
