@@ -4,12 +4,16 @@
 # accuracy, the wall time, per-machine img/s, the link's Gbit/s and lost frames, and how each
 # machine ended.
 #
-#   bench/cluster.sh [udp|mcast|raw] [plain|kill|leaderkill|rejoin]
+#   bench/cluster.sh [udp|mcast|raw] [plain|kill|leaderkill|rejoin|elastic]
 #     udp    unicast UDP            mcast  UDP, positions multicast (239.7.7.7)
 #     raw    raw Ethernet (AF_PACKET), positions to a group MAC: raw.bin SOLVER SOLVERS MAC1:MAC2:...
 #     kill       machine N-1 killed (SIGKILL) at KILL_AT global iterations
 #     leaderkill machine 0 (the leader) killed at KILL_AT
 #     rejoin     machine N-1 killed at KILL_AT and started again REJOIN_AFTER seconds later
+#     elastic    (udp, mcast) machine 1 leaves on notice (SIGUSR1) at LEAVE_AT global iterations,
+#                a new machine (another namespace, not in the others' --peers) joins with
+#                --join at JOIN_AT, and the leader (machine 0) leaves at LEADER_LEAVE_AT; every
+#                machine has a --job-key. Each event's line gives the time and iteration.
 #   BASELINE=1: first the same solver in one process with SOLVERS threads, on the host; then
 #     both runs' time to TARGET test accuracy (default 0.89) and the cluster's ratio to it
 #     (issue 10's scaling goal: MACHINES=4 SOLVERS=3, ratio <= 0.35, on a 16-core machine;
@@ -17,6 +21,7 @@
 #   FOREIGN=1: a second job of as many machines (another --job, other ports, the same
 #     multicast group or the same raw interfaces) trains on the same wire at the same time
 #   env: MACHINES=3 SOLVERS=1 ITER=10000 KILL_AT=3000 REJOIN_AFTER=5 LOSS=0 MTU=1500
+#        LEAVE_AT=2000 JOIN_AT=4000 LEADER_LEAVE_AT=6000 KEYED=0 (1: a --job-key for every scenario)
 #        SWEEP_MS=20 SOLVER=configs/lenet/solver.prototxt BUILD_DIR=build OUT=out/cluster
 #        EXTRA="more flags for every machine"  DEADLINE=3600 (seconds for the whole run)
 # Needs root (namespaces; raw sockets). Deletes its namespaces on exit, whatever happens.
@@ -42,13 +47,19 @@ BIN=$BUILD_DIR/hogstream
 [[ -x $BIN ]] || { echo "cluster.sh: build $BIN first (scripts/test.sh)"; exit 1; }
 [[ -d data/fashion-mnist/train_lmdb ]] || { echo "cluster.sh: run scripts/demo.sh once (it converts Fashion-MNIST)"; exit 1; }
 case $MODE in udp|mcast|raw) ;; *) echo "cluster.sh: mode udp, mcast or raw"; exit 2;; esac
-case $SCENARIO in plain|kill|leaderkill|rejoin) ;; *) echo "cluster.sh: scenario plain, kill, leaderkill or rejoin"; exit 2;; esac
+case $SCENARIO in plain|kill|leaderkill|rejoin|elastic) ;; *) echo "cluster.sh: scenario plain, kill, leaderkill, rejoin or elastic"; exit 2;; esac
+[[ $SCENARIO == elastic && $MODE == raw ]] && { echo "cluster.sh: elastic needs udp or mcast (raw knows its machines at the start)"; exit 2; }
+LEAVE_AT=${LEAVE_AT:-2000}
+JOIN_AT=${JOIN_AT:-4000}
+LEADER_LEAVE_AT=${LEADER_LEAVE_AT:-6000}
+NS=$MACHINES  # namespaces: one more for the elastic scenario's new machine
+[[ $SCENARIO == elastic ]] && NS=$((MACHINES + 1))
 
 P=hsc$$  # namespace prefix
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
-  for ((i = 0; i < MACHINES; ++i)); do ip netns del "${P}m$i" 2>/dev/null || true; done
+  for ((i = 0; i < NS; ++i)); do ip netns del "${P}m$i" 2>/dev/null || true; done
   ip netns del "${P}br" 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -59,7 +70,7 @@ BIN=$BUILD_DIR/hogstream
 ip netns add "${P}br"
 ip -n "${P}br" link add br0 type bridge
 ip -n "${P}br" link set br0 up
-for ((i = 0; i < MACHINES; ++i)); do
+for ((i = 0; i < NS; ++i)); do
   ns=${P}m$i
   ip netns add "$ns"
   ip link add "eth$i$P" type veth peer name "p$i$P"
@@ -95,6 +106,10 @@ else
 fi
 flags+=("${MC[@]}" --sweep_ms="$SWEEP_MS" --job=cluster$$)
 [[ $LOSS != 0 ]] && flags+=(--loss="$LOSS")
+if [[ $SCENARIO == elastic || ${KEYED:-0} == 1 ]]; then
+  head -c 64 /dev/urandom > "$OUT/job.key"
+  flags+=(--job-key="$OUT/job.key")
+fi
 # shellcheck disable=SC2206
 [[ -n ${EXTRA:-} ]] && flags+=($EXTRA)
 
@@ -140,9 +155,33 @@ global_iter() {
 victim=-1
 case $SCENARIO in kill|rejoin) victim=$((MACHINES - 1)) ;; leaderkill) victim=0 ;; esac
 killed=0 restarted=0 kill_time=0
+left1=0 joined=0 left0=0
+elapsed() { echo "$(date +%s.%N) - $t0" | bc | cut -c1-6; }
 while :; do
   now=$(date +%s.%N)
   if (( $(echo "$now - $t0 > $DEADLINE" | bc) )); then echo "cluster.sh: past the ${DEADLINE}s deadline"; exit 1; fi
+  if [[ $SCENARIO == elastic ]]; then
+    it=$(global_iter || echo 0)
+    it=${it:-0}
+    if [[ $left1 == 0 && $it -ge $LEAVE_AT ]]; then
+      kill -USR1 "${PIDS[1]}"; left1=1
+      echo "== machine 1 asked to leave (SIGUSR1) at iteration $it, $(elapsed) s"
+    fi
+    if [[ $joined == 0 && $it -ge $JOIN_AT ]]; then
+      jflags=()
+      for a in "${flags[@]}"; do
+        case $a in --peers=*) jflags+=("$a,10.78.0.$((MACHINES + 1)):7000") ;; *) jflags+=("$a") ;; esac
+      done
+      jflags+=(--join --rank="$MACHINES")
+      ip netns exec "${P}m$MACHINES" "$BIN" "${jflags[@]}" > "$OUT/m$MACHINES.log" 2>&1 &
+      PIDS[$MACHINES]=$!; joined=1
+      echo "== machine $MACHINES (new) started with --join at iteration $it, $(elapsed) s"
+    fi
+    if [[ $left0 == 0 && $it -ge $LEADER_LEAVE_AT ]]; then
+      kill -USR1 "${PIDS[0]}"; left0=1
+      echo "== machine 0 (the leader) asked to leave (SIGUSR1) at iteration $it, $(elapsed) s"
+    fi
+  fi
   if [[ $victim -ge 0 && $killed == 0 && $(global_iter || echo 0) -ge $KILL_AT ]] 2>/dev/null; then
     kill -9 "${PIDS[$victim]}"; killed=1; kill_time=$now
     echo "== killed machine $victim (SIGKILL) at iteration $(global_iter), $(echo "$now - $t0" | bc | cut -c1-6) s"
@@ -165,11 +204,13 @@ printf "wall time: %.1f s\n" "$(echo "$t1 - $t0" | bc)"
 for f in "$OUT"/m*.log "$OUT"/f*.log; do
   [[ -f $f ]] || continue
   m=$(basename "$f" .log)
-  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|raw.bin: .*|hogstream: .*" "$f" | tail -1 || true)
+  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|Left the job.*|raw.bin: .*|hogstream: .*" "$f" | tail -1 || true)
   acc=$(grep "Test net output #0: accuracy" "$f" | tail -1 | sed 's/.*accuracy = //' || true)
   net=$(grep "Network: machine [0-9]* leads" "$f" | tail -1 | sed 's/.*\] //' || true)
   echo "$m: ${end:-(no end: killed)}${acc:+; last test accuracy $acc}"
   [[ -n $net ]] && echo "    $net"
+  grep -hoE "Network: machine [0-9]+ \([^)]*\) has left the job [0-9.]+ s after the notice.*|Network: machine [0-9]+ \([^)]*\) has the weights after.*|Network: machine [0-9]+ \([^)]*\) joins a running job at iteration [0-9]+" "$f" |
+    sed 's/^/    /' || true
 done
 lead=$(grep -l "Optimization Done.$" "$OUT"/m*.log 2>/dev/null | head -1 || true)
 if [[ -n $lead ]]; then

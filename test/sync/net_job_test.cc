@@ -476,9 +476,9 @@ TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
 // stops, its progress and its chunks' last values reach the others, and they re-share its
 // chunks at once: dead_ms is 10 s here, so a leave that waited for it fails. The final
 // snapshot holds every machine's work, the leaver's too, once; the global iteration counts
-// every iteration run; its data partition goes to the others. The others pause while it
-// leaves (and train before and after): a re-share drops the deltas in flight to the masters it
-// makes anew, a bounded loss of any re-share that would blur the leaver's own (sync/README.md).
+// every iteration run; its data partition goes to the others. The others train throughout:
+// the re-share after the leave hands the chunks that move among them over too (their finals),
+// and the deltas in flight to the masters it replaces still land (retired masters).
 void NetJobTest::LeaveMidRun(int leaver) {
   dead_ms_ = 10000;
   AttachAll();
