@@ -1140,6 +1140,72 @@ TEST_F(Cluster, BetweenNamespacesFourMachinesLearnEachOthersClasses) {
   }
 }
 
+// The elastic matrix between namespaces, in one job of four machines (keyed, --dead_ms 5 s, so
+// that nothing here waits for a death): machine 3 is throttled (stopped 70 ms of every 100) and
+// named a straggler in the leader's log; machine 1 leaves on notice; a fifth machine, in none of
+// their lists, joins with --join; the leader leaves on notice. Machine 2 then leads, ends the
+// job and the job learns all four machines' classes.
+TEST_F(Cluster, BetweenNamespacesAStragglerALeaveAJoinAndTheLeadersLeave) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  constexpr int kFour = 4;
+  const std::string solver = MakeSplit("matrix", kFour);
+  test::VethBridge net(kFour + 1);
+  const std::vector<std::string> extra = {"--dead_ms=5000"};
+  std::vector<std::unique_ptr<Child>> m;
+  for (int i = 0; i < kFour; ++i) m.push_back(StartIn(net, i, kFour, solver, 400000, "", extra));
+  auto wait_for = [&](Child& who, const std::string& text, double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (who.err().find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > end || !who.running()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
+  {  // the straggler: its process stopped 70 ms of every 100 until it is named
+    std::atomic<bool> named{false};
+    std::thread throttle([&] {
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (!named.load() && std::chrono::steady_clock::now() < end) {
+        kill(m[3]->pid(), SIGSTOP);
+        std::this_thread::sleep_for(std::chrono::milliseconds(70));
+        kill(m[3]->pid(), SIGCONT);
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
+      kill(m[3]->pid(), SIGCONT);
+    });
+    named.store(wait_for(*m[0], "machine 3 (udp://" + net.address(3) + ":7000) lags", 20));
+    throttle.join();
+    ASSERT_TRUE(named.load()) << "the throttled machine was never named:\n" << m[0]->err();
+  }
+  kill(m[1]->pid(), SIGUSR1);
+  const Finished f1 = m[1]->Wait(30);
+  ExpectClean(f1, "machine 1");
+  EXPECT_NE(f1.err.find("Left the job. (machine 1"), std::string::npos) << f1.err;
+  ASSERT_TRUE(wait_for(*m[0], "has left the job after", 10)) << m[0]->err();
+  // The new machine: the others' list plus its own entry (it finds itself by address).
+  std::vector<std::string> args = {"train", "--solver=" + solver, "--solvers=1", "--iterations=400000",
+                                   "--peers=" + NetPeers(net, kFour) + "," + net.address(kFour) + ":7000", "--join",
+                                   "--job=steer", "--job-key=" + key_file(), "--dead_ms=5000", "--start_timeout=30",
+                                   "--sweep_ms=5", "--payload=4096"};
+  m.push_back(RunIn(net, kFour, HS_HOGSTREAM_BIN, args, "m4"));
+  ASSERT_TRUE(wait_for(*m[4], "taking a share", 30)) << m[4]->err();
+  EXPECT_TRUE(wait_for(*m[0], "admitted as machine 4 of 5", 5)) << m[0]->err();
+  kill(m[0]->pid(), SIGUSR1);
+  const Finished f0 = m[0]->Wait(30);
+  ExpectClean(f0, "machine 0");
+  EXPECT_NE(f0.err.find("Left the job. (machine 0"), std::string::npos) << f0.err;
+  std::vector<Finished> f;
+  for (int i : {2, 3, 4}) f.push_back(m[i]->Wait(300));
+  for (size_t k = 0; k < f.size(); ++k) ExpectClean(f[k], "machine " + std::to_string(k + 2));
+  const Finished& lead = f[0];
+  EXPECT_NE(lead.err.find("machine 2 (udp://" + net.address(2) + ":7000) leads the job now"), std::string::npos) << lead.err;
+  EXPECT_NE(lead.err.find("Optimization Done.\n"), std::string::npos) << lead.err;
+  EXPECT_EQ(lead.err.find("silent for"), std::string::npos) << "nobody was taken for dead:\n" << lead.err;
+  EXPECT_NE(f[2].err.find("Optimization Done. (machine 4"), std::string::npos) << f[2].err;
+  EXPECT_GE(FinalAccuracy(lead.err), 0.9) << "the job learned every class\n" << lead.err;
+}
+
 TEST_F(Cluster, MistakesInTheListAreOneLine) {
   // No entry is this machine.
   Finished f = test::RunProgram(HS_HOGSTREAM_BIN,
