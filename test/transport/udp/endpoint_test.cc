@@ -32,9 +32,6 @@ namespace {
 using test::PollFor;
 using test::SealedFrame;
 
-// The sync message a packet holds (the tests send sync's messages: transport_test_util.hpp).
-Message M(const Packet& p) { return MessageOf(p); }
-
 using Clock = std::chrono::steady_clock;
 
 UdpOptions Opts() {
