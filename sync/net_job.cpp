@@ -409,9 +409,6 @@ void NetJob::Finish() {
   if (finished_called_) return;
   finished_called_ = true;
   if (!thread_.joinable()) return;
-  // The others hear this machine's last state a few times; the leader's "done" until every
-  // live machine has said it back (a lost "done" would make one of them take over and end
-  // the job again), or dead_ms.
   // A machine leaving on notice first hands its chunks over (within the daemon's own
   // deadlines: the drain, then dead_ms for the others to say they hold its finals).
   if (g_ && g_->leaving()) {
@@ -419,6 +416,9 @@ void NetJob::Finish() {
     while (!left_.load() && !all_done_.load() && !quit_.load() && Clock::now() < handed)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // The others hear this machine's last state a few times; the leader's "done" until every
+  // live machine has said it back (a lost "done" would make one of them take over and end
+  // the job again), or dead_ms.
   const Clock::time_point until = Clock::now() + std::chrono::milliseconds(opt_.dead_ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(5 * opt_.heartbeat_ms));
   while (leads() && !all_done_.load() && Clock::now() < until)
@@ -1019,8 +1019,8 @@ void NetJob::Drain(Clock::time_point now) {
 bool NetJob::Admit(PeerId r, const std::string& address) {
   // One at a time, the next rank, while training; not where every machine's part is fixed
   // (bsp and gsp's groups, --svb's factors), and not while an earlier one is still unproven.
-  if (phase_ != Phase::kTraining || r != static_cast<PeerId>(opt_.machines) || r >= kNoPeer ||
-      !opt_.machine_group.empty() || svb_ || leave_ != Leave::kNone)
+  if (phase_ != Phase::kTraining || r != static_cast<PeerId>(opt_.machines) || !opt_.machine_group.empty() ||
+      svb_ || leave_ != Leave::kNone)
     return false;
   for (int q = 0; q < opt_.machines; ++q)
     if (members_[q].admitted && !members_[q].heard && !members_[q].left) return false;
