@@ -555,13 +555,18 @@ void SlaveEndpoint::RetakeAll() {
 
 // Whether a position is one to drop unanswered, and why (counted): not a position of this
 // layout and codec, not from that chunk's master, or not newer than the last one taken.
+bool SlaveEndpoint::Malformed(const Message& m, MsgKind kind) {
+  const uint32_t c = m.h.chunk;
+  if (m.h.kind == kind && m.h.encoding == codec_.position && c < layout_.count &&
+      m.h.length == codec_.Bytes(codec_.position, layout_.length(c)))
+    return false;
+  Add(malformed_);
+  return true;
+}
+
 bool SlaveEndpoint::Dropped(const Message& m, MsgKind kind) {
   const uint32_t c = m.h.chunk;
-  if (m.h.kind != kind || m.h.encoding != codec_.position || c >= layout_.count ||
-      m.h.length != codec_.Bytes(codec_.position, layout_.length(c))) {
-    Add(malformed_);
-    return true;
-  }
+  if (Malformed(m, kind)) return true;
   if (!owners_.empty() && (owners_[c] != m.h.source || owners_[c] == self_)) {
     Add(positions_foreign_);  // not that chunk's master, or our own chunk
     return true;
@@ -678,11 +683,7 @@ bool SlaveEndpoint::TakeFinal(const Message& m) {
   const bool handed = c < layout_.count && !owners_.empty() && owners_[c] == self_ && prev_owner_[c] != kNoPeer &&
                       m.h.source == prev_owner_[c];
   if (handed) {  // this machine's now: its previous owner's final, once and no older than its last position
-    if (m.h.kind != MsgKind::kFinal || m.h.encoding != codec_.position ||
-        m.h.length != codec_.Bytes(codec_.position, layout_.length(c))) {
-      Add(malformed_);
-      return false;
-    }
+    if (Malformed(m, MsgKind::kFinal)) return false;
     if (m.h.epoch < prev_epoch_[c] || (m.h.source < min_epoch_.size() && m.h.epoch < min_epoch_[m.h.source])) {
       Add(positions_stale_);
       return false;
@@ -698,14 +699,8 @@ bool SlaveEndpoint::TakeFinal(const Message& m) {
     TakeWhole(c, off, len, pos);
     ++chunks_heard_;
   } else if (elastic_ == 0) {  // (easgd's copy is its own: the centre is the master's alone)
-    float* w = w_ + off;
-    const float* last = last_.get() + off;
-    for (uint32_t i = 0; i < len; ++i) {
-      const float progress = (access_ == Access::kPlain ? w[i] : Load(w[i])) - last[i];
-      if (access_ == Access::kPlain) w[i] = pos[i] + progress;
-      else Store(w[i], pos[i] + progress);
-    }
-    std::memcpy(last_.get() + off, pos, len * sizeof(float));
+    delta_.assign(len, 0.f);  // the rule's catch-up with nothing sent: w += final - last, last = final
+    SlaveCatchUp(w_ + off, last_.get() + off, pos, delta_.data(), len, access_);
   }
   if (handed) {
     prev_owner_[c] = kNoPeer;  // once

@@ -394,6 +394,7 @@ class SlaveEndpoint {
  private:
   // Answer's steps (segment.cpp): whether to drop a position (counted); its values, or nullptr
   // (counted); the rule for one chunk, writing the delta into a send slot.
+  bool Malformed(const Message& m, MsgKind kind);  // not a `kind` of this layout and codec (counted)
   bool Dropped(const Message& m, MsgKind kind = MsgKind::kPosition);
   const float* PositionValues(const Message& m, uint32_t len);
   void WriteDelta(uint32_t c, size_t off, uint32_t len, const float* pos, std::byte* slot);

@@ -401,11 +401,10 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
                      (me_.sin_addr.s_addr == htonl(INADDR_ANY) || src.sin_addr.s_addr == me_.sin_addr.s_addr);
     if (own) return 0;
     // A stranger, unless a job admits it as a new machine (set_admit) on its first good frame.
-    if (!admit_ || !Admit(src, data, std::min(seg, total))) {
+    if (!admit_ || (from = Admit(src, data, std::min(seg, total))) == kNoPeer) {
       Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
       return 0;
     }
-    from = PeerAt(src);
   }
   size_t kept = 0;
   for (size_t off = 0; off < total; off += seg) {
@@ -445,16 +444,16 @@ PeerId UdpEndpoint::PeerAt(const sockaddr_in& addr) const {
   return kNoPeer;
 }
 
-bool UdpEndpoint::Admit(const sockaddr_in& src, const std::byte* frame, size_t bytes) {
+PeerId UdpEndpoint::Admit(const sockaddr_in& src, const std::byte* frame, size_t bytes) {
   FrameHeader h;
   const std::byte* payload = nullptr;
-  if (fmt_.Parse(frame, fmt_.Unpadded(frame, bytes), opt_.max_payload, &h, &payload)) return false;
-  if (h.source == self_ || peers_.count(h.source)) return false;  // (a known peer's rank from elsewhere: spoofed)
+  if (fmt_.Parse(frame, fmt_.Unpadded(frame, bytes), opt_.max_payload, &h, &payload)) return kNoPeer;
+  if (h.source == self_ || peers_.count(h.source)) return kNoPeer;  // (a known peer's rank from elsewhere: spoofed)
   char ip[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &src.sin_addr, ip, sizeof ip);
-  if (!admit_(h.source, std::string(ip) + ":" + std::to_string(ntohs(src.sin_port)))) return false;
+  if (!admit_(h.source, std::string(ip) + ":" + std::to_string(ntohs(src.sin_port)))) return kNoPeer;
   peers_[h.source] = src;
-  return true;
+  return h.source;
 }
 
 void UdpEndpoint::Handout(Packet* out, size_t max, size_t* n) {

@@ -87,9 +87,9 @@ class UdpEndpoint final : public Transport {
   size_t Frames(size_t j, size_t pos, std::chrono::steady_clock::time_point now);
   void Handout(Packet* out, size_t max, size_t* n);  // receiver thread: ready_ -> out
   PeerId PeerAt(const sockaddr_in& addr) const;    // the peer at that address, kNoPeer if none
-  // Receiver thread: a good frame from an unknown address offered to admit_; true: taken as
-  // its claimed peer's address.
-  bool Admit(const sockaddr_in& src, const std::byte* frame, size_t bytes);
+  // Receiver thread: a good frame from an unknown address offered to admit_; returns the peer
+  // whose address it now is (its claimed one), kNoPeer if refused.
+  PeerId Admit(const sockaddr_in& src, const std::byte* frame, size_t bytes);
 
   const PeerId self_;
   const UdpOptions opt_;
