@@ -14,6 +14,7 @@
 #        PERIOD_US=10000 (the cgroup's CPU period)  ROUNDS=1 (repeat the whole table)
 #        EXTRA="more hogstream flags"  BUILD_DIR=build  SLOW=K:S (machine K of each job of
 #        several machines at share S: a straggler; the leader names it, "lags", in its log)
+#        STATS=1 (each machine writes its figures to OUT/TAG.mK.json: --stats_json)
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
 #        counts; prints one line per run)  DDP_STOP=1 (the DDP twin ends at its first test at
 #        TARGET, its "final" is then that accuracy: its engine is several times slower per core
@@ -154,7 +155,11 @@ hogstream_run() {
   # shellcheck disable=SC2206
   [[ -n ${EXTRA:-} ]] && flags+=($EXTRA)
   local t0; t0=$(date +%s.%N)
-  for ((i = 0; i < n; ++i)); do run_in "$i" "$OUT/$tag.m$i.log" "$BUILD_DIR/hogstream" "${flags[@]}"; done
+  for ((i = 0; i < n; ++i)); do
+    local own=()
+    [[ ${STATS:-0} == 1 ]] && own=(--stats_json="$OUT/$tag.m$i.json")
+    run_in "$i" "$OUT/$tag.m$i.log" "$BUILD_DIR/hogstream" "${flags[@]}" "${own[@]}"
+  done
   wait_all || true
   local wall; wall=$(echo "$(date +%s.%N) - $t0" | bc)
   cleanup

@@ -60,6 +60,15 @@ struct TestFigures {
 inline constexpr uint64_t kStalenessBounds[] = {1, 2, 4, 8, 16, 32, 64, 128};
 inline constexpr size_t kStalenessBuckets = sizeof(kStalenessBounds) / sizeof(kStalenessBounds[0]) + 1;
 
+// What a sharing policy made a process's solvers do (sync/policy.hpp's PolicyRun): for the
+// display line, the run's report and a machine's network figures.
+struct PolicyFigures {
+  uint64_t waits = 0;        // times a solver found it had to wait
+  double wait_seconds = 0;   // summed over solvers
+  uint64_t rounds = 0;       // bsp / gsp rounds, easgd exchanges
+  uint64_t unsound = 0;      // bsp / gsp: steps left out of a round for a non-finite element
+};
+
 // One machine of a job as this machine sees it.
 struct PeerNetFigures {
   int rank = 0;
@@ -74,6 +83,15 @@ struct PeerNetFigures {
   uint64_t refused = 0;                    // refused by value: non-finite, or absurd (SegmentRule::absurd)
   uint64_t staleness_sum = 0;              // global iterations, over deltas_applied
   uint64_t staleness[kStalenessBuckets] = {};  // deltas per bucket of kStalenessBounds (not cumulative)
+  // Its traffic with this machine, as the transport tells senders apart (by the wire's source:
+  // address, MAC or queue pair; never what a frame claims). None for itself.
+  uint64_t bytes_in = 0;                   // payload received from it
+  uint64_t bytes_out = 0;                  // payload sent to it alone (a multicast send counts for no peer)
+  double gbit_in = 0, gbit_out = 0;        // the same, over the last second
+  uint64_t frames_lost = 0;                // to it, dropped on the way (injected); from it, corrupt (bad checksum)
+  uint64_t frames_foreign = 0;             // from its address: another job's, or claiming another sender
+  uint64_t frames_bad_mac = 0;             // from its address, whose MAC failed (another key, or a forgery)
+  uint64_t frames_malformed = 0;           // from its address: no frame of ours (short, bad length or header)
 };
 
 // A machine's exchange, from its own daemon, about once a second (counters since its start).
@@ -108,6 +126,8 @@ struct NetworkFigures {
   uint64_t staleness_max = 0;
   uint64_t svb_bytes_sent = 0;             // --svb: factor bytes sent
   double median_iter_per_s = 0;            // of the machines training (the stragglers' yardstick)
+  std::string policy;                      // the sharing policy that gates or rounds this machine's solvers (empty: none)
+  PolicyFigures policy_figures;            // ... and what it made them do (counters since the start)
   std::vector<PeerNetFigures> peers;       // every machine of the job, by rank
 };
 

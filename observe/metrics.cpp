@@ -65,6 +65,13 @@ class PrometheusSink : public StatsSink {
         peer_rate_(Gauge("hogstream_peer_iterations_per_second", "the machine's solvers' rate, last second")),
         peer_deltas_(Counter("hogstream_peer_deltas_applied_total", "its deltas this machine's masters applied")),
         peer_refused_(Counter("hogstream_peer_refused_total", "its deltas refused by value (non-finite, absurd)")),
+        peer_in_(Counter("hogstream_peer_received_bytes_total", "payload bytes received from the machine")),
+        peer_out_(Counter("hogstream_peer_sent_bytes_total", "payload bytes sent to the machine alone (multicast counts for none)")),
+        peer_in_rate_(Gauge("hogstream_peer_received_bits_per_second", "payload received from the machine, last second")),
+        peer_out_rate_(Gauge("hogstream_peer_sent_bits_per_second", "payload sent to the machine alone, last second")),
+        peer_lost_(Counter("hogstream_peer_frames_lost_total", "frames to the machine dropped on the way, and from it corrupt (bad checksum)")),
+        peer_frames_refused_(Counter("hogstream_peer_frames_refused_total",
+                                     "frames from the machine's address refused: another job's or claiming another sender (foreign), a failed MAC (mac), no frame of ours (malformed)")),
         peer_stale_(pm::BuildHistogram()
                         .Name("hogstream_peer_staleness_iterations")
                         .Help("global iterations between a delta's base position and its applying, per sender")
@@ -148,6 +155,17 @@ class PrometheusSink : public StatsSink {
     const std::pair<const char*, uint64_t> refused[] = {
         {"mac", f.refused_mac}, {"value", f.refused_value}, {"control", f.control_refused}};
     for (const auto& [why, n] : refused) Count(NamedCounter("hogstream_network_refused_total", "frames (mac), deltas and positions (value) and control messages refused").Add({{"reason", why}}), n);
+    if (!f.policy.empty()) {  // what the sharing policy made this machine's solvers do
+      const pm::Labels l{{"policy", f.policy}};
+      const PolicyFigures& pf = f.policy_figures;
+      Count(NamedCounter("hogstream_policy_waits_total", "times a solver waited for the sharing policy (a clock bound, a round)").Add(l), pf.waits);
+      Count(NamedCounter("hogstream_policy_rounds_total", "synchronous rounds (bsp, gsp) and easgd exchanges").Add(l), pf.rounds);
+      Count(NamedCounter("hogstream_policy_unsound_steps_total", "bsp / gsp: steps left out of a round for a non-finite element").Add(l), pf.unsound);
+      pm::Counter& secs = NamedCounter("hogstream_policy_wait_seconds_total", "seconds solvers waited for the sharing policy, summed").Add(l);
+      double& last = wait_seconds_[&secs];
+      if (pf.wait_seconds > last) secs.Increment(pf.wait_seconds - last);
+      last = std::max(last, pf.wait_seconds);
+    }
     static const pm::Histogram::BucketBoundaries bounds(std::begin(kStalenessBounds), std::end(kStalenessBounds));
     for (const PeerNetFigures& p : f.peers) {
       const pm::Labels l{{"peer", std::to_string(p.rank)}, {"name", p.name}};
@@ -161,6 +179,18 @@ class PrometheusSink : public StatsSink {
       if (p.self) continue;  // its own deltas go to no master of its own
       Count(peer_deltas_.Add(l), p.deltas_applied);
       Count(peer_refused_.Add(l), p.refused);
+      Count(peer_in_.Add(l), p.bytes_in);
+      Count(peer_out_.Add(l), p.bytes_out);
+      peer_in_rate_.Add(l).Set(p.gbit_in * 1e9);
+      peer_out_rate_.Add(l).Set(p.gbit_out * 1e9);
+      Count(peer_lost_.Add(l), p.frames_lost);
+      const std::pair<const char*, uint64_t> frames[] = {
+          {"foreign", p.frames_foreign}, {"mac", p.frames_bad_mac}, {"malformed", p.frames_malformed}};
+      for (const auto& [why, n] : frames) {
+        pm::Labels lr = l;
+        lr.emplace("reason", why);
+        Count(peer_frames_refused_.Add(lr), n);
+      }
       // The histogram takes what came since the last report, bucket by bucket.
       PeerTotals& last = peers_[p.rank];
       std::vector<double> more(kStalenessBuckets);
@@ -222,10 +252,13 @@ class PrometheusSink : public StatsSink {
   std::map<std::string, pm::Family<pm::Gauge>*> named_gauges_;
   std::map<std::string, pm::Family<pm::Counter>*> named_counters_;
   pm::Family<pm::Gauge>&peer_up_, &peer_ready_, &peer_leads_, &peer_lags_, &peer_left_, &peer_iter_, &peer_rate_;
-  pm::Family<pm::Counter>&peer_deltas_, &peer_refused_;
+  pm::Family<pm::Counter>&peer_deltas_, &peer_refused_, &peer_in_, &peer_out_;
+  pm::Family<pm::Gauge>&peer_in_rate_, &peer_out_rate_;
+  pm::Family<pm::Counter>&peer_lost_, &peer_frames_refused_;
   pm::Family<pm::Histogram>& peer_stale_;
   std::map<int, SegmentTotals> last_;
   std::map<const pm::Counter*, uint64_t> totals_;
+  std::map<const pm::Counter*, double> wait_seconds_;
   std::map<int, PeerTotals> peers_;
   std::mutex mu_;  // last_; the families lock themselves
   std::unique_ptr<pm::Exposer> exposer_;  // last: stops serving before the registry goes

@@ -90,10 +90,19 @@ std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time
                      {"iter_per_s", Number(p.iter_per_s)},
                      {"deltas_applied", p.deltas_applied}, {"refused", p.refused},
                      {"staleness_mean", Number(p.deltas_applied ? double(p.staleness_sum) / double(p.deltas_applied) : 0)},
-                     {"staleness_buckets", staleness}});
+                     {"staleness_buckets", staleness},
+                     {"bytes_in", p.bytes_in}, {"bytes_out", p.bytes_out},
+                     {"gbit_in", Number(p.gbit_in)}, {"gbit_out", Number(p.gbit_out)},
+                     {"frames_lost", p.frames_lost}, {"frames_foreign", p.frames_foreign},
+                     {"frames_bad_mac", p.frames_bad_mac}, {"frames_malformed", p.frames_malformed}});
   }
   Json bounds = Json::array();
   for (uint64_t b : kStalenessBounds) bounds.push_back(b);
+  const PolicyFigures& pf = f.policy_figures;
+  const Json policy = f.policy.empty() ? Json(nullptr)
+                                       : Json{{"name", f.policy}, {"waits", pf.waits},
+                                              {"wait_seconds", Number(pf.wait_seconds)}, {"rounds", pf.rounds},
+                                              {"unsound", pf.unsound}};
   const Json j = {{"type", "network"}, {"time", std::isfinite(unix_time) ? Json(unix_time) : Json(nullptr)},
                   {"machine", f.machine}, {"leader", f.leader}, {"iter", f.global_iter}, {"quorum", f.quorum},
                   {"owned", f.owned}, {"chunks", f.chunks}, {"sweeps_per_s", Number(f.sweeps_per_s)},
@@ -107,7 +116,7 @@ std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time
                   {"recoveries", f.recoveries}, {"weight", Number(f.weight)}, {"staleness_mean", Number(f.staleness)},
                   {"staleness_max", f.staleness_max}, {"svb_bytes_sent", f.svb_bytes_sent},
                   {"median_iter_per_s", Number(f.median_iter_per_s)},
-                  {"staleness_bounds", bounds}, {"peers", peers}};
+                  {"policy", policy}, {"staleness_bounds", bounds}, {"peers", peers}};
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 

@@ -203,6 +203,7 @@ struct Run {
   // declared after the locals and so destroyed before them, and a run that ended in an error
   // leaves its segments running (their solvers' end hooks never ran).
   ~Run() {
+    if (opt.net && policy) opt.net->set_policy_figures("", {});  // the policy goes before the network's daemon
     for (Local& l : locals)
       if (l.segment) l.segment->Stop();
     for (auto& gs : group_segments) gs->Stop();
@@ -384,6 +385,11 @@ std::function<std::string()> PlaceInJob(Run& r, int i) {
   return extra;
 }
 
+// Across machines: the policy's figures go into this machine's network reports.
+void ShowPolicy(Run& r) {
+  if (r.opt.net) r.opt.net->set_policy_figures(r.opt.policy.name(), [p = r.policy.get()] { return p->figures(); });
+}
+
 // The copies' policy (first solver, once every copy exists): its buffers (gsp's groups and
 // their segments), its state over every copy, and across machines its rounds.
 void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
@@ -419,6 +425,7 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
     r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); });
     r.policy->set_machine_rounds(MachineRoundScale(mates), r.opt.policy.name());
   }
+  ShowPolicy(r);
 }
 
 // bsp / gsp: a solver whose step is left out of this many rounds in a row (non-finite) ends.
@@ -558,6 +565,7 @@ void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
                                            [](int) { return true; });
     r.policy->set_machines([job = r.opt.net] { return job->slowest_other(); },
                            [job = r.opt.net] { return job->fresh_rounds(); });
+    ShowPolicy(r);
   }
   r.sync.arrive_and_wait();
   me.solver->SetIterationHooks([&r, i] { return r.policy->Before(i); }, [&r, i] { r.policy->After(i); });

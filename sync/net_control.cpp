@@ -8,6 +8,8 @@
 #include <limits>
 #include <random>
 
+#include "sync/group.hpp"
+
 namespace hogstream {
 
 const char* AgreeName(Agree a) {
@@ -76,6 +78,7 @@ std::pair<Header, NetControl> NetControlChannel::Round(const ControlState& s) {
   b.counter = ++counter_;
   b.flushed = s.flushed;
   b.snapshots = s.snapshots;
+  b.solvers = s.solvers;
   b.held = s.held;
   std::copy(std::begin(agree_), std::end(agree_), b.agree);
   return {h, b};
@@ -129,6 +132,7 @@ ControlState NetControlChannel::Told(const Message& m, const NetControl& b) {
   s.view = static_cast<int64_t>(std::min<uint64_t>(m.h.seq, kMost));
   s.flushed = b.flushed;
   s.snapshots = b.snapshots;
+  s.solvers = static_cast<int>(std::clamp<int64_t>(b.solvers, 1, SolverGroup::kMaxSolvers));  // 0 or absurd: one
   s.held = b.held;
   return s;
 }

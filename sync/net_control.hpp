@@ -74,11 +74,12 @@ struct NetControl {
   uint64_t counter = 0;         // the sender's control messages so far
   int64_t flushed = 0;          // its iterations whose progress has gone out (track_fresh)
   int64_t snapshots = 0;        // snapshot requests (SIGHUP) made on that machine
+  int64_t solvers = 0;          // its solvers (a clock per solver is its iterations / this)
   uint64_t held = 0;            // bit r: the sender holds the finals of every chunk machine r
                                 // (leaving) owns (the first 64 machines)
   uint64_t agree[kAgreeKinds] = {};
 };
-static_assert(sizeof(NetControl) == 8 * (8 + kAgreeKinds), "no padding in a wire struct");
+static_assert(sizeof(NetControl) == 8 * (9 + kAgreeKinds), "no padding in a wire struct");
 
 // 64 random bits, never 0: a run's nonce.
 uint64_t FreshNonce();
@@ -91,6 +92,7 @@ struct ControlState {
   int64_t view = 0;          // its view of the global iteration
   int64_t flushed = 0;       // its iterations whose progress has gone out (track_fresh)
   int64_t snapshots = 0;     // its own snapshot requests
+  int solvers = 1;           // its solvers (1 to SolverGroup::kMaxSolvers)
   uint64_t held = 0;         // NetControl::held
 };
 

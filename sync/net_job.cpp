@@ -648,7 +648,6 @@ size_t NetJob::Receive() {
 }
 
 bool NetJob::Dispatch(const Message& m) {
-  const PeerId src = m.h.source;
   switch (m.h.kind) {
     case MsgKind::kPosition:
       if (!slave_->Answer(m)) {
@@ -744,6 +743,7 @@ ControlState NetJob::Told() const {
   // How many of its iterations have gone out (what a synchronous round waits for).
   s.flushed = opt_.track_fresh ? flushed_iter_.load(std::memory_order_relaxed) : 0;
   s.snapshots = g_ ? g_->shared().snapshot_requests.load(std::memory_order_relaxed) - snapshots_passed_ : 0;
+  s.solvers = std::max(1, local_);
   s.held = Held();
   return s;
 }
@@ -1168,7 +1168,8 @@ void NetJob::Refused(PeerId from, uint32_t chunk, Refusal why, const char* what)
 }
 
 void NetJob::Clocks() {
-  slowest_other_.store(members_.SlowestOther(opt_.machine_group, LocalIterations()), std::memory_order_relaxed);
+  const int64_t mine = LocalIterations() / std::max(1, local_);  // per solver, as the others' clocks
+  slowest_other_.store(members_.SlowestOther(opt_.machine_group, mine), std::memory_order_relaxed);
   if (opt_.track_fresh && slave_ && !shares_.owners().empty()) FreshRound();
 }
 
@@ -1210,6 +1211,9 @@ void NetJob::SendFactors() {
 
 void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
   const int64_t mine = LocalIterations();
+  std::vector<PeerCounters> traffic(static_cast<size_t>(opt_.machines));
+  for (const PeerCounters& c : t_->peer_counters())
+    if (c.peer < opt_.machines) traffic[c.peer] = c;
   for (int r = 0; r < opt_.machines; ++r) {
     NetMember& p = members_[r];
     NetPeerFigures f;
@@ -1222,10 +1226,26 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
     f.leader = r == members_.leader();
     f.iterations = f.self ? mine : p.count;
     f.iter_per_s = figures_.peers.size() > static_cast<size_t>(r) ? figures_.peers[r].iter_per_s : 0;
+    const PeerCounters& t = traffic[static_cast<size_t>(r)];
+    auto refused = [&](Reject why) { return t.rejected[static_cast<size_t>(why)]; };
+    f.bytes_in = t.bytes_received;
+    f.bytes_out = t.bytes_sent;
+    f.frames_lost = t.dropped + refused(Reject::kChecksum);  // as the job's totals count them (LossesOf)
+    f.frames_foreign = refused(Reject::kJob) + refused(Reject::kSender);
+    f.frames_bad_mac = refused(Reject::kMac);
+    f.frames_malformed = t.rejected_total() - refused(Reject::kChecksum) - f.frames_foreign - f.frames_bad_mac;
+    if (figures_.peers.size() > static_cast<size_t>(r)) {
+      f.gbit_in = figures_.peers[r].gbit_in;
+      f.gbit_out = figures_.peers[r].gbit_out;
+    }
     if (rates) {
       f.iter_per_s = (f.iterations - p.rate_count) / lapse;
       p.rate_count = f.iterations;
       p.rate = std::max(p.rate, f.iter_per_s);  // the fastest it has shown (bounds its clock's jumps)
+      f.gbit_in = (f.bytes_in - std::min(p.rate_in, f.bytes_in)) * 8e-9 / lapse;
+      f.gbit_out = (f.bytes_out - std::min(p.rate_out, f.bytes_out)) * 8e-9 / lapse;
+      p.rate_in = f.bytes_in;
+      p.rate_out = f.bytes_out;
     }
     s->peers.push_back(f);
   }
@@ -1359,6 +1379,13 @@ void NetJob::Figures(bool report) {
   EndpointFigures(&s);
   s.recoveries = recoveries_;
   if (svb_) s.svb_bytes_sent = svb_->figures().bytes_sent;
+  {
+    std::lock_guard<std::mutex> lock(policy_mu_);
+    if (policy_figures_) {
+      s.policy = policy_name_;
+      s.policy_figures = policy_figures_();
+    }
+  }
   const TransportCounters tc = t_->counters();
   const Losses losses = LossesOf(tc, t_->malformed());
   s.lost = losses.lost;
@@ -1392,6 +1419,12 @@ void NetJob::Figures(bool report) {
   figures_ = s;
   lock.unlock();
   if (stats_ && rates && report) stats_->OnNetwork(s);
+}
+
+void NetJob::set_policy_figures(std::string name, std::function<PolicyFigures()> figures) {
+  std::lock_guard<std::mutex> lock(policy_mu_);
+  policy_name_ = std::move(name);
+  policy_figures_ = std::move(figures);
 }
 
 void NetJob::set_stats(std::shared_ptr<StatsSink> sink) {

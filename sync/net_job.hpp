@@ -293,6 +293,10 @@ class NetJob {
   // Before Attach: where this machine's exchange figures go (StatsSink::OnNetwork, from the
   // daemon thread, about once a second while it runs, and once as it finishes).
   void set_stats(std::shared_ptr<StatsSink> sink);
+  // The sharing policy's name and figures (PolicyRun::figures) for this machine's reports,
+  // bound by the runner once its policy exists and cleared (empty) before the policy goes.
+  // Any thread.
+  void set_policy_figures(std::string name, std::function<PolicyFigures()> figures);
   // After the local solvers have returned: tells the others a little longer (done, or
   // finished), then stops the daemon. Idempotent.
   void Finish();
@@ -310,8 +314,8 @@ class NetJob {
   // This machine left the job on notice (its chunks handed over): from any thread.
   bool left() const { return left_.load(); }
   // The clocks a sharing policy bounds (sync/policy.hpp), from any thread: the fewest
-  // iterations any other live machine still training has run (its solvers together; this
-  // machine's own count when none), and how many times every chunk this machine does not own
+  // iterations per solver any other live machine still training has run (its solvers' count
+  // over its solver count; this machine's own when none), and how many times every chunk this machine does not own
   // has been answered (a count that grows by one each time every one of them has been answered
   // again: two more mean this machine's progress is out and the others' is in). Both updated by
   // the daemon.
@@ -449,6 +453,9 @@ class NetJob {
   MasterEndpoint::Stats retired_{};  // the figures of masters gone, summed
   std::vector<MasterEndpoint::SourceStats> retired_sources_;  // theirs per sender, by rank
   std::shared_ptr<StatsSink> stats_;  // set before Attach; called by the daemon
+  mutable std::mutex policy_mu_;      // the policy's figures, which the runner binds at any time
+  std::string policy_name_;
+  std::function<PolicyFigures()> policy_figures_;
 
   // Shared with other threads.
   std::atomic<bool> start_ok_{false}, quit_{false};

@@ -54,6 +54,7 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
   }
   p.view = told.view;
   p.flushed = std::min(told.flushed, p.count);
+  p.solvers = std::max(1, told.solvers);
   p.snapshots = std::max(p.snapshots, told.snapshots);
   return clamped;
 }
@@ -202,7 +203,7 @@ int64_t NetMembers::SlowestOther(const std::vector<int>& groups, int64_t mine) c
     const NetMember& p = m_[r];
     if (r == rank_ || (grouped && groups[r] != groups[rank_])) continue;
     if (p.live && (p.flags & kNetTraining) && !(p.flags & kNetFinished))
-      slowest = std::min(slowest, grouped ? p.flushed : p.count);
+      slowest = std::min(slowest, (grouped ? p.flushed : p.count) / p.solvers);
   }
   return slowest == std::numeric_limits<int64_t>::max() ? mine : slowest;
 }

@@ -31,8 +31,10 @@ struct NetMember {
   Clock::time_point count_at;  // when `count` was last taken
   int64_t view = 0;     // its view of the global iteration
   int64_t flushed = 0;  // its iterations whose progress has gone out to every owner (track_fresh)
+  int solvers = 1;      // its solvers: its clock per solver is count / solvers
   int64_t snapshots = 0, snapshots_taken = -1;  // its snapshot requests; those passed on (-1: none yet)
   int64_t rate_count = 0;  // its count when its rate was last taken (the daemon's figures)
+  uint64_t rate_in = 0, rate_out = 0;  // payload bytes from and to it then
   double rate = 0;         // the fastest rate (it/s) it has shown: bounds its clock's jumps
   bool tested = false;     // it said it was testing (kNetTesting) since the last rate window
   bool left = false;       // it left on notice (kNetLeft): gone, not dead, and out of the quorum
@@ -110,7 +112,8 @@ class NetMembers {
   int64_t TakeNewIterations();
   void CountAllAsTaken();  // their past is in the global iteration already (a joiner)
   // The fewest iterations any other live machine still training has run (with `groups`: only
-  // this one's group, by flushed iterations); `mine` when there is none.
+  // this one's group, by flushed iterations), per solver (a machine's count over its solvers,
+  // so machines of different solver counts are held alike); `mine` (per solver) when there is none.
   int64_t SlowestOther(const std::vector<int>& groups, int64_t mine) const;
 
  private:

@@ -211,18 +211,18 @@ bool PolicyRun::Blocked(int i) const {
   const bool gated = policy_.kind == Policy::Kind::kSsp || policy_.kind == Policy::Kind::kMaxAdvance || machine_rounds_;
   if (!gated) return false;
   int64_t lead = 0, bound = machine_rounds_ ? 0 : policy_.bound;
-  if (slowest_other_) {  // this machine's solvers together against the slowest other machine
+  if (slowest_other_) {  // per solver: this machine's solvers against the slowest other machine's
     int64_t mine = 0;
     if (machine_rounds_) {
       // In lockstep this solver's count stands for the machine's: a mate that has already
       // finished this iteration's step is waiting in Round for this solver, so counting its
       // step here would make each wait for the other until the timeout.
-      mine = group_->done[ranks_[i]].load(std::memory_order_relaxed) * static_cast<int64_t>(ranks_.size());
+      mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
     } else {
       for (int r : ranks_) mine += group_->done[r].load(std::memory_order_relaxed);
+      mine /= static_cast<int64_t>(ranks_.size());
     }
     lead = mine - slowest_other_();
-    bound *= static_cast<int64_t>(ranks_.size());
   } else {
     const int64_t mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
     int64_t slowest = mine;

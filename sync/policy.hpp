@@ -84,13 +84,6 @@ struct Policy {
   bool rounds() const { return kind == Kind::kBsp || kind == Kind::kGsp; }
 };
 
-// What the policy made solvers do, for the display line and reports.
-struct PolicyFigures {
-  uint64_t waits = 0;        // times a solver found it had to wait
-  double wait_seconds = 0;   // summed over solvers
-  uint64_t rounds = 0;       // bsp / gsp rounds, easgd exchanges
-  uint64_t unsound = 0;      // bsp / gsp: steps left out of a round for a non-finite element
-};
 
 // The policy's state for the solvers of one process with private copies: clock gates, the
 // synchronous rounds of bsp / gsp (a lock-free average by stripes between two barriers), and
@@ -116,17 +109,17 @@ class PolicyRun {
   void set_exchange(std::function<void(int)> exchange) { exchange_ = std::move(exchange); }
   // ssp: waits until solver i's segment has made two fresh sweeps (the runner binds it).
   void set_refresh(std::function<void(int)> refresh) { refresh_ = std::move(refresh); }
-  // Across machines (ssp, max-advance): the bound holds between this machine's solvers
-  // together and the slowest other machine's (`slowest_other`, iterations of all its solvers;
-  // the bound scales with this machine's solver count, every machine running as many), not
-  // between local solvers, which share one buffer. ssp's refresh then waits for two more
+  // Across machines (ssp, max-advance): the bound holds per solver, between this machine's
+  // solvers (their mean count: they share one buffer, so not between each other) and the
+  // slowest other machine's (`slowest_other`, its iterations over its solver count), so that
+  // machines of different solver counts are held alike. ssp's refresh then waits for two more
   // `fresh_rounds` (every chunk this machine does not own answered twice).
   void set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds);
   // Across machines, bsp and gsp (the run made as bsp over this machine's solvers, its target
   // the host copy that the network links to the others): a round adds the average of the local
   // steps times `scale` (1 / the machines of this machine's group, so that each owner sums the
   // group's average); before each iteration a solver waits until every other live machine of
-  // its group has sent out as many iterations (`slowest_other`, NetJob's flushed clock), then
+  // its group has sent out as many iterations per solver (`slowest_other`, NetJob's flushed clock), then
   // for two fresh rounds (the others' steps in), and reloads its copy from the host. `shown`
   // is the policy's name for the lines. Call after set_machines.
   void set_machine_rounds(float scale, std::string shown);

@@ -114,6 +114,7 @@ class Wire {
   Status status() const { return t_->status(); }
   int wait_fd() const { return t_->wait_fd(); }
   TransportCounters counters() const { return t_->counters(); }
+  std::vector<PeerCounters> peer_counters() const { return t_->peer_counters(); }
   // Payloads refused as not sync's (from peers of the job, with a good MAC or checksum).
   uint64_t malformed() const { return malformed_.load(std::memory_order_relaxed); }
 

@@ -53,7 +53,9 @@ struct FrameHeader {
 class FrameFormat {
  public:
   static constexpr uint32_t kMagic = 0x31465348;  // "HSF1" read as little-endian bytes
-  static constexpr uint8_t kVersion = 3;  // 3: opaque payloads (sync's words moved into them, sync/wire.hpp)
+  // 3: opaque payloads (sync's words moved into them, sync/wire.hpp); 4: a control message
+  // carries its machine's solver count (sync/net_control.hpp), so builds that differ never mix.
+  static constexpr uint8_t kVersion = 4;
   static constexpr size_t kHeaderBytes = 32;
   static constexpr size_t kLengthAt = 20;  // where the payload's length (u32) is in the header
 

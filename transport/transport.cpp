@@ -36,6 +36,24 @@ TransportCounters Transport::Counters::Snapshot() const {
   return c;
 }
 
+std::vector<PeerCounters> Transport::Counters::PeerSnapshot() const {
+  constexpr auto r = std::memory_order_relaxed;
+  std::vector<PeerCounters> out;
+  for (size_t i = 0; i < kTalliedPeers; ++i) {
+    const Peer& p = peers[i];
+    PeerCounters c;
+    c.peer = static_cast<PeerId>(i);
+    c.sent = p.sent.load(r);
+    c.bytes_sent = p.bytes_sent.load(r);
+    c.dropped = p.dropped.load(r);
+    c.received = p.received.load(r);
+    c.bytes_received = p.bytes_received.load(r);
+    for (size_t k = 0; k < c.rejected.size(); ++k) c.rejected[k] = p.rejected[k].load(r);
+    if (c.sent || c.received || c.dropped || c.rejected_total()) out.push_back(c);
+  }
+  return out;
+}
+
 void Transport::Latch(Status::Code code, PeerId peer, const std::string& what) {
   std::lock_guard<std::mutex> lock(status_mu_);
   if (status_.code != Status::kOk) return;
@@ -56,6 +74,12 @@ void Transport::CountReceived(const Packet* out, size_t n) {
   for (size_t i = 0; i < n; ++i) bytes += out[i].length;
   Bump(counters_.received, n);
   Bump(counters_.bytes_received, bytes);
+  for (size_t i = 0; i < n; ++i) {
+    if (Counters::Peer* p = counters_.peer(out[i].source)) {
+      Bump(p->received);
+      Bump(p->bytes_received, out[i].length);
+    }
+  }
 }
 
 void Transport::LatchSilentPeer(const std::map<PeerId, std::chrono::steady_clock::time_point>& heard,

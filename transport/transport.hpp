@@ -32,6 +32,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "base/common.hpp"
 #include "base/hash.hpp"
@@ -108,6 +109,22 @@ struct TransportCounters {
   }
 };
 
+// One peer's traffic through an endpoint, by the peer's id (what the wire says sent it, never
+// what a frame claims). Kept for peers below kTalliedPeers; others count in the totals only.
+inline constexpr size_t kTalliedPeers = 256;
+struct PeerCounters {
+  PeerId peer = kNoPeer;
+  uint64_t sent = 0, bytes_sent = 0;          // messages committed to it alone (a group send counts for none)
+  uint64_t dropped = 0;                       // ... of which a fault decorator dropped
+  uint64_t received = 0, bytes_received = 0;  // messages from it handed out by Poll
+  std::array<uint64_t, static_cast<size_t>(Reject::kCount)> rejected{};  // its frames refused, per reason
+  uint64_t rejected_total() const {
+    uint64_t s = 0;
+    for (uint64_t r : rejected) s += r;
+    return s;
+  }
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -156,6 +173,9 @@ class Transport {
   // went down): the daemon sleeps on it when idle. -1: this backend has none; poll Poll.
   virtual int wait_fd() const { return -1; }
   virtual TransportCounters counters() const { return counters_.Snapshot(); }
+  // Per peer (PeerCounters), every peer with a count, by id. Decorators merge their inner
+  // transport's.
+  virtual std::vector<PeerCounters> peer_counters() const { return counters_.PeerSnapshot(); }
 
   // Memory registration (verbs, GPUDirect): makes [p, p + bytes) of `kind` usable as a
   // source/target of this endpoint. Host memory needs nothing; another kind this backend does
@@ -185,7 +205,16 @@ class Transport {
     std::atomic<uint64_t> dropped{0}, duplicated{0}, reordered{0}, delayed{0};  // sender thread
     std::array<std::atomic<uint64_t>, static_cast<size_t>(Reject::kCount)> rejected{};  // receiver
     std::atomic<uint64_t> kernel_dropped{0};                                             // receiver
+    // Per peer id below kTalliedPeers: sent, bytes_sent, dropped (sender thread); received,
+    // bytes_received, rejected (receiver thread).
+    struct Peer {
+      std::atomic<uint64_t> sent{0}, bytes_sent{0}, dropped{0}, received{0}, bytes_received{0};
+      std::array<std::atomic<uint64_t>, static_cast<size_t>(Reject::kCount)> rejected{};
+    };
+    std::unique_ptr<Peer[]> peers{new Peer[kTalliedPeers]};
+    Peer* peer(PeerId p) const { return p < kTalliedPeers ? &peers[p] : nullptr; }
     TransportCounters Snapshot() const;
+    std::vector<PeerCounters> PeerSnapshot() const;
   };
   static void Bump(std::atomic<uint64_t>& c, uint64_t v = 1) {
     c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
@@ -194,15 +223,25 @@ class Transport {
   // it; if not, it is counted as Reject::kSender and must be dropped.
   bool ClaimMatches(PeerId claimed, PeerId wire) {
     if (claimed == wire) return true;
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    Refuse(Reject::kSender, wire);
     return false;
+  }
+  // Receiver thread: counts a frame refused for `why`, in the peer's counts too where the wire
+  // says which peer sent it (kNoPeer: an address of no peer, or not known).
+  void Refuse(Reject why, PeerId wire = kNoPeer) {
+    Bump(counters_.rejected[static_cast<size_t>(why)]);
+    if (Counters::Peer* p = counters_.peer(wire)) Bump(p->rejected[static_cast<size_t>(why)]);
   }
   Counters counters_;
 
-  // Sender thread: counts one message committed (and its payload bytes).
-  void CountSent(uint32_t length) {
+  // Sender thread: counts one message committed to `to` (and its payload bytes).
+  void CountSent(Dest to, uint32_t length) {
     Bump(counters_.sent);
     Bump(counters_.bytes_sent, length);
+    if (Counters::Peer* p = to.group ? nullptr : counters_.peer(to.id)) {
+      Bump(p->sent);
+      Bump(p->bytes_sent, length);
+    }
   }
   // Receiver thread: counts the n messages a Poll hands out (messages and payload bytes).
   void CountReceived(const Packet* out, size_t n);

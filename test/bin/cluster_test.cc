@@ -424,8 +424,14 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
     ASSERT_EQ(last_network["peers"].size(), static_cast<size_t>(kMachines));
     for (int q = 0; q < kMachines; ++q) {
       if (q == r) continue;
-      EXPECT_GT(last_network["peers"][q]["deltas_applied"].get<uint64_t>(), 0u) << "from machine " << q;
+      const nlohmann::json& p = last_network["peers"][q];
+      EXPECT_GT(p["deltas_applied"].get<uint64_t>(), 0u) << "from machine " << q;
+      EXPECT_GT(p["bytes_in"].get<uint64_t>(), 0u) << "from machine " << q;
+      EXPECT_GT(p["bytes_out"].get<uint64_t>(), 0u) << "to machine " << q;
+      for (const char* k : {"frames_lost", "frames_foreign", "frames_bad_mac", "frames_malformed"})
+        EXPECT_EQ(p[k].get<uint64_t>(), 0u) << k << " of machine " << q;
     }
+    EXPECT_TRUE(last_network["policy"].is_null()) << "async: no policy gates the solvers";
   }
   EXPECT_NE(f[0].err.find("Network: all 3 machines heard from"), std::string::npos) << f[0].err;
   EXPECT_NE(f[0].err.find("Optimization stopped early."), std::string::npos) << f[0].err;
@@ -490,19 +496,31 @@ TEST_F(Cluster, ThreeMachinesUnderSspWithInt8Deltas) {
 TEST_F(Cluster, ThreeMachinesUnderBspStepInLockstep) {
   split_ = true;
   std::vector<std::unique_ptr<Child>> m;
-  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 1500, "", {"--policy=bsp"}));
+  for (int r = 0; r < kMachines; ++r)
+    m.push_back(Start(r, 1500, "", {"--policy=bsp", "--stats_json=" + StatsFile(r)}));
   std::vector<Finished> f;
   for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
   EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every machine's class (one alone: 1/3)";
   static const std::regex ran("Network: machine [0-9] \\([^)]*\\) ran ([0-9]+) iterations");
-  static const std::regex rounds("Sharing: Policy bsp: [0-9]+ waits \\([0-9.]+ s\\), ([0-9]+) rounds");
+  static const std::regex rounds("Sharing: Policy bsp: ([0-9]+) waits \\([0-9.]+ s\\), ([0-9]+) rounds");
   for (int r = 0; r < kMachines; ++r) {
     std::smatch a, b;
     ASSERT_TRUE(std::regex_search(f[r].err, a, ran)) << f[r].err;
     ASSERT_TRUE(std::regex_search(f[r].err, b, rounds)) << f[r].err;
     EXPECT_NEAR(std::stoll(a[1]), 500, 3) << "machine " << r << " ran a third, in step with the others";
-    EXPECT_EQ(a[1], b[1]) << "one round per iteration";
+    EXPECT_EQ(a[1], b[2]) << "one round per iteration";
+    // Its network figures carry the policy's: the last record (at its end) the same counts.
+    std::ifstream in(StatsFile(r));
+    nlohmann::json policy;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j["type"] == "network") policy = j["policy"];
+    }
+    ASSERT_TRUE(policy.is_object()) << "machine " << r << ": no policy in its network records";
+    EXPECT_EQ(policy["name"], "bsp");
+    EXPECT_EQ(policy["rounds"].get<int64_t>(), std::stoll(b[2])) << "machine " << r;
+    EXPECT_EQ(policy["waits"].get<int64_t>(), std::stoll(b[1])) << "machine " << r;
   }
 }
 

@@ -64,6 +64,8 @@ TEST(NetControlTest, WhatOneMachineEncodesTheOtherDecodesUnchanged) {
     s.view = static_cast<int64_t>(rng() >> 1);
     s.flushed = static_cast<int64_t>(rng());
     s.snapshots = static_cast<int64_t>(rng());
+    s.solvers = static_cast<int>(1 + rng() % 256);
+    s.held = rng();
     const ControlNews news = one.Decode(Send(zero, 1, s).Received(0), true);
     ASSERT_TRUE(news.taken) << "message " << i << " refused: " << ControlRefusalName(news.refused);
     EXPECT_EQ(news.told.flags, s.flags);
@@ -72,6 +74,8 @@ TEST(NetControlTest, WhatOneMachineEncodesTheOtherDecodesUnchanged) {
     EXPECT_EQ(news.told.view, s.view);
     EXPECT_EQ(news.told.flushed, s.flushed);
     EXPECT_EQ(news.told.snapshots, s.snapshots);
+    EXPECT_EQ(news.told.solvers, s.solvers);
+    EXPECT_EQ(news.told.held, s.held);
     EXPECT_EQ(news.new_run, i == 0) << "machine 0's run is taken with its first message believed";
     EXPECT_FALSE(news.restarted);
   }

@@ -22,6 +22,7 @@
 #include "sync/net_job.hpp"
 #include "test/test_seed.hpp"
 #include "test/transport/forge.hpp"
+#include "transport/fault/endpoint.hpp"
 #include "transport/frame.hpp"
 #include "transport/udp/device.hpp"
 #include "transport/udp/endpoint.hpp"
@@ -264,6 +265,14 @@ TEST_F(NetJobTest, EveryMachineReportsItsExchangePerSender) {
   std::shared_ptr<NetworkRecorder> rec[kMachines];
   for (int r = 0; r < kMachines; ++r) sinks_[r] = rec[r] = std::make_shared<NetworkRecorder>();
   AttachAll();
+  // Machine 1's solvers run under a policy (the runner binds its figures; sync/hogwild.cpp).
+  std::atomic<uint64_t> waits{0};
+  m_[1].job->set_policy_figures("ssp:3", [&waits] {
+    PolicyFigures f;
+    f.waits = waits.fetch_add(1) + 1;
+    f.wait_seconds = 0.5;
+    return f;
+  });
   for (int r = 0; r < kMachines; ++r)
     ASSERT_TRUE(WaitFor([&] { return !rec[r]->records().empty(); }, 10s)) << "machine " << r << " reported nothing";
   TrainAllAndCheckTheLedger();
@@ -279,7 +288,14 @@ TEST_F(NetJobTest, EveryMachineReportsItsExchangePerSender) {
     EXPECT_GT(last.bytes_sent, 0u);
     EXPECT_GT(last.bytes_received, 0u);
     ASSERT_EQ(last.peers.size(), static_cast<size_t>(kMachines));
-    uint64_t applied = 0;
+    if (r == 1) {
+      EXPECT_EQ(last.policy, "ssp:3");
+      EXPECT_EQ(last.policy_figures.waits, waits.load()) << "the last record took the policy's last figures";
+      EXPECT_EQ(last.policy_figures.wait_seconds, 0.5);
+    } else {
+      EXPECT_EQ(last.policy, "") << "no policy gates its solvers";
+    }
+    uint64_t applied = 0, in = 0, out = 0;
     for (const PeerNetFigures& p : last.peers) {
       SCOPED_TRACE("sender " + std::to_string(p.rank));
       EXPECT_EQ(p.self, p.rank == r);
@@ -294,11 +310,51 @@ TEST_F(NetJobTest, EveryMachineReportsItsExchangePerSender) {
       } else {
         EXPECT_GT(p.deltas_applied, 0u) << "its deltas reached this machine's masters";
         EXPECT_LE(p.staleness_sum, p.deltas_applied * 900) << "no staleness beyond the job's iterations";
+        EXPECT_GT(p.bytes_in, 0u) << "traffic from it";
+        EXPECT_GT(p.bytes_out, 0u) << "traffic to it";
       }
+      EXPECT_EQ(p.frames_lost + p.frames_foreign + p.frames_bad_mac + p.frames_malformed, 0u);
       applied += p.deltas_applied;
+      in += p.bytes_in;
+      out += p.bytes_out;
     }
     EXPECT_EQ(applied, last.deltas_applied) << "the senders' deltas add up to the machine's count";
+    // Every message goes to one machine here (no multicast) and comes from one.
+    EXPECT_EQ(in, last.bytes_received) << "the peers' traffic adds up to the machine's";
+    EXPECT_EQ(out, last.bytes_sent);
   }
+}
+
+// Losses per peer: machine 1's sends go through a fault decorator that drops 5% of them (any
+// kind). Its figures count each drop against the machine it was for, and they add up to its
+// total; the others see no loss from it (a drop leaves no trace where it was going) and none
+// of their own. The job still trains to its end.
+TEST_F(NetJobTest, EachDropIsCountedAgainstTheMachineItWasFor) {
+  Connect(1);  // its peers, before the decorator hides the UDP endpoint
+  FaultOptions faults;
+  faults.drop = 0.05;
+  faults.seed = TestSeed();
+  transports_[1] = std::make_unique<FaultEndpoint>(std::move(transports_[1]), faults);
+  AttachAll();
+  for (int r = 0; r < kMachines; ++r) Train(r, 300, TestSeed() + static_cast<uint32_t>(r));
+  for (int r = 0; r < kMachines; ++r) EndTraining(r);
+  MachineGroup& lead = *m_[0].group;
+  ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
+  const NetJobStats lossy = m_[1].job->stats();
+  ASSERT_EQ(lossy.peers.size(), static_cast<size_t>(kMachines));
+  EXPECT_GT(lossy.peers[0].frames_lost, 0u) << "drops on the way to machine 0";
+  EXPECT_GT(lossy.peers[2].frames_lost, 0u) << "drops on the way to machine 2";
+  EXPECT_EQ(lossy.peers[1].frames_lost, 0u) << "nothing goes to itself";
+  EXPECT_EQ(lossy.peers[0].frames_lost + lossy.peers[2].frames_lost, lossy.lost) << "the peers' drops are the machine's";
+  for (int r : {0, 2}) {
+    const NetJobStats s = m_[r].job->stats();
+    EXPECT_EQ(s.lost, 0u) << "machine " << r;
+    for (const PeerNetFigures& p : s.peers) EXPECT_EQ(p.frames_lost, 0u) << "machine " << r << ", peer " << p.rank;
+    EXPECT_GT(s.peers[1].bytes_in, 0u) << "what machine 1 sent that was not dropped came in";
+  }
+  lead.Ended(true);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  FinishAll();
 }
 
 // A machine whose solver runs at a fraction of the others' rate is named a straggler within

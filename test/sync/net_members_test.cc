@@ -196,6 +196,27 @@ TEST(NetMembersTest, TheSlowestOtherMachineIsOfThisOnesGroupByItsFlushedClock) {
   EXPECT_EQ(m.SlowestOther({0, 1, 1, 0}, 7), 7) << "none of its group is training: its own count";
 }
 
+// The clock a policy bounds is per solver: a machine of 4 solvers that ran 120 iterations is
+// at 30 per solver, behind one of 1 solver at 40; with synchronous groups, its flushed count
+// over its solvers. A machine that told no solver count is one solver.
+TEST(NetMembersTest, TheSlowestOtherMachineIsCountedPerSolver) {
+  const Clock::time_point t0 = Clock::now();
+  NetMembers m(0, 3);
+  ControlState s = Told(kNetTraining, 120);
+  s.solvers = 4;
+  s.flushed = 100;
+  m.Hear(1, t0, s, false);
+  s = Told(kNetTraining, 40);
+  s.flushed = 40;
+  m.Hear(2, t0, s, false);
+  EXPECT_EQ(m.SlowestOther({}, 7), 30) << "machine 1: 120 iterations over 4 solvers";
+  EXPECT_EQ(m.SlowestOther({0, 0, 0}, 7), 25) << "machine 1: 100 flushed over 4 solvers";
+  s = Told(kNetTraining, 160);
+  s.solvers = 4;
+  m.Hear(1, t0, s, false);
+  EXPECT_EQ(m.SlowestOther({}, 7), 40) << "machine 1 at 40 per solver, machine 2 at 40";
+}
+
 // Random rosters: the leader is always the lowest ready rank among the live ones where there is a
 // quorum, and none where there is not.
 TEST(NetMembersTest, RandomRostersLeadByTheLowestLiveReadyRank) {

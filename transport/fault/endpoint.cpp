@@ -89,12 +89,13 @@ void FaultEndpoint::CommitSend(Dest to, uint32_t length) {
   HS_CHECK_LE(length, inner_->caps().max_payload);
   std::byte* slot = acquired_;
   acquired_ = nullptr;
-  CountSent(length);
+  CountSent(to, length);
   const uint64_t ticket = ++tickets_;
   const bool faulty = enabled_ && (!f_.applies || f_.applies(slot, length));
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   if (faulty && f_.drop > 0 && coin(rng_) < f_.drop) {
     Bump(counters_.dropped);
+    if (Counters::Peer* p = to.group ? nullptr : counters_.peer(to.id)) Bump(p->dropped);
     if (f_.on_drop) f_.on_drop(Packet{inner_->self(), length, slot});
     return;  // the inner slot was never committed: its next AcquireSend hands it out again
   }
@@ -154,6 +155,22 @@ TransportCounters FaultEndpoint::counters() const {
   c.sent = mine.sent;  // the caller's commits (dropped and held ones included, copies not)
   c.bytes_sent = mine.bytes_sent;
   return c;
+}
+
+std::vector<PeerCounters> FaultEndpoint::peer_counters() const {
+  // Received and refused as the inner transport counts them; sent as the caller committed.
+  std::map<PeerId, PeerCounters> by;
+  for (const PeerCounters& c : inner_->peer_counters()) by[c.peer] = c;
+  for (const PeerCounters& m : counters_.PeerSnapshot()) {
+    PeerCounters& c = by[m.peer];
+    c.peer = m.peer;
+    c.sent = m.sent;
+    c.bytes_sent = m.bytes_sent;
+    c.dropped = m.dropped;
+  }
+  std::vector<PeerCounters> out;
+  for (const auto& [peer, c] : by) out.push_back(c);
+  return out;
 }
 
 }  // namespace hogstream

@@ -61,6 +61,7 @@ class FaultEndpoint final : public Transport {
   void set_admit(AdmitFn admit) override { inner_->set_admit(std::move(admit)); }
   // The inner transport's counters, with the injected faults of this decorator.
   TransportCounters counters() const override;
+  std::vector<PeerCounters> peer_counters() const override;
 
   // Sender thread: faults on or off. Off also makes every held message due at once (they go as
   // soon as the inner transport has slots: at the latest over the next few sender calls).

@@ -126,7 +126,7 @@ std::byte* InprocEndpoint::AcquireSend() {
 void InprocEndpoint::CommitSend(Dest to, uint32_t length) {
   HS_CHECK(to.group || to.id == (self_ ^ 1)) << "inproc: no peer " << to.id;
   out_->Commit(self_, length);
-  CountSent(length);
+  CountSent(to, length);
 }
 
 size_t InprocEndpoint::Poll(Packet* out, size_t max) {

@@ -282,7 +282,7 @@ void RawEndpoint::CommitSend(Dest to, uint32_t length) {
   const Mac& dst = RouteOf(peers_, groups_, to, "raw: no MAC for");
   const size_t frame = fmt_.Seal(SendSlot(s) + kSlotFrame, FrameHeader{FrameType::kData, self_, length});
   sq_.Commit({s, Frame(SendSlot(s), dst, frame)});
-  CountSent(length);
+  CountSent(to, length);
 }
 
 void RawEndpoint::Flush() {
@@ -340,7 +340,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Packet* m, bool* bo
   if (sll->sll_pkttype != PACKET_HOST && !group) return Seen::kSkip;
   const uint32_t snap = hdr->tp_snaplen;
   if (snap < kEth) {
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kShort)]);
+    Refuse(Reject::kShort);
     return Seen::kSkip;
   }
   const std::byte* eth = pkt + hdr->tp_mac;
@@ -349,7 +349,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Packet* m, bool* bo
   const auto peer = by_mac_.find(Pack(eth + 6));
   if (peer == by_mac_.end()) {
     Bump(unknown_sources_);
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    Refuse(Reject::kSender);
     return Seen::kSkip;
   }
   const std::byte* frame = eth + kEth;
@@ -362,7 +362,7 @@ RawEndpoint::Seen RawEndpoint::Examine(const std::byte* pkt, Packet* m, bool* bo
     why = fmt_.Parse(frame, fmt_.Unpadded(frame, snap - kEth), max_payload_, &h, &payload);
   }
   if (why) {
-    Bump(counters_.rejected[static_cast<size_t>(*why)]);
+    Refuse(*why, peer->second);
     return Seen::kSkip;
   }
   if (!ClaimMatches(h.source, peer->second)) return Seen::kSkip;  // another peer's frame from this MAC

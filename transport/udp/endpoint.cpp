@@ -239,7 +239,7 @@ void UdpEndpoint::CommitSend(Dest to, uint32_t length) {
   std::memset(SendSlot(s) + bytes, 0, pad);
   bytes += pad;
   sq_.Commit({s, static_cast<uint32_t>(bytes), addr});
-  CountSent(length);
+  CountSent(to, length);
 }
 
 void UdpEndpoint::Flush() {
@@ -390,7 +390,7 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
   // whose claimed sender is another peer than the one whose address sent it.
   PeerId from = PeerAt(recv_from_[j]);
   if (total == 0) {  // an empty datagram: nothing of ours
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kShort)]);
+    Refuse(Reject::kShort, from);
     return 0;
   }
   if (from == kNoPeer) {
@@ -402,7 +402,7 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
     if (own) return 0;
     // A stranger, unless a job admits it as a new machine (set_admit) on its first good frame.
     if (!admit_ || (from = Admit(src, data, std::min(seg, total))) == kNoPeer) {
-      Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+      Refuse(Reject::kSender);
       return 0;
     }
   }
@@ -419,14 +419,14 @@ size_t UdpEndpoint::Frames(size_t j, size_t pos, Clock::time_point now) {
       why = fmt_.Parse(frame, fmt_.Unpadded(frame, bytes), opt_.max_payload, &h, &payload);
     }
     if (why) {
-      Bump(counters_.rejected[static_cast<size_t>(*why)]);
+      Refuse(*why, from);
       if (m.msg_hdr.msg_flags & MSG_TRUNC) break;
       continue;
     }
     if (reinterpret_cast<uintptr_t>(payload) % 16 != 0) {
       // Behind an unpadded frame in a coalesced run (a sender that does not pad): the caps
       // promise 16-aligned payloads, so it is counted and dropped, never handed out.
-      Bump(counters_.rejected[static_cast<size_t>(Reject::kLength)]);
+      Refuse(Reject::kLength, from);
       continue;
     }
     if (!ClaimMatches(h.source, from)) continue;

@@ -300,7 +300,7 @@ void VerbsEndpoint::CommitSend(Dest to, uint32_t length) {
   const Route& route = RouteOf(peers_, groups_, to, "verbs: no address for");
   const size_t bytes = fmt_.Seal(SendSlot(s), FrameHeader{FrameType::kData, self_, length});
   sq_.Commit({s, static_cast<uint32_t>(bytes), route});
-  CountSent(length);
+  CountSent(to, length);
 }
 
 void VerbsEndpoint::Flush() {
@@ -438,7 +438,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Packet* out, size_t* n, Clock::tim
   auto src = by_source_.find({wc.slid, wc.src_qp});
   if (src == by_source_.end()) {
     unknown_.store(unknown_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    Bump(counters_.rejected[static_cast<size_t>(Reject::kSender)]);
+    Refuse(Reject::kSender);
     repost_.push_back(slot);
     return;
   }
@@ -449,7 +449,7 @@ void VerbsEndpoint::Receive(const ibv_wc& wc, Packet* out, size_t* n, Clock::tim
       wc.byte_len < kGrh ? std::optional<Reject>(Reject::kShort)
                          : fmt_.Parse(frame, wc.byte_len - kGrh, max_payload_, &h, &payload);
   if (why) {
-    Bump(counters_.rejected[static_cast<size_t>(*why)]);
+    Refuse(*why, src->second);
     repost_.push_back(slot);
     return;
   }

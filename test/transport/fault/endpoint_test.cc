@@ -92,6 +92,18 @@ TEST(FaultTransportTest, CountersMatchWhatArrived) {
   EXPECT_GT(c.dropped, kSent / 10);
   EXPECT_GT(c.duplicated, kSent / 20);
   EXPECT_GT(c.reordered, kSent / 20);
+  // Per peer: the caller's sends and the drops are peer 1's; what arrived is counted by b, per
+  // its sender (peer 0), copies included.
+  const std::vector<PeerCounters> mine = a->peer_counters(), theirs = b->peer_counters();
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0].peer, 1);
+  EXPECT_EQ(mine[0].sent, kSent);
+  EXPECT_EQ(mine[0].bytes_sent, c.bytes_sent);
+  EXPECT_EQ(mine[0].dropped, dropped_seqs.size());
+  ASSERT_EQ(theirs.size(), 1u);
+  EXPECT_EQ(theirs[0].peer, 0);
+  EXPECT_EQ(theirs[0].received, order.size());
+  EXPECT_EQ(theirs[0].rejected_total(), 0u);
 }
 
 TEST(FaultTransportTest, OnlyTheChosenKindsSufferFaults) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -89,6 +90,18 @@ TEST(UdpTransportTest, BadFramesAreCountedPerReasonAndDropped) {
   EXPECT_EQ(c.rejected_total(), 9u);
   EXPECT_EQ(c.received, 1u);
   EXPECT_TRUE(a->status().ok());
+  // Per peer, by the datagram's source address: all but the stranger's are peer 1's.
+  const std::vector<PeerCounters> peers = a->peer_counters();
+  ASSERT_EQ(peers.size(), 1u) << "the stranger is no peer";
+  const PeerCounters& p = peers[0];
+  EXPECT_EQ(p.peer, 1);
+  EXPECT_EQ(p.received, 1u);
+  EXPECT_EQ(p.bytes_received, c.bytes_received);
+  for (Reject r : {Reject::kJob, Reject::kChecksum, Reject::kShort, Reject::kLength, Reject::kVersion})
+    EXPECT_EQ(p.rejected[static_cast<size_t>(r)], rejected(r)) << RejectName(r);
+  EXPECT_EQ(p.rejected[static_cast<size_t>(Reject::kSender)], 1u) << "the frame claiming peer 2";
+  EXPECT_EQ(p.rejected_total(), 8u);
+  EXPECT_EQ(p.sent, 0u);
 }
 
 TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
@@ -118,6 +131,20 @@ TEST(UdpTransportTest, KeyedEndpointsRefuseUnkeyedAndOtherKeys) {
   EXPECT_EQ(PollFor(a.get(), 1, nullptr, std::chrono::milliseconds(50)), 0u);
   EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kMac)], 1u);
   EXPECT_EQ(a->counters().rejected[static_cast<size_t>(Reject::kJob)], 1u);
+  // Per sender: peer 1's frame taken, peer 2's MAC failed, peer 3's unkeyed frame is foreign.
+  std::map<PeerId, PeerCounters> by;
+  for (const PeerCounters& p : a->peer_counters()) by[p.peer] = p;
+  ASSERT_EQ(by.size(), 3u);
+  EXPECT_EQ(by[1].received, 1u);
+  EXPECT_EQ(by[1].rejected_total(), 0u);
+  EXPECT_EQ(by[2].received, 0u);
+  EXPECT_EQ(by[2].rejected[static_cast<size_t>(Reject::kMac)], 1u);
+  EXPECT_EQ(by[3].rejected[static_cast<size_t>(Reject::kJob)], 1u);
+  const std::vector<PeerCounters> sent = b->peer_counters();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].peer, 0);
+  EXPECT_EQ(sent[0].sent, 1u);
+  EXPECT_EQ(sent[0].bytes_sent, b->counters().bytes_sent);
 }
 
 TEST(UdpTransportTest, MulticastReachesEveryMember) {
