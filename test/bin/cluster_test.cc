@@ -249,6 +249,17 @@ class Cluster : public ::testing::Test {
     kill(lead.pid(), SIGINT);
     return lead.Wait(120);
   }
+  // As StopAt, once the leader has also trained for `seconds`: on data split by class a machine
+  // learns the others' classes only through the exchange, which is paced in time (--sweep_ms),
+  // not in iterations, and a fast host runs a few thousand iterations of a small net in a
+  // fraction of a second.
+  Finished StopAfter(Child& lead, int64_t at, double seconds) {
+    EXPECT_TRUE(WaitLog(lead, "Solving", 60)) << lead.err();
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end && lead.running())
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return StopAt(lead, at);
+  }
   static void ExpectClean(const Finished& f, const std::string& who) {
     EXPECT_EQ(f.rc, 0) << who << ":\n" << f.err;
     for (const char* bad : {"terminate called", "Aborted", "*** Check failure", "internal error"})
@@ -560,7 +571,8 @@ TEST_F(Cluster, ThreeMachinesUnderGspThenEasgd) {
 // A topology file: machines that differ, one command line. Machine 0 runs two solvers on
 // private copies (solvers -> its host buffer -> the network), machine 2 two solvers on its
 // host buffer, machine 1 one; nobody gives --solvers. Each machine's data is one class of
-// three: the job learns them all only through the exchange.
+// three: the job learns them all only through the exchange (3 s of it at least, then a SIGINT
+// to the leader ends the job).
 TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
   const std::string topo = scratch_ / "topology.txt";
   std::ofstream(topo) << "# three machines that differ\n"
@@ -569,16 +581,22 @@ TEST_F(Cluster, ATopologyFileGivesEachMachineItsOwnSolvers) {
                       << "udp://127.0.0.1:" << ports_[2] << " solvers=2\n";
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < kMachines; ++r) {
-    const std::vector<std::string> args = {"train", "--solver=" + split_solver_, "--iterations=3000", "--peers=@" + topo,
-                                           "--rank=" + std::to_string(r), "--dead_ms=600", "--start_timeout=30",
-                                           "--sweep_ms=5", "--job=" + std::to_string(getpid()), "--payload=4096"};
+    const std::vector<std::string> args = {"train", "--solver=" + split_solver_, "--iterations=" + std::to_string(kLongJob),
+                                           "--peers=@" + topo, "--rank=" + std::to_string(r), "--dead_ms=600",
+                                           "--start_timeout=30", "--sweep_ms=5", "--job=" + std::to_string(getpid()),
+                                           "--payload=4096"};
     m.push_back(std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, "t" + std::to_string(r)));
   }
   std::vector<Finished> f;
-  for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  f.push_back(StopAfter(*m[0], 3000, 3));
+  for (int r = 1; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
-  EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every machine's class (one alone: 1/3)";
-  EXPECT_TRUE(fs::exists(scratch_ / "split_iter_3000.caffemodel"));
+  EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every machine's class (one alone: 1/3):\n" << f[0].err;
+  static const std::regex snapped("Snapshotting to binary proto file [^\n]*split_iter_([0-9]+)\\.caffemodel");
+  std::smatch at;
+  ASSERT_TRUE(std::regex_search(f[0].err, at, snapped)) << f[0].err;
+  EXPECT_GE(std::stoll(at[1]), 3000);
+  EXPECT_TRUE(fs::exists(scratch_ / ("split_iter_" + std::string(at[1]) + ".caffemodel")));
   EXPECT_NE(f[0].err.find("Segments: [solver 0:"), std::string::npos) << "machine 0's private copies:\n" << f[0].err;
   EXPECT_NE(f[0].err.find("[solver 1:"), std::string::npos) << "two of them";
   EXPECT_NE(f[0].err.find("Hogwild: 2 solver threads in this process, each on a private copy"), std::string::npos);
