@@ -95,6 +95,9 @@ Specs NetJobFlags() {
       {"dead_ms", "MS", std::to_string(n.dead_ms), "silence after which a machine is dead"},
       {"quorum_ms", "MS", "0", "how long a machine cut off from a majority of the job waits before it gives up "
                                "(default: 30 x --dead_ms)"},
+      {"share_weights", "W0,W1,...", "",
+       "each machine's share of the chunks it masters, by rank, in proportion (a machine of a quarter of the others' "
+       "CPU: 1,1,1,0.25; default: equal shares)"},
       {"straggler", "F", "0.5",
        "name a machine whose iteration rate stays below F of the median of the machines training (0: never)"},
       {"start_timeout", "SECONDS", std::to_string(n.start_ms / 1000),

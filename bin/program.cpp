@@ -12,6 +12,8 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -99,6 +101,25 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
   return h;
 }
 
+namespace {
+// --share_weights=W0,W1,...: a positive weight per machine, by rank, at most one per machine.
+// A mistake is one line.
+std::vector<double> ShareWeights(const std::string& text, int machines) {
+  std::vector<double> w;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    HS_REQUIRE(!item.empty() && end && *end == 0 && std::isfinite(v) && v > 0 && v <= 1e6)
+        << "--share_weights wants a positive weight per machine, by rank (W0,W1,...), got '" << text << "'";
+    w.push_back(v);
+  }
+  HS_REQUIRE(!w.empty() && static_cast<int>(w.size()) <= machines)
+      << "--share_weights names " << w.size() << " weights for a job of " << machines << " machines";
+  return w;
+}
+}  // namespace
+
 std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form,
                                         const pb::SolverParameter& solver, PeerEntry* mine) {
   const PeerList list = raw_form ? ParseRawBinPeers(peers) : ParsePeers(peers);
@@ -184,6 +205,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
         << "--straggler wants a fraction of the median rate in [0, 1) (0: never), got '" << text << "'";
     n.straggler = fraction;
   }
+  if (f.has("share_weights")) n.share_weights = ShareWeights(f.get("share_weights"), n.machines);
   n.start_ms = static_cast<uint32_t>(start_s) * 1000;
   // What every machine must share (checked in each control message): the list, in order, with
   // the job's name; and the exchange's settings.
@@ -201,7 +223,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"
            << aggregate << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
            << ";" << f.has("svb") << ";" << n.share_speed << ";" << n.rule.warmup_until << ";" << n.rule.cool_from
-           << ";" << n.rule.cool_until << ";" << n.local_speed;  // the aggregation as resolved (its defaults follow the run's length)
+           << ";" << n.rule.cool_until << ";" << n.local_speed  // the aggregation as resolved (its defaults follow the run's length)
+           << ";";
+  for (double w : n.share_weights) settings << w << ",";
   n.agree[kAgreeSettings] = Digest64(settings.str());
   LOG(INFO) << "Network: this is machine " << n.rank << " of " << n.machines << ", "
             << PeerName(list, n.rank) << " (" << self.how << ")"

@@ -325,6 +325,7 @@ NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
   incarnation_ = static_cast<uint32_t>(nonce ^ (nonce >> 32)) | 1;
   machines_now_.store(opt_.machines);
   if (!opt_.job_machines) opt_.job_machines = opt_.machines;
+  shares_.set_weights(opt_.share_weights);
 }
 
 NetJob::~NetJob() {

@@ -233,6 +233,9 @@ struct NetJobOptions {
   // the median of the machines training, kStragglerSeconds rate windows in a row, is named
   // (the leader's log once, every machine's figures while it lags); 0: never.
   double straggler = 0.5;
+  // Chunk shares in proportion to these weights, by rank (--share_weights: a machine of less
+  // capacity masters fewer chunks; beyond the list, 1; empty: equal shares). Agreed.
+  std::vector<double> share_weights;
   // The machines the job's settings are made for (ShareMomentum, easgd's speed): a new
   // machine's are the others' (one fewer than its list); 0: `machines`.
   int job_machines = 0;

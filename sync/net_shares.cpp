@@ -9,12 +9,13 @@
 
 namespace hogstream {
 
-std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers) {
-  if (skipped.empty()) return ShareChunks(count, peers);
+std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers,
+                                  const std::vector<double>& weights) {
+  if (skipped.empty()) return ShareChunks(count, peers, weights);
   std::vector<uint32_t> streamed;
   for (uint32_t c = 0; c < count; ++c)
     if (!skipped[c]) streamed.push_back(c);
-  const std::vector<PeerId> share = ShareChunks(static_cast<uint32_t>(streamed.size()), peers);
+  const std::vector<PeerId> share = ShareChunks(static_cast<uint32_t>(streamed.size()), peers, weights);
   std::vector<PeerId> owners(count, kNoPeer);
   for (size_t i = 0; i < streamed.size(); ++i) owners[streamed[i]] = share[i];
   return owners;
@@ -65,7 +66,10 @@ NetShares::Change NetShares::Reshare(const std::vector<PeerId>& ready, const std
   Change ch;
   for (int r = 0; r < machines_; ++r) ch.receivers += r != rank_ && live[r];
   if (ready.empty()) return ch;  // nobody has the weights (cannot happen once started)
-  std::vector<PeerId> owners = ShareStreamed(skipped_, count_, ready);
+  std::vector<double> weights;  // the ready machines' share weights (none given: equal shares)
+  for (PeerId r : ready)
+    if (!weights_.empty()) weights.push_back(r < weights_.size() ? weights_[r] : 1.0);
+  std::vector<PeerId> owners = ShareStreamed(skipped_, count_, ready, weights);
   // Masters go to the live machines (a newcomer receives positions before it owns anything).
   const bool same = owners == owners_ && (multicast_ || owned_.empty() || SameMasters(live));
   if (same && masters_made_ != owned_.empty()) return ch;

@@ -19,7 +19,8 @@ namespace hogstream {
 
 // ShareChunks over the chunks not skipped (--svb; empty: none skipped); a skipped chunk has no
 // owner (kNoPeer).
-std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers);
+std::vector<PeerId> ShareStreamed(const std::vector<bool>& skipped, uint32_t count, const std::vector<PeerId>& peers,
+                                  const std::vector<double>& weights = {});
 
 class NetShares {
  public:
@@ -30,6 +31,9 @@ class NetShares {
   void Grow(int machines);
   // The buffer's `count` chunks, and those never streamed (--svb; per chunk, empty: none).
   void set_chunks(uint32_t count, std::vector<bool> skipped = {});
+  // Each machine's share weight, by rank (--share_weights; a machine beyond the list: 1; empty:
+  // equal shares). Before the first Reshare; every machine must give the same.
+  void set_weights(std::vector<double> by_rank) { weights_ = std::move(by_rank); }
 
   // A master to make: where it posts, and its epoch.
   struct Master {
@@ -66,6 +70,7 @@ class NetShares {
   uint32_t first_epoch_, epoch_;
   uint32_t count_ = 0;
   std::vector<bool> skipped_;
+  std::vector<double> weights_;  // per rank (set_weights)
   std::vector<PeerId> owners_;
   std::vector<uint32_t> owned_;
   bool masters_made_ = false;     // the masters exist (this machine owns chunks)

@@ -156,13 +156,36 @@ std::vector<bool> SkippedChunks(const ChunkLayout& layout, const std::vector<std
 
 // ---------------------------------------------------------------- ownership
 
-std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers) {
+std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers, const std::vector<double>& weights) {
   HS_REQUIRE(!peers.empty()) << "sharing chunks among no peers";
+  const size_t k = peers.size();
+  HS_CHECK(weights.empty() || weights.size() == k) << weights.size() << " weights for " << k << " peers";
+  std::vector<size_t> runs(k, count / k);
+  if (weights.empty()) {
+    for (size_t r = 0; r < count % k; ++r) ++runs[r];
+  } else {
+    // Largest remainder: each peer's whole part of its quota, then one more chunk to each of
+    // the largest fractions (ties: the earlier peer) until every chunk has an owner.
+    double sum = 0;
+    for (double w : weights) {
+      HS_CHECK(w > 0 && std::isfinite(w)) << "a share weight of " << w;
+      sum += w;
+    }
+    std::vector<std::pair<double, size_t>> rest;
+    size_t given = 0;
+    for (size_t r = 0; r < k; ++r) {
+      const double quota = count * weights[r] / sum;
+      runs[r] = static_cast<size_t>(quota);
+      given += runs[r];
+      rest.emplace_back(runs[r] - quota, r);  // the largest fraction sorts first
+    }
+    std::sort(rest.begin(), rest.end());
+    for (size_t i = 0; given < count; ++i, ++given) ++runs[rest[i % k].second];
+  }
   std::vector<PeerId> owner(count);
-  const size_t k = peers.size(), base = count / k, extra = count % k;
   size_t c = 0;
   for (size_t r = 0; r < k; ++r)
-    for (size_t i = 0; i < base + (r < extra ? 1 : 0); ++i) owner[c++] = peers[r];
+    for (size_t i = 0; i < runs[r]; ++i) owner[c++] = peers[r];
   return owner;
 }
 

@@ -165,9 +165,11 @@ std::vector<bool> SkippedChunks(const ChunkLayout& layout, const std::vector<std
 
 // Which peer masters each chunk when every machine is master of a share of the weights and
 // slave of the rest: peer peers[r] masters a contiguous run of about count / peers.size()
-// chunks, in list order (the first count % size peers one more). Every chunk has one owner.
-// An empty list is a user Error.
-std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers);
+// chunks, in list order (the first count % size peers one more). With `weights` (one per
+// peer, > 0), the runs are in proportion to them instead (the chunks left over by rounding
+// down go one each to the largest remainders, the earlier peer first on a tie; equal weights
+// share as without). Every chunk has one owner. An empty list is a user Error.
+std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers, const std::vector<double>& weights = {});
 
 // Flow control of a master: how many positions may await their delta at once. A network
 // link has no back-pressure of its own (a UDP or raw receiver that falls behind drops), so the

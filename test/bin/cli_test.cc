@@ -92,6 +92,20 @@ TEST_F(Cli, AQuorumWaitShorterThanTheDeadTimeoutIsOneLine) {
                 "hogstream", "--quorum_ms longer than --dead_ms");
 }
 
+// Share weights: a positive number per machine, no more than the job's machines.
+TEST_F(Cli, BadShareWeightsAreOneLine) {
+  const std::vector<uint16_t> ports = test::FreeUdpPorts(2);
+  const std::string peers =
+      "--peers=udp://127.0.0.1:" + std::to_string(ports[0]) + ",127.0.0.1:" + std::to_string(ports[1]);
+  for (const std::string bad : {"1,0", "1,x", "1,,2", "-1", "1,nan"})
+    ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), peers, "--rank=0", "--start_timeout=1",
+                                         "--share_weights=" + bad}),
+                  "hogstream", "--share_weights wants a positive weight per machine, by rank (W0,W1,...), got '" + bad + "'");
+  ExpectOneLine(Run(HS_HOGSTREAM_BIN, {"train", "--solver=" + Solver(""), peers, "--rank=0", "--start_timeout=1",
+                                       "--share_weights=1,1,1"}),
+                "hogstream", "--share_weights names 3 weights for a job of 2 machines");
+}
+
 // bsp whose every step is non-finite (an infinite rate): each is left out of its round, so the
 // weights stay sound, and after three rounds in a row the solver ends the run with one line.
 TEST_F(Cli, BspStepsThatKeepComingOutNonFiniteAreOneLine) {

@@ -135,6 +135,25 @@ TEST(NetSharesTest, ChunksSvbSkipsHaveNoOwnerAndTheRestAreShared) {
   EXPECT_EQ(ShareStreamed({}, 5, {3, 4}), (std::vector<PeerId>{3, 3, 3, 4, 4}));
 }
 
+// Share weights (by rank): the ready machines' runs are in proportion to theirs; a machine
+// beyond the list weighs 1; when one leaves, the rest share by their own weights.
+TEST(NetSharesTest, SharesFollowTheMachinesWeights) {
+  NetShares s(0, 4, true, kFirstEpoch);
+  s.set_chunks(26);
+  s.set_weights({1, 1, 0.25});  // machine 3: 1
+  s.Reshare({0, 1, 2, 3}, {true, true, true, true});
+  auto count = [&](PeerId r) { return std::count(s.owners().begin(), s.owners().end(), r); };
+  EXPECT_EQ(count(0), 8);  // quotas 8, 8, 2, 8
+  EXPECT_EQ(count(1), 8);
+  EXPECT_EQ(count(2), 2);
+  EXPECT_EQ(count(3), 8);
+  EXPECT_EQ(s.owned().size(), 8u);
+  s.Reshare({0, 2, 3}, {true, false, true, true});
+  EXPECT_EQ(count(0), 12);  // quotas 11.56, 2.89, 11.56
+  EXPECT_EQ(count(2), 3);
+  EXPECT_EQ(count(3), 11);
+}
+
 // Random deaths and returns: after each re-share every streamed chunk has one owner among the
 // ready machines, and every master made has an epoch above every one made before.
 TEST(NetSharesTest, RandomResharesKeepOneReadyOwnerPerChunkAndEpochsGrow) {

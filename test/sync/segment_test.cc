@@ -638,6 +638,40 @@ TEST(SegmentPeersTest, ShareChunksGivesEveryPeerAContiguousShare) {
   EXPECT_THROW(ShareChunks(4, {}), Error);
 }
 
+// With weights the runs are in proportion (largest remainders take the chunks left over);
+// equal weights share as without; on random counts and weights, every chunk has one owner and
+// each run is within one chunk of its quota.
+TEST(SegmentPeersTest, ShareChunksWithWeightsGivesRunsInProportion) {
+  EXPECT_EQ(ShareChunks(13, {0, 1, 2, 3}, {1, 1, 1, 0.25}),
+            (std::vector<PeerId>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3}));  // quotas 4, 4, 4, 1
+  EXPECT_EQ(ShareChunks(10, {0, 1, 2}, {1, 1, 0.5}), (std::vector<PeerId>{0, 0, 0, 0, 1, 1, 1, 1, 2, 2}));  // 4, 4, 2
+  EXPECT_EQ(ShareChunks(10, {5, 1, 7}, {2, 2, 2}), ShareChunks(10, {5, 1, 7}));
+  // quotas 3.33 and 6.67: the chunk left over goes to the larger fraction
+  EXPECT_EQ(ShareChunks(10, {0, 1}, {1, 2}), (std::vector<PeerId>{0, 0, 0, 1, 1, 1, 1, 1, 1, 1}));
+  std::mt19937 gen(TestSeed());
+  std::uniform_real_distribution<double> weight(0.05, 4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint32_t count = gen() % 2000;
+    const size_t k = 1 + gen() % 9;
+    std::vector<PeerId> peers;
+    std::vector<double> w;
+    double sum = 0;
+    for (size_t r = 0; r < k; ++r) {
+      peers.push_back(static_cast<PeerId>(r));
+      w.push_back(weight(gen));
+      sum += w.back();
+    }
+    const std::vector<PeerId> owner = ShareChunks(count, peers, w);
+    ASSERT_EQ(owner.size(), count);
+    ASSERT_TRUE(std::is_sorted(owner.begin(), owner.end())) << "contiguous runs, in list order";
+    for (size_t r = 0; r < k; ++r) {
+      const double quota = count * w[r] / sum;
+      const auto n = static_cast<double>(std::count(owner.begin(), owner.end(), peers[r]));
+      ASSERT_LT(std::abs(n - quota), 1.0) << "peer " << r << " of " << k << ", " << count << " chunks";
+    }
+  }
+}
+
 // A master streams only its own chunks, round-robin; a sweep is one pass over them.
 TEST(SegmentPeersTest, MasterStreamsOnlyTheChunksItOwns) {
   std::mt19937 gen(TestSeed());
