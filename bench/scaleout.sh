@@ -15,6 +15,7 @@
 #        EXTRA="more hogstream flags"  BUILD_DIR=build  SLOW=K:S (machine K of each job of
 #        several machines at share S: a straggler; the leader names it, "lags", in its log)
 #        STATS=1 (each machine writes its figures to OUT/TAG.mK.json: --stats_json)
+#        BASE=0 (no 1-machine baseline: the counts' rows only, without speed-up)
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
 #        counts; prints one line per run)  DDP_STOP=1 (the DDP twin ends at its first test at
 #        TARGET, its "final" is then that accuracy: its engine is several times slower per core
@@ -220,7 +221,9 @@ for ((r = 1; r <= ROUNDS; ++r)); do
   for n in $COUNTS; do
     for sys in "${systems[@]}"; do
       share=$(share_for "$n")
-      if [[ -z ${base[$sys$share]:-} ]]; then
+      if [[ ${BASE:-1} == 0 ]]; then
+        base[$sys$share]=-  # no baseline: no speed-up column
+      elif [[ -z ${base[$sys$share]:-} ]]; then
         read -r t acc wall st by dv < <(${sys}_run 1 "$share" "r$r.$sys.base$share")
         base[$sys$share]=$t
         printf "%-9s %2s %5s %9s %8s %6s %7s %8s %10s %7s %s\n" "$sys" 1 "$share" "$t" 1.00 1.00 "$acc" "$wall" "$st" "$by" "$dv"

@@ -88,7 +88,7 @@ struct PeerNetFigures {
   uint64_t bytes_in = 0;                   // payload received from it
   uint64_t bytes_out = 0;                  // payload sent to it alone (a multicast send counts for no peer)
   double gbit_in = 0, gbit_out = 0;        // the same, over the last second
-  uint64_t frames_lost = 0;                // to it, dropped on the way (injected); from it, corrupt (bad checksum)
+  uint64_t frames_lost = 0;                // to it alone, dropped on the way (injected); from it, corrupt (bad checksum)
   uint64_t frames_foreign = 0;             // from its address: another job's, or claiming another sender
   uint64_t frames_bad_mac = 0;             // from its address, whose MAC failed (another key, or a forgery)
   uint64_t frames_malformed = 0;           // from its address: no frame of ours (short, bad length or header)
