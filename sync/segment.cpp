@@ -154,6 +154,10 @@ std::vector<bool> SkippedChunks(const ChunkLayout& layout, const std::vector<std
   return out;
 }
 
+void SlaveRule(float* w, float* last, const float* pos, float* delta, size_t n) {
+  SlaveRulePlain(w, last, pos, delta, n);
+}
+
 // ---------------------------------------------------------------- ownership
 
 std::vector<PeerId> ShareChunks(uint32_t count, const std::vector<PeerId>& peers, const std::vector<double>& weights) {

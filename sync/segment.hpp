@@ -163,6 +163,11 @@ struct ChunkLayout {
 // A chunk straddling a range's edge is an Error (cut the layout at the edges).
 std::vector<bool> SkippedChunks(const ChunkLayout& layout, const std::vector<std::pair<size_t, size_t>>& skip);
 
+// The slave's side of the rule over n elements, as SlaveEndpoint runs it on float32 messages
+// with plain access: d = w - last; w = w + (pos - last); last = pos + d; delta = d. (The GPU
+// segment's kernel, core/slave_rule.hpp, is held to it by the tests.)
+void SlaveRule(float* w, float* last, const float* pos, float* delta, size_t n);
+
 // Which peer masters each chunk when every machine is master of a share of the weights and
 // slave of the rest: peer peers[r] masters a contiguous run of about count / peers.size()
 // chunks, in list order (the first count % size peers one more). With `weights` (one per

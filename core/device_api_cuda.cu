@@ -1,0 +1,130 @@
+// The CUDA runtime behind core/device_api.hpp: registered as the GPU engine loads, so that the
+// GPU segment finds it with LoadedDeviceApi(). Streams and events are kept in tables under
+// small ids (the seam hands out no CUDA types). Each call acts on the calling thread's current
+// device.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+
+#include "base/common.hpp"
+#include "core/device_api.hpp"
+#include "core/gpu_common.cuh"
+#include "core/slave_rule.hpp"
+
+namespace hogstream {
+
+namespace {
+
+#define HS_CUDA_OK(expr)                                                                   \
+  do {                                                                                     \
+    const cudaError_t hs_e_ = (expr);                                                      \
+    HS_CHECK(hs_e_ == cudaSuccess) << #expr << ": " << cudaGetErrorString(hs_e_);          \
+  } while (0)
+
+__global__ void SlaveRuleKernel(long long n, const float* pos, float* w, float* last, float* delta) {
+  HS_GPU_LOOP(i, n) SlaveRuleStep(pos[i], w[i], last[i], delta[i]);
+}
+
+class CudaDeviceApi : public DeviceApi {
+ public:
+  const char* name() const override { return "CUDA"; }
+
+  void* Alloc(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    HS_REQUIRE(e == cudaSuccess) << "cannot allocate " << bytes << " bytes on the GPU: " << cudaGetErrorString(e);
+    return p;
+  }
+  void Free(void* p) override { HS_CUDA_OK(cudaFree(p)); }
+  void* AllocPinned(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocHost(&p, bytes);
+    HS_REQUIRE(e == cudaSuccess) << "cannot pin " << bytes << " bytes of host memory: " << cudaGetErrorString(e);
+    return p;
+  }
+  void FreePinned(void* p) override { HS_CUDA_OK(cudaFreeHost(p)); }
+
+  StreamId CreateStream() override {
+    cudaStream_t s = nullptr;
+    HS_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_[next_stream_] = s;
+    return next_stream_++;
+  }
+  void DestroyStream(StreamId id) override {
+    const cudaStream_t s = Take(streams_, id);
+    HS_CUDA_OK(cudaStreamSynchronize(s));
+    HS_CUDA_OK(cudaStreamDestroy(s));
+  }
+  EventId CreateEvent() override {
+    cudaEvent_t e = nullptr;
+    HS_CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    std::lock_guard<std::mutex> lock(mu_);
+    events_[next_event_] = e;
+    return next_event_++;
+  }
+  void DestroyEvent(EventId id) override { HS_CUDA_OK(cudaEventDestroy(Take(events_, id))); }
+
+  void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamId s) override {
+    const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
+                             : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                               : cudaMemcpyDeviceToDevice;
+    HS_CUDA_OK(cudaMemcpyAsync(dst, src, bytes, k, Stream(s)));
+  }
+  void LaunchSlaveRule(size_t n, const float* pos, float* w, float* last, float* delta, StreamId s) override {
+    if (n == 0) return;
+    const auto count = static_cast<long long>(n);
+    SlaveRuleKernel<<<GpuBlocks(count), kGpuThreads, 0, Stream(s)>>>(count, pos, w, last, delta);
+    HS_KERNEL_CHECK("SlaveRuleKernel");
+  }
+  void Record(EventId e, StreamId s) override { HS_CUDA_OK(cudaEventRecord(Event(e), Stream(s))); }
+  bool Query(EventId e) override {
+    const cudaError_t r = cudaEventQuery(Event(e));
+    if (r == cudaErrorNotReady) return false;
+    HS_CUDA_OK(r);
+    return true;
+  }
+  void WaitEvent(StreamId s, EventId e) override { HS_CUDA_OK(cudaStreamWaitEvent(Stream(s), Event(e), 0)); }
+  void Synchronize(StreamId s) override { HS_CUDA_OK(cudaStreamSynchronize(Stream(s))); }
+
+ private:
+  template <typename T>
+  T Take(std::map<uint32_t, T>& table, uint32_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = table.find(id);
+    HS_CHECK(it != table.end()) << "unknown device handle " << id;
+    const T v = it->second;
+    table.erase(it);
+    return v;
+  }
+  cudaStream_t Stream(StreamId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(id);
+    HS_CHECK(it != streams_.end()) << "unknown stream " << id;
+    return it->second;
+  }
+  cudaEvent_t Event(EventId id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = events_.find(id);
+    HS_CHECK(it != events_.end()) << "unknown event " << id;
+    return it->second;
+  }
+
+  std::mutex mu_;
+  std::map<uint32_t, cudaStream_t> streams_;
+  std::map<uint32_t, cudaEvent_t> events_;
+  StreamId next_stream_ = 1;
+  EventId next_event_ = 1;
+};
+
+// Registered as the library loads (as the kernels are, core/math_gpu.cu).
+[[maybe_unused]] const bool kRegistered = [] {
+  static CudaDeviceApi api;
+  RegisterDeviceApi(&api);
+  return true;
+}();
+
+}  // namespace
+
+}  // namespace hogstream

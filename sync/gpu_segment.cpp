@@ -1,0 +1,171 @@
+#include "sync/gpu_segment.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/common.hpp"
+
+namespace hogstream {
+
+GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n, GpuSegmentOptions options)
+    : api_(api), master_(master), w_(device_w), n_(n), opt_(options) {
+  HS_REQUIRE(n > 0 && master && device_w) << "a GPU segment needs weights on both sides";
+  HS_REQUIRE(opt_.chunk_floats > 0 && opt_.slots > 0) << "a GPU segment needs chunks and slots";
+  const size_t count = (n + opt_.chunk_floats - 1) / opt_.chunk_floats;
+  HS_REQUIRE(count <= UINT32_MAX) << "a GPU segment of " << count << " chunks";
+  count_ = static_cast<uint32_t>(count);
+  in_flight_.assign(count_, 0);
+  stream_ = api_.CreateStream();
+  last_ = static_cast<float*>(api_.Alloc(n * sizeof(float)));
+  // w = last = one snapshot of the master (pinned, so the copies are asynchronous).
+  auto* snapshot = static_cast<float*>(api_.AllocPinned(n * sizeof(float)));
+  std::memcpy(snapshot, master_, n * sizeof(float));
+  api_.CopyAsync(w_, snapshot, n * sizeof(float), CopyKind::kHostToDevice, stream_);
+  api_.CopyAsync(last_, snapshot, n * sizeof(float), CopyKind::kHostToDevice, stream_);
+  slots_.resize(std::min<size_t>(opt_.slots, count_));
+  const size_t bytes = static_cast<size_t>(opt_.chunk_floats) * sizeof(float);
+  for (Slot& s : slots_) {
+    s.pos_h = static_cast<float*>(api_.AllocPinned(bytes));
+    s.delta_h = static_cast<float*>(api_.AllocPinned(bytes));
+    s.pos_d = static_cast<float*>(api_.Alloc(bytes));
+    s.delta_d = static_cast<float*>(api_.Alloc(bytes));
+    s.done = api_.CreateEvent();
+  }
+  refilled_ = std::chrono::steady_clock::now();
+  api_.Synchronize(stream_);  // the device copy is the solver's from here
+  api_.FreePinned(snapshot);
+}
+
+GpuSegment::~GpuSegment() {
+  Stop();
+  api_.Synchronize(stream_);  // nothing of ours runs when the buffers go
+  for (Slot& s : slots_) {
+    Complete(s);  // (a delta that came back is not lost)
+    api_.DestroyEvent(s.done);
+    api_.FreePinned(s.pos_h);
+    api_.FreePinned(s.delta_h);
+    api_.Free(s.pos_d);
+    api_.Free(s.delta_d);
+  }
+  api_.Free(last_);
+  api_.DestroyStream(stream_);
+}
+
+uint32_t GpuSegment::length(uint32_t c) const {
+  return static_cast<uint32_t>(std::min<size_t>(opt_.chunk_floats, n_ - offset(c)));
+}
+
+bool GpuSegment::Complete(Slot& s) {
+  if (s.state != State::kInFlight || !api_.Query(s.done)) return false;
+  // The delta is in pinned memory now (the event follows its copy on the stream).
+  float* m = master_ + offset(s.chunk);
+  const uint32_t len = length(s.chunk);
+  for (uint32_t i = 0; i < len; ++i) m[i] += s.delta_h[i];
+  s.state = State::kFree;
+  in_flight_[s.chunk] = 0;
+  chunks_done_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void GpuSegment::Issue(Slot& s, uint32_t c) {
+  const uint32_t len = length(c);
+  const size_t bytes = len * sizeof(float);
+  std::memcpy(s.pos_h, master_ + offset(c), bytes);  // the position: the master's values now
+  api_.CopyAsync(s.pos_d, s.pos_h, bytes, CopyKind::kHostToDevice, stream_);
+  api_.LaunchSlaveRule(len, s.pos_d, w_ + offset(c), last_ + offset(c), s.delta_d, stream_);
+  api_.CopyAsync(s.delta_h, s.delta_d, bytes, CopyKind::kDeviceToHost, stream_);
+  api_.Record(s.done, stream_);
+  s.state = State::kInFlight;
+  s.chunk = c;
+  in_flight_[c] = 1;
+  bytes_.fetch_add(2 * bytes, std::memory_order_relaxed);
+}
+
+bool GpuSegment::Budget(size_t bytes) {
+  if (opt_.max_bytes_per_s <= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  // A bucket of a tenth of a second's bytes (at least one chunk's), refilled at the cap's rate.
+  const double burst = std::max(opt_.max_bytes_per_s / 10, 2.0 * opt_.chunk_floats * sizeof(float));
+  tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - refilled_).count() * opt_.max_bytes_per_s);
+  refilled_ = now;
+  if (tokens_ < static_cast<double>(bytes)) return false;
+  tokens_ -= static_cast<double>(bytes);
+  return true;
+}
+
+bool GpuSegment::Step() {
+  bool moved = false;
+  for (Slot& s : slots_) moved |= Complete(s);
+  for (Slot& s : slots_) {
+    if (s.state != State::kFree) continue;
+    // The next chunk not in flight (none is, unless every slot's chunk is ahead of it).
+    uint32_t c = next_;
+    for (uint32_t tries = 0; tries < count_ && in_flight_[c]; ++tries) c = (c + 1) % count_;
+    if (in_flight_[c]) break;
+    if (!Budget(2 * length(c) * sizeof(float))) {
+      capped_.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    Issue(s, c);
+    next_ = (c + 1) % count_;
+    moved = true;
+  }
+  return moved;
+}
+
+void GpuSegment::Run() {
+  while (!quit_.load(std::memory_order_relaxed))
+    if (!Step()) std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
+}
+
+void GpuSegment::Start() {
+  if (thread_.joinable()) return;
+  quit_.store(false);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void GpuSegment::Stop() {
+  if (!thread_.joinable()) return;
+  quit_.store(true);
+  thread_.join();
+}
+
+void GpuSegment::Sweep() {
+  HS_CHECK(!thread_.joinable()) << "GpuSegment::Sweep while its daemon runs";
+  // Whatever is in flight lands first; then each chunk once, in order, as slots free up.
+  auto drain = [this] {
+    for (;;) {
+      bool busy = false;
+      for (Slot& s : slots_) {
+        Complete(s);
+        busy |= s.state == State::kInFlight;
+      }
+      if (!busy) return;
+      api_.Synchronize(stream_);
+    }
+  };
+  drain();
+  for (uint32_t c = 0; c < count_;) {
+    Slot* free = nullptr;
+    for (Slot& s : slots_)
+      if (s.state == State::kFree) free = &s;
+    if (!free) {
+      api_.Synchronize(stream_);
+      for (Slot& s : slots_) Complete(s);
+      continue;
+    }
+    Issue(*free, c++);
+  }
+  drain();
+}
+
+GpuSegmentStats GpuSegment::stats() const {
+  GpuSegmentStats s;
+  s.chunks = chunks_done_.load(std::memory_order_relaxed);
+  s.sweeps = s.chunks / count_;
+  s.bytes = bytes_.load(std::memory_order_relaxed);
+  s.capped = capped_.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace hogstream

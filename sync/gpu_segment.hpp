@@ -1,0 +1,115 @@
+// The GPU↔host sync segment: a GPU solver's weights on the device (the slave copy `w`, with its
+// `last` beside it on the device) linked to the host weights of its process (the master) by the
+// delta rule of sync/segment.hpp, so that a GPU solver trains on its own device copy and only
+// chunks of deltas and positions cross the bus, never every weight every iteration.
+//
+// Per chunk, round-robin: the master's values are read into a pinned staging buffer, copied to
+// the device on the segment's own stream, one kernel applies the slave's rule and writes the
+// delta (core/slave_rule.hpp: d = w - last; w += pos - last; last = pos + d), the delta is
+// copied back into pinned memory, and an event marks the chunk's end; once the event has come,
+// the master takes the delta (master += d). Each chunk in flight holds one of `slots` staging
+// slots, and the endpoint advances as a state machine (Step): it never waits for the device,
+// so one daemon can drive it beside other work. Invariant, as the CPU segment's:
+//   master + (deltas on their way back) + (w - last) = initial + every increment on either side.
+// A chunk is never in flight twice (a second position would overtake the first's delta and
+// step the device copy back for a round). Bandwidth: at most `max_bytes_per_s` of positions and
+// deltas together (0: no cap).
+//
+// Threads: Step, Sweep, Start and Stop from one owner (or the daemon Start makes); stats()
+// from any thread. The device copy is written by the solver's own kernels concurrently
+// (Hogwild, on the device: a solver write that lands inside the rule's read and write of an
+// element is lost, as on the host); the master likewise by host solvers.
+// Not for: links between host copies (sync/local_segment.hpp) or machines (sync/net_job.hpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "core/device_api.hpp"
+
+namespace hogstream {
+
+struct GpuSegmentOptions {
+  uint32_t chunk_floats = 16384;  // 64 KiB of floats
+  uint32_t slots = 4;             // chunks in flight at once
+  double max_bytes_per_s = 0;     // positions + deltas per second (0: no cap)
+  uint32_t idle_us = 50;          // the daemon's sleep when a Step found nothing to do
+};
+
+struct GpuSegmentStats {
+  uint64_t chunks = 0;     // chunks whose delta the master took
+  uint64_t sweeps = 0;     // passes over every chunk (chunks / the chunk count)
+  uint64_t bytes = 0;      // positions and deltas moved
+  uint64_t capped = 0;     // Steps that left a free slot idle for the bandwidth cap
+};
+
+class GpuSegment {
+ public:
+  // `master`: the host weights (n floats, any host memory); `device_w`: room for the solver's
+  // weights on the device (n floats). The segment fills the device copy and its `last` from one
+  // snapshot of the master, and returns once both are on the device: the solver's kernels may
+  // touch the copy from then on, not before. (Taking `last` from a copy the solver uploaded
+  // itself races with the solver's first steps on its own stream: a step made before `last`
+  // was taken is never sent. The fake found it: GpuSegmentLedger.) Both outlive the segment.
+  GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n, GpuSegmentOptions options = {});
+  ~GpuSegment();
+  GpuSegment(const GpuSegment&) = delete;
+  GpuSegment& operator=(const GpuSegment&) = delete;
+
+  // One turn of the state machine, never blocking: the master takes the deltas whose events
+  // have come, then free slots take the next chunks (within the cap). true: something moved.
+  bool Step();
+  // A daemon thread that runs Step (sleeping `idle_us` when nothing moved); Stop joins it.
+  void Start();
+  void Stop();
+  bool running() const { return thread_.joinable(); }
+  // Every chunk once more, from the calling thread, waiting for all of them (and for any
+  // already in flight): afterwards the master holds the device's progress of before the call,
+  // and the device the master's values of it. Not while the daemon runs (checked).
+  void Sweep();
+  GpuSegmentStats stats() const;
+  size_t chunks() const { return count_; }
+  StreamId stream() const { return stream_; }  // the segment's own (tests stall it)
+
+ private:
+  enum class State : uint8_t { kFree, kInFlight };
+  struct Slot {
+    State state = State::kFree;
+    uint32_t chunk = 0;
+    float* pos_h = nullptr;    // pinned
+    float* delta_h = nullptr;  // pinned
+    float* pos_d = nullptr;    // device
+    float* delta_d = nullptr;  // device
+    EventId done = 0;
+  };
+  size_t offset(uint32_t c) const { return static_cast<size_t>(c) * opt_.chunk_floats; }
+  uint32_t length(uint32_t c) const;
+  bool Complete(Slot& s);  // the master takes its delta, if its event has come
+  void Issue(Slot& s, uint32_t c);
+  bool Budget(size_t bytes);  // the cap allows `bytes` more now (and takes them)
+  void Run();
+
+  DeviceApi& api_;
+  float* master_;
+  float* w_;
+  size_t n_;
+  GpuSegmentOptions opt_;
+  uint32_t count_;
+  float* last_ = nullptr;  // device
+  StreamId stream_ = 0;
+  std::vector<Slot> slots_;
+  std::vector<uint8_t> in_flight_;  // per chunk
+  uint32_t next_ = 0;               // the next chunk to issue
+  double tokens_ = 0;               // the cap's bucket, bytes
+  std::chrono::steady_clock::time_point refilled_;
+  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0};
+  std::atomic<bool> quit_{false};
+  std::thread thread_;
+};
+
+}  // namespace hogstream

@@ -1,0 +1,260 @@
+// Tests of sync/gpu_segment on the CPU fake of a GPU runtime (test/core/fake_device.hpp): the
+// rule's kernel is the CPU segment's rule, bit for bit; the ledger is exact (master and device
+// copy = initial + every increment on either side) under delayed and stalled streams, with a
+// stand-in GPU solver's kernels landing between the segment's on their own stream (the race
+// the fake found, a `last` taken after the solver's first steps, is gone); the daemon never
+// waits for the device; the bandwidth cap holds; and with kernels running concurrently (Hogwild on the device) the copies
+// still agree but for the writes such races lose. Every wait has a deadline.
+#include "sync/gpu_segment.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "sync/segment.hpp"
+#include "test/core/fake_device.hpp"
+#include "test/test_seed.hpp"
+
+namespace hogstream {
+namespace {
+
+using namespace std::chrono_literals;
+using test::FakeDevice;
+using test::FakeDeviceOptions;
+
+// Small integers as floats: every sum below is exact, so the ledger can be checked with ==.
+std::vector<float> Ints(size_t n, std::mt19937& gen) {
+  std::uniform_int_distribution<int> v(-50, 50);
+  std::vector<float> x(n);
+  for (float& f : x) f = static_cast<float>(v(gen));
+  return x;
+}
+
+// Device memory the test owns: uploads (blocking, from pageable memory, as cudaMemcpy) and reads.
+struct DeviceBuffer {
+  DeviceBuffer(FakeDevice& dev, size_t n) : dev(dev), n(n), p(static_cast<float*>(dev.Alloc(n * sizeof(float)))) {
+    s = dev.CreateStream();
+  }
+  ~DeviceBuffer() {
+    dev.DestroyStream(s);
+    dev.Free(p);
+  }
+  std::vector<float> Read() {
+    std::vector<float> out(n);
+    dev.CopyAsync(out.data(), p, n * sizeof(float), CopyKind::kDeviceToHost, s);  // pageable: blocking
+    return out;
+  }
+  FakeDevice& dev;
+  size_t n;
+  float* p;
+  StreamId s;
+};
+
+size_t Differing(const std::vector<float>& got, const std::vector<double>& want) {
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+  return bad;
+}
+
+// The kernel's step (core/slave_rule.hpp), run by the fake's kernel, is the CPU segment's rule
+// (sync/segment.cpp, what SlaveEndpoint runs), bit for bit, on fresh random floats.
+TEST(GpuSlaveRuleTest, TheKernelIsTheCpuSegmentsRuleBitForBit) {
+  std::mt19937 gen(TestSeed());
+  std::normal_distribution<float> v(0.f, 3.f);
+  const size_t n = 4099;
+  std::vector<float> w(n), last(n), pos(n);
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = v(gen);
+    last[i] = w[i] + 0.01f * v(gen);
+    pos[i] = last[i] + 0.1f * v(gen);
+  }
+  std::vector<float> cw = w, clast = last, cdelta(n);
+  SlaveRule(cw.data(), clast.data(), pos.data(), cdelta.data(), n);
+
+  FakeDevice dev;
+  DeviceBuffer dw(dev, n), dlast(dev, n), dpos(dev, n), ddelta(dev, n);
+  dev.CopyAsync(dw.p, w.data(), n * sizeof(float), CopyKind::kHostToDevice, dw.s);
+  dev.CopyAsync(dlast.p, last.data(), n * sizeof(float), CopyKind::kHostToDevice, dw.s);
+  dev.CopyAsync(dpos.p, pos.data(), n * sizeof(float), CopyKind::kHostToDevice, dw.s);
+  dev.LaunchSlaveRule(n, dpos.p, dw.p, dlast.p, ddelta.p, dw.s);
+  dev.Synchronize(dw.s);
+  const std::vector<float> gw = dw.Read(), glast = dlast.Read(), gdelta = ddelta.Read();
+  EXPECT_EQ(std::memcmp(gw.data(), cw.data(), n * sizeof(float)), 0) << "w";
+  EXPECT_EQ(std::memcmp(glast.data(), clast.data(), n * sizeof(float)), 0) << "last";
+  EXPECT_EQ(std::memcmp(gdelta.data(), cdelta.data(), n * sizeof(float)), 0) << "delta";
+  EXPECT_TRUE(dev.errors().empty()) << dev.errors()[0];
+}
+
+class GpuSegmentLedger : public testing::TestWithParam<uint32_t> {};  // the fake's max delay, µs
+
+// The segment fills the device copy; then a stand-in GPU solver adds ±1 at random elements of
+// it in kernels on its own stream, and a host solver does the same to the master, while the
+// test thread drives the segment's state machine between them. (When the solver uploaded its
+// copy itself and the segment took `last` from it on its own stream, the solver's first steps
+// could land before `last` was taken: 16-48 elements off, a whole step each, under 300 µs
+// delays. Hence the segment's own upload of both from one snapshot.) Midway the segment's stream stalls for 40 turns: no Step takes
+// long, and nothing completes beyond the slots already in flight. After two sweeps both copies
+// equal the ledger exactly, and the segment made no blocking copy.
+TEST_P(GpuSegmentLedger, IsExactUnderDelayedAndStalledStreams) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  FakeDeviceOptions o;
+  o.seed = seed;
+  o.max_delay = std::chrono::microseconds(GetParam());
+  FakeDevice dev(o);
+  const size_t n = 10007;
+  const std::vector<float> init = Ints(n, gen);
+  std::vector<float> master = init;
+  std::vector<double> ledger(init.begin(), init.end());
+  DeviceBuffer w(dev, n);  // the segment fills it
+  GpuSegmentOptions so;
+  so.chunk_floats = 1000;
+  so.slots = 3;
+  {
+    GpuSegment seg(dev, master.data(), w.p, n, so);
+    std::uniform_int_distribution<size_t> at(0, n - 1);
+    double slowest_step = 0;
+    uint64_t done_at_stall = 0;
+    for (int turn = 0; turn < 400; ++turn) {
+      std::vector<std::pair<size_t, float>> add;  // the device solver's step
+      for (int k = 0; k < 16; ++k) add.emplace_back(at(gen), (gen() & 1) ? 1.f : -1.f);
+      for (const auto& [j, d] : add) ledger[j] += d;
+      dev.Launch(w.s, "solver", [p = w.p, add] {
+        for (const auto& [j, d] : add) p[j] += d;
+      });
+      for (int k = 0; k < 16; ++k) {  // the host solver's
+        const size_t j = at(gen);
+        const float d = (gen() & 1) ? 1.f : -1.f;
+        master[j] += d;
+        ledger[j] += d;
+      }
+      if (turn == 150) {
+        dev.Stall(seg.stream());
+        done_at_stall = seg.stats().chunks;
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      seg.Step();
+      slowest_step = std::max(slowest_step, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (turn == 189) {
+        EXPECT_LE(seg.stats().chunks, done_at_stall + so.slots) << "chunks completed on a stalled stream";
+        dev.Release(seg.stream());
+      }
+      std::this_thread::sleep_for(200us);  // the solvers' pace: the streams run meanwhile
+    }
+    EXPECT_LT(slowest_step, 0.05) << "a Step waited for the device";
+    EXPECT_GT(seg.stats().chunks, 40u) << "the segment moved chunks while the solvers ran";
+    dev.Synchronize(w.s);  // the device solver's last steps are in its copy
+    seg.Sweep();
+    seg.Sweep();
+  }
+  EXPECT_EQ(Differing(master, ledger), 0u) << "master";
+  EXPECT_EQ(Differing(w.Read(), ledger), 0u) << "device copy";
+  EXPECT_EQ(dev.blocking_copies(), 1u) << "the segment copied from pageable memory (only the test's read may)";
+  const auto errors = dev.errors();
+  EXPECT_TRUE(errors.empty()) << errors[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(Delays, GpuSegmentLedger, testing::Values(0u, 300u),
+                         [](const testing::TestParamInfo<uint32_t>& i) { return "max_delay_us" + std::to_string(i.param); });
+
+// The daemon never waits for the device: with its stream stalled it keeps turning (Step never
+// blocks; every slot holds a chunk that cannot complete), and Stop returns at once.
+TEST(GpuSegmentTest, TheDaemonNeverWaitsForTheDevice) {
+  FakeDevice dev;
+  const size_t n = 5000;
+  std::mt19937 gen(TestSeed());
+  std::vector<float> master = Ints(n, gen);
+  DeviceBuffer w(dev, n);
+  GpuSegmentOptions so;
+  so.chunk_floats = 512;
+  GpuSegment seg(dev, master.data(), w.p, n, so);
+  dev.Stall(seg.stream());
+  seg.Start();
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  seg.Stop();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.05)
+      << "Stop waited: the daemon was blocked on the stalled stream";
+  EXPECT_EQ(seg.stats().chunks, 0u) << "nothing completes on a stalled stream";
+  dev.Release(seg.stream());
+  seg.Sweep();  // the slots' chunks land, then one pass over every chunk
+  EXPECT_EQ(seg.stats().chunks, so.slots + seg.chunks());
+}
+
+// The bandwidth cap: at 4 MB/s, half a second of the daemon moves about 2 MB (a tenth of a
+// second's burst more at most); without it, the fake moves far more.
+TEST(GpuSegmentTest, TheBandwidthCapHoldsTheRate) {
+  FakeDevice dev;
+  const size_t n = 1 << 16;
+  std::vector<float> master(n, 1.f);
+  DeviceBuffer w(dev, n);
+  uint64_t moved[2] = {};
+  for (int capped = 0; capped < 2; ++capped) {
+    GpuSegmentOptions so;
+    so.chunk_floats = 1024;  // 8 KiB a chunk, position and delta
+    so.max_bytes_per_s = capped ? 4e6 : 0;
+    GpuSegment seg(dev, master.data(), w.p, n, so);
+    const auto t0 = std::chrono::steady_clock::now();
+    seg.Start();
+    std::this_thread::sleep_for(500ms);
+    seg.Stop();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    moved[capped] = seg.stats().bytes;
+    if (capped) {
+      EXPECT_LE(moved[1], 4e6 * secs + 4e5 + 8192) << "over the cap";
+      EXPECT_GE(moved[1], 4e6 * 0.5 * 0.5) << "far under the cap";
+      EXPECT_GT(seg.stats().capped, 0u);
+    }
+  }
+  EXPECT_GT(moved[0], 3 * moved[1]) << "uncapped, the fake moves more";
+}
+
+// Kernels running concurrently (the device solver's and the segment's rule, as streams may
+// run them): a solver write that lands inside the rule's read and write of an element is lost
+// (Hogwild), nothing else. The daemon runs throughout; afterwards both copies agree exactly and
+// differ from the ledger only at a few elements, by a lost write each.
+TEST(GpuSegmentTest, ConcurrentKernelsLoseOnlyRacingWrites) {
+  const uint32_t seed = TestSeed();
+  std::mt19937 gen(seed);
+  FakeDeviceOptions o;
+  o.seed = seed;
+  o.serial_kernels = false;
+  o.max_delay = 100us;
+  FakeDevice dev(o);
+  const size_t n = 20000;
+  const std::vector<float> init = Ints(n, gen);
+  std::vector<float> master = init;
+  std::vector<double> ledger(init.begin(), init.end());
+  DeviceBuffer w(dev, n);
+  GpuSegmentOptions so;
+  so.chunk_floats = 2048;
+  GpuSegment seg(dev, master.data(), w.p, n, so);
+  seg.Start();
+  std::uniform_int_distribution<size_t> at(0, n - 1);
+  for (int step = 0; step < 300; ++step) {
+    std::vector<std::pair<size_t, float>> add;
+    for (int k = 0; k < 16; ++k) add.emplace_back(at(gen), 1.f);
+    for (const auto& [j, d] : add) ledger[j] += d;
+    dev.Launch(w.s, "solver", [p = w.p, add] {
+      for (const auto& [j, d] : add) p[j] += d;
+    });
+    std::this_thread::sleep_for(200us);
+  }
+  dev.Synchronize(w.s);
+  seg.Stop();
+  seg.Sweep();
+  seg.Sweep();
+  const std::vector<float> device = w.Read();
+  EXPECT_EQ(Differing(device, std::vector<double>(master.begin(), master.end())), 0u) << "the copies agree";
+  EXPECT_LE(Differing(master, ledger), 24u) << "more than racing writes were lost";
+  EXPECT_GT(seg.stats().sweeps, 3u);
+}
+
+}  // namespace
+}  // namespace hogstream
