@@ -101,7 +101,7 @@ StreamId FakeDevice::CreateStream() {
   s->rng.seed(opt_.seed * 7919u + id);
   Stream* raw = s.get();
   streams_[id] = std::move(s);
-  raw->worker = std::thread([this, id] { Work(id); });
+  raw->worker = std::thread([this, id, raw] { Work(id, raw); });
   return id;
 }
 
@@ -147,9 +147,10 @@ void FakeDevice::Enqueue(StreamId id, Op op) {
   cv_.notify_all();
 }
 
-void FakeDevice::Work(StreamId id) {
+void FakeDevice::Work(StreamId id, Stream* s) {
+  // `s` outlives this thread (DestroyStream joins it before the stream goes), even once it has
+  // left streams_.
   std::unique_lock<std::mutex> lock(mu_);
-  Stream* s = streams_.at(id).get();
   for (;;) {
     // The next op may start when the stream is not stalled and the event it waits for (if
     // any) has completed.

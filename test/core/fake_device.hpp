@@ -106,7 +106,7 @@ class FakeDevice : public DeviceApi {
   enum class Kind { kDevice, kPinned, kHost };
 
   void Enqueue(StreamId s, Op op);
-  void Work(StreamId s);
+  void Work(StreamId id, Stream* s);
   Kind KindOf(const void* p, size_t bytes) const;  // under mu_
   void Fail(const std::string& what);              // under mu_
   double Now() const;
