@@ -8,28 +8,84 @@
 namespace hogstream {
 
 namespace {
-__global__ void SgdUpdateKernel(long long n, float scale, float decay, bool l1, float momentum, float lr, float* w,
-                                float* g, float* h) {
+// Each rule as the host solvers write it (core/solvers/*.cpp), element by element, in float.
+__global__ void UpdateKernel(long long n, DeviceUpdate u, float* w, float* g, float* h, float* h2) {
   HS_GPU_LOOP(i, n) {
     const float wi = w[i];
-    const float reg = l1 ? static_cast<float>((wi > 0.f) - (wi < 0.f)) : wi;
-    const float gi = g[i] * scale + decay * reg;
-    const float hi = momentum * h[i] + lr * gi;
-    h[i] = hi;
-    g[i] = hi;
-    w[i] = wi - hi;
+    const float reg = u.l1 ? static_cast<float>((wi > 0.f) - (wi < 0.f)) : wi;
+    const float gi = g[i] * u.scale + u.decay * reg;
+    float step = 0.f;
+    switch (u.rule) {
+      case DeviceUpdate::kSgd: {
+        const float hi = u.momentum * h[i] + u.lr * gi;
+        h[i] = hi;
+        step = hi;
+        break;
+      }
+      case DeviceUpdate::kNesterov: {
+        const float prev = h[i];
+        const float hi = u.momentum * prev + u.lr * gi;
+        h[i] = hi;
+        step = (1 + u.momentum) * hi - u.momentum * prev;
+        break;
+      }
+      case DeviceUpdate::kAdaGrad: {
+        const float hi = h[i] + gi * gi;
+        h[i] = hi;
+        step = u.lr * gi / (sqrtf(hi) + u.delta);
+        break;
+      }
+      case DeviceUpdate::kRMSProp: {
+        const float hi = u.rms_decay * h[i] + (1 - u.rms_decay) * gi * gi;
+        h[i] = hi;
+        step = u.lr * gi / (sqrtf(hi) + u.delta);
+        break;
+      }
+      case DeviceUpdate::kAdaDelta: {
+        const float m = u.momentum;
+        const float hg = (1 - m) * gi * gi + m * h[i];
+        h[i] = hg;
+        const float du = gi * sqrtf((h2[i] + u.delta) / (hg + u.delta));
+        h2[i] = (1 - m) * du * du + m * h2[i];
+        step = u.lr * du;
+        break;
+      }
+      case DeviceUpdate::kAdam: {
+        const float mi = u.momentum * h[i] + (1 - u.momentum) * gi;
+        const float vi = u.momentum2 * h2[i] + (1 - u.momentum2) * gi * gi;
+        h[i] = mi;
+        h2[i] = vi;
+        step = u.lr * mi / (sqrtf(vi) + u.delta);
+        break;
+      }
+    }
+    g[i] = step;
+    w[i] = wi - step;
   }
 }
 
-void SgdUpdate(int n, float scale, float decay, bool l1, float momentum, float lr, float* w, float* g, float* h) {
-  if (n > 0) HS_LAUNCH(SgdUpdateKernel, n, scale, decay, l1, momentum, lr, w, g, h);
+void Update(int n, const DeviceUpdate& u, float* w, float* g, float* h, float* h2) {
+  if (n > 0) HS_LAUNCH(UpdateKernel, n, u, w, g, h, h2);
+}
+
+double SumSquares(int n, const float* x) {
+  if (n <= 0) return 0;
+  float r = 0;
+  HS_CUBLAS_CHECK(cublasSdot(Cublas(), n, x, 1, x, 1, &r));  // host pointer mode: waits for it
+  return r;
+}
+
+void ScaleInPlace(int n, float a, float* x) {
+  if (n > 0) HS_CUBLAS_CHECK(cublasSscal(Cublas(), n, &a, x, 1));
 }
 
 // Tells the engine loader (core/context.cpp) that this library is in the process, and hands
 // the core its kernels.
 [[maybe_unused]] const bool kRegistered = [] {
   GpuKernels k;
-  k.sgd_update = &SgdUpdate;
+  k.update = &Update;
+  k.sumsq = &SumSquares;
+  k.scale = &ScaleInPlace;
   RegisterGpuKernels(k);
   return true;
 }();

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "core/context.hpp"
+#include "core/gpu_engine.hpp"
 #include "core/io.hpp"
 #include "core/math.hpp"
 
@@ -156,12 +157,28 @@ void Solver::ClipGradients() {
 
 double Solver::GradientNorm() {
   double sumsq = 0;
-  for (Blob* p : net_->learnable_params()) sumsq += p->sumsq_diff();
+  for (Blob* p : net_->learnable_params())
+    sumsq += device_norms_ ? GpuKernelTable().sumsq(p->count(), p->gpu_diff()) : p->sumsq_diff();
   return std::sqrt(sumsq);
 }
 
 void Solver::ScaleGradient(float s) {
-  for (Blob* p : net_->learnable_params()) p->scale_diff(s);
+  for (Blob* p : net_->learnable_params()) {
+    if (device_norms_) GpuKernelTable().scale(p->count(), s, p->mutable_gpu_diff());
+    else p->scale_diff(s);
+  }
+}
+
+void Solver::RunDeviceUpdate(int id, const DeviceUpdate& rule) {
+  Blob* p = net_->learnable_params()[id];
+  DeviceUpdate u = rule;
+  u.scale = 1.f / param_.iter_size();
+  u.decay = param_.weight_decay() * net_->params_weight_decay()[id];
+  u.l1 = param_.regularization_type() != "L2";  // as Regularize
+  const size_t P = net_->learnable_params().size();
+  float* h2 = history_.size() >= 2 * P ? history_[P + id]->mutable_gpu_data() : nullptr;
+  GpuKernelTable().update(p->count(), u, p->mutable_gpu_data(), p->mutable_gpu_diff(),
+                          history_[id]->mutable_gpu_data(), h2);
 }
 
 double NormGuard::Scale(double norm) {
@@ -219,9 +236,18 @@ void Solver::ApplyUpdate() {
   if (leader() && param_.display() && iter_ % param_.display() == 0)
     SLOG << "Iteration " << iter_ << ", lr = " << rate;
   const auto& params = net_->learnable_params();
-  if (Context::Get().mode() == Mode::GPU && options_.device_update && param_.clip_gradients() < 0 && !guard_ &&
-      HasDeviceUpdate()) {
-    // On the device, one pass per blob; frozen blobs (lr_mult 0) are left alone.
+  if (Context::Get().mode() == Mode::GPU && options_.device_update && HasDeviceUpdate()) {
+    // On the device, clipping and the guard first, then one pass per blob; frozen blobs
+    // (lr_mult 0) are left alone.
+    device_norms_ = true;
+    try {
+      ClipGradients();
+      GuardNorm();
+    } catch (...) {
+      device_norms_ = false;
+      throw;
+    }
+    device_norms_ = false;
     for (int id = 0; id < static_cast<int>(params.size()); ++id)
       if (net_->params_lr()[id] != 0.f) UpdateOnDevice(id, rate);
     return;

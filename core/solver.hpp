@@ -22,6 +22,8 @@
 
 namespace hogstream {
 
+struct DeviceUpdate;  // core/gpu_engine.hpp
+
 struct SolverOptions {
   // Stand-in shapes for Data layers without a source (see NetOptions::input_shapes).
   std::map<std::string, std::vector<int>> input_shapes;
@@ -191,9 +193,14 @@ class Solver {
   virtual void ComputeUpdateValue(int id, float rate) = 0;
   // GPU mode: whether this rule has a device pass (without one the update is made on the host
   // and uploaded with the next pass), and that pass: the whole update of param `id`
-  // (iter_size normalisation, weight decay, the rule, w -= step) on the device.
+  // (iter_size normalisation, weight decay, the rule, w -= step) on the device. Gradient
+  // clipping and the norm guard then scale the gradients on the device first.
   virtual bool HasDeviceUpdate() const { return false; }
   virtual void UpdateOnDevice(int id, float rate) {}
+  // The device pass of param `id` under rule `u` (its rule, lr and rule settings set by the
+  // caller; the iter_size scale, the blob's weight decay and the regularisation filled here),
+  // over its data, diff and history (a second history blob where the rule keeps two).
+  void RunDeviceUpdate(int id, const DeviceUpdate& u);
   void ApplyUpdate();
 
   pb::SolverParameter param_;
@@ -207,6 +214,7 @@ class Solver {
   std::vector<std::shared_ptr<Blob>> history_;
   std::vector<float> scratch_;  // per-update temporary, sized to the largest param
   std::unique_ptr<NormGuard> guard_;  // SolverOptions::norm_guard
+  bool device_norms_ = false;         // GradientNorm / ScaleGradient on the device (a device update)
 
  private:
   void InitNets();

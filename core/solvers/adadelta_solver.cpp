@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "core/gpu_engine.hpp"
 #include "core/solvers/solvers.hpp"
 
 namespace hogstream {
@@ -19,6 +20,15 @@ void AdaDeltaSolver::ComputeUpdateValue(int id, float rate) {
     hu[i] = (1 - m) * u * u + m * hu[i];
     g[i] = lr * u;
   }
+}
+
+void AdaDeltaSolver::UpdateOnDevice(int id, float rate) {
+  DeviceUpdate u;
+  u.rule = DeviceUpdate::kAdaDelta;
+  u.lr = rate * net_->params_lr()[id];
+  u.delta = param_.delta();
+  u.momentum = param_.momentum();
+  RunDeviceUpdate(id, u);
 }
 
 }  // namespace hogstream

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "core/gpu_engine.hpp"
 #include "core/solvers/solvers.hpp"
 
 namespace hogstream {
@@ -17,6 +18,14 @@ void AdaGradSolver::ComputeUpdateValue(int id, float rate) {
     h[i] += g[i] * g[i];
     g[i] = lr * g[i] / (std::sqrt(h[i]) + delta);
   }
+}
+
+void AdaGradSolver::UpdateOnDevice(int id, float rate) {
+  DeviceUpdate u;
+  u.rule = DeviceUpdate::kAdaGrad;
+  u.lr = rate * net_->params_lr()[id];
+  u.delta = param_.delta();
+  RunDeviceUpdate(id, u);
 }
 
 }  // namespace hogstream

@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "core/gpu_engine.hpp"
 #include "core/solvers/solvers.hpp"
 
 namespace hogstream {
@@ -21,6 +22,19 @@ void AdamSolver::ComputeUpdateValue(int id, float rate) {
     v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
     g[i] = lr * correction * m[i] / (std::sqrt(v[i]) + eps);
   }
+}
+
+void AdamSolver::UpdateOnDevice(int id, float rate) {
+  const double t = iter_ + 1;  // as ComputeUpdateValue
+  const float correction = static_cast<float>(std::sqrt(1 - std::pow(param_.momentum2(), t)) /
+                                              (1 - std::pow(param_.momentum(), t)));
+  DeviceUpdate u;
+  u.rule = DeviceUpdate::kAdam;
+  u.lr = rate * net_->params_lr()[id] * correction;
+  u.momentum = param_.momentum();
+  u.momentum2 = param_.momentum2();
+  u.delta = param_.delta();
+  RunDeviceUpdate(id, u);
 }
 
 }  // namespace hogstream

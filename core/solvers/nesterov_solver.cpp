@@ -1,3 +1,4 @@
+#include "core/gpu_engine.hpp"
 #include "core/solvers/solvers.hpp"
 
 namespace hogstream {
@@ -13,6 +14,14 @@ void NesterovSolver::ComputeUpdateValue(int id, float rate) {
     h[i] = m * h[i] + lr * g[i];
     g[i] = (1 + m) * h[i] - m * prev;
   }
+}
+
+void NesterovSolver::UpdateOnDevice(int id, float rate) {
+  DeviceUpdate u;
+  u.rule = DeviceUpdate::kNesterov;
+  u.lr = rate * net_->params_lr()[id];
+  u.momentum = param_.momentum();
+  RunDeviceUpdate(id, u);
 }
 
 }  // namespace hogstream

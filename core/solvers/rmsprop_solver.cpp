@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "core/gpu_engine.hpp"
 #include "core/solvers/solvers.hpp"
 
 namespace hogstream {
@@ -20,6 +21,15 @@ void RMSPropSolver::ComputeUpdateValue(int id, float rate) {
     h[i] = decay * h[i] + (1 - decay) * g[i] * g[i];
     g[i] = lr * g[i] / (std::sqrt(h[i]) + delta);
   }
+}
+
+void RMSPropSolver::UpdateOnDevice(int id, float rate) {
+  DeviceUpdate u;
+  u.rule = DeviceUpdate::kRMSProp;
+  u.lr = rate * net_->params_lr()[id];
+  u.delta = param_.delta();
+  u.rms_decay = param_.rms_decay();
+  RunDeviceUpdate(id, u);
 }
 
 }  // namespace hogstream

@@ -14,14 +14,13 @@ void SGDSolver::ComputeUpdateValue(int id, float rate) {
   for (int i = 0; i < n; ++i) g[i] = h[i] = momentum * h[i] + lr * g[i];
 }
 
-// Regularize, ComputeUpdateValue and the base's w -= diff in one kernel (GpuKernels::sgd_update).
+// Regularize, ComputeUpdateValue and the base's w -= diff in one kernel (GpuKernels::update).
 void SGDSolver::UpdateOnDevice(int id, float rate) {
-  Blob* p = net_->learnable_params()[id];
-  GpuKernelTable().sgd_update(p->count(), 1.f / param_.iter_size(),
-                              param_.weight_decay() * net_->params_weight_decay()[id],
-                              param_.regularization_type() == "L1", param_.momentum(),
-                              rate * net_->params_lr()[id], p->mutable_gpu_data(), p->mutable_gpu_diff(),
-                              history_[id]->mutable_gpu_data());
+  DeviceUpdate u;
+  u.rule = DeviceUpdate::kSgd;
+  u.lr = rate * net_->params_lr()[id];
+  u.momentum = param_.momentum();
+  RunDeviceUpdate(id, u);
 }
 
 }  // namespace hogstream

@@ -1,7 +1,8 @@
 // The update rules, one class each, with Caffe's exact formulas. Notation per learnable param:
 // g = its gradient (after iter_size normalisation and weight decay), w = its value, lr = the
 // policy's rate times the param's lr_mult, h/h2 = the solver's history blobs. Each writes the
-// step into the diff; the base class then does w -= diff.
+// step into the diff; the base class then does w -= diff. In GPU mode each rule also runs on
+// the device, the whole update of a blob in one kernel (GpuKernels::update, the same formulas).
 #pragma once
 
 #include "core/solver.hpp"
@@ -28,6 +29,8 @@ class NesterovSolver : public Solver {
 
  protected:
   void ComputeUpdateValue(int id, float rate) override;
+  bool HasDeviceUpdate() const override { return true; }
+  void UpdateOnDevice(int id, float rate) override;
 };
 
 // h += g^2;  step = lr * g / (sqrt(h) + delta)
@@ -38,6 +41,8 @@ class AdaGradSolver : public Solver {
 
  protected:
   void ComputeUpdateValue(int id, float rate) override;
+  bool HasDeviceUpdate() const override { return true; }
+  void UpdateOnDevice(int id, float rate) override;
 };
 
 // h = rms_decay * h + (1 - rms_decay) * g^2;  step = lr * g / (sqrt(h) + delta)
@@ -48,6 +53,8 @@ class RMSPropSolver : public Solver {
 
  protected:
   void ComputeUpdateValue(int id, float rate) override;
+  bool HasDeviceUpdate() const override { return true; }
+  void UpdateOnDevice(int id, float rate) override;
 };
 
 // h = m h + (1-m) g^2;  u = g * sqrt((h2 + delta) / (h + delta));  h2 = m h2 + (1-m) u^2;
@@ -59,6 +66,8 @@ class AdaDeltaSolver : public Solver {
 
  protected:
   void ComputeUpdateValue(int id, float rate) override;
+  bool HasDeviceUpdate() const override { return true; }
+  void UpdateOnDevice(int id, float rate) override;
 };
 
 // m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  t = iter + 1;
@@ -70,6 +79,8 @@ class AdamSolver : public Solver {
 
  protected:
   void ComputeUpdateValue(int id, float rate) override;
+  bool HasDeviceUpdate() const override { return true; }
+  void UpdateOnDevice(int id, float rate) override;
 };
 
 }  // namespace hogstream

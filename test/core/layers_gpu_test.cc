@@ -296,10 +296,15 @@ TEST(LayersGpuLoss, LabelOutOfRangeIsTheCpuError) {
 }
 
 // A whole solver in GPU mode against the same solver on the CPU: DummyData (the same draws on
-// both, from the same seed), convolution, pooling, ReLU, inner products, a softmax loss and SGD
-// with momentum and decay, 30 iterations. The weights must follow the CPU's: this is what
-// catches gradients left on the device, weights updated on the host but never uploaded, and
-// diffs not cleared between iterations.
+// both, from the same seed), convolution, pooling, ReLU, inner products, a softmax loss and each
+// update rule (SGD with momentum and decay, clipped too; Nesterov, AdaGrad, RMSProp, AdaDelta,
+// Adam), 30 iterations, the update on the device (or, for private copies, on the host). The
+// weights must follow the CPU's: this is what catches gradients left on the device, weights
+// updated on the host but never uploaded, diffs not cleared between iterations, and a device
+// rule that is not its host twin.
+constexpr const char* kSgd = "base_lr: 0.01 momentum: 0.9";
+constexpr const char* kSgdL1 = "base_lr: 0.01 momentum: 0.9 regularization_type: 'L1' iter_size: 2";
+constexpr const char* kClipped = "base_lr: 0.01 momentum: 0.9 clip_gradients: 0.5";  // the device clips where the host does
 struct SolverCase {
   const char* name;
   const char* extra;   // solver settings
@@ -328,7 +333,7 @@ TEST_P(SolverGpu, TrainsLikeTheCpu) {
       layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "s"
               inner_product_param { num_output: 5 weight_filler { type: "xavier" } } }
       layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
-    base_lr: 0.01 momentum: 0.9 weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11
+    weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11
     snapshot_after_train: false
   )" + std::string(sc.extra);
   std::vector<float> weights[2];
@@ -367,10 +372,15 @@ TEST_P(SolverGpu, TrainsLikeTheCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Updates, SolverGpu,
-                         ::testing::Values(SolverCase{"device_l2", "", true, true},
-                                           SolverCase{"device_l1_iter_size_2", "regularization_type: 'L1' iter_size: 2", true, true},
-                                           SolverCase{"host_l2", "", false, false},
-                                           SolverCase{"nesterov_on_host", "type: 'Nesterov'", true, false}),
+                         ::testing::Values(SolverCase{"device_l2", kSgd, true, true},
+                                           SolverCase{"device_l1_iter_size_2", kSgdL1, true, true},
+                                           SolverCase{"host_l2", kSgd, false, false},
+                                           SolverCase{"device_clipped", kClipped, true, true},
+                                           SolverCase{"nesterov", "type: 'Nesterov' base_lr: 0.01 momentum: 0.9", true, true},
+                                           SolverCase{"adagrad", "type: 'AdaGrad' base_lr: 0.02 momentum: 0 delta: 1e-8", true, true},
+                                           SolverCase{"rmsprop", "type: 'RMSProp' base_lr: 0.003 momentum: 0 rms_decay: 0.98 delta: 1e-8", true, true},
+                                           SolverCase{"adadelta", "type: 'AdaDelta' base_lr: 1 momentum: 0.95 delta: 1e-6", true, true},
+                                           SolverCase{"adam", "type: 'Adam' base_lr: 0.003 momentum: 0.9 momentum2: 0.999 delta: 1e-8", true, true}),
                          [](const ::testing::TestParamInfo<SolverCase>& i) { return std::string(i.param.name); });
 
 #endif  // HOGSTREAM_CUDA
