@@ -55,15 +55,17 @@ void* FakeDevice::Alloc(size_t bytes) {
   return p;
 }
 
-void FakeDevice::Free(void* p) {
+void FakeDevice::Give(std::map<const char*, size_t>& table, void* p, const char* misuse) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!p) return;
-  if (device_.erase(static_cast<const char*>(p)) == 0) {
-    Fail("Free of memory the device did not allocate");
+  if (table.erase(static_cast<const char*>(p)) == 0) {
+    Fail(misuse);
     return;
   }
   std::free(p);
 }
+
+void FakeDevice::Free(void* p) { Give(device_, p, "Free of memory the device did not allocate"); }
 
 void* FakeDevice::AllocPinned(size_t bytes) {
   void* p = std::aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
@@ -73,15 +75,7 @@ void* FakeDevice::AllocPinned(size_t bytes) {
   return p;
 }
 
-void FakeDevice::FreePinned(void* p) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!p) return;
-  if (pinned_.erase(static_cast<const char*>(p)) == 0) {
-    Fail("FreePinned of memory not from AllocPinned");
-    return;
-  }
-  std::free(p);
-}
+void FakeDevice::FreePinned(void* p) { Give(pinned_, p, "FreePinned of memory not from AllocPinned"); }
 
 FakeDevice::Kind FakeDevice::KindOf(const void* p, size_t bytes) const {
   const char* c = static_cast<const char*>(p);

@@ -109,6 +109,7 @@ class FakeDevice : public DeviceApi {
   void Work(StreamId id, Stream* s);
   Kind KindOf(const void* p, size_t bytes) const;  // under mu_
   void Fail(const std::string& what);              // under mu_
+  void Give(std::map<const char*, size_t>& table, void* p, const char* misuse);  // Free, FreePinned
   double Now() const;
 
   FakeDeviceOptions opt_;
