@@ -15,7 +15,8 @@
 #   1. the machine: nvidia-smi, torch's CUDA, core count
 #   2. every GPU test (gtest filter *Gpu*:*GPU*); FULL=1 also runs the whole suite (CI runs it
 #      anyway, on a machine without a GPU)
-#   3. pinned cudaMemcpy H2D+D2H rate, 64 KiB..16 MiB chunks (bench/gpu_copy_bench.cpp)
+#   3. pinned cudaMemcpy H2D+D2H rate, 64 KiB..16 MiB chunks (bench/gpu_copy_bench.cpp), and
+#      the GPU segment's sweep rate at the same chunk sizes (bench/gpu_segment_bench.cpp)
 #   4. training img/s on GPU 0 (`hogstream train`, solver_mode GPU, the net's Data layers
 #      replaced by constant DummyData: bench/dummy_data_net.py) against torch_peer.py
 #      --device cuda: LeNet 64, cifar10_quick 100, CaffeNet 256; and `hogstream time --gpu=0`
@@ -47,7 +48,7 @@ pack() {
   # shellcheck source=scripts/setup.sh
   HS_ROOT=$ROOT BUILD_DIR=$B HOGSTREAM_CUDA=ON HOGSTREAM_BENCH=ON \
     bash -c 'source scripts/setup.sh; hs_ensure_packages; hs_build'
-  local bins=(hogstream hogwild.bin gpus.bin raw.bin hogstream_tests segment_bench gpu_copy_bench)
+  local bins=(hogstream hogwild.bin gpus.bin raw.bin hogstream_tests segment_bench gpu_copy_bench gpu_segment_bench)
   for b in "${bins[@]}"; do [[ -x $B/$b ]] || die "$B/$b was not built"; done
   rm -rf "$PACK"
   mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/data" "$PACK/peers"
@@ -155,7 +156,8 @@ stage2() {
 stage3() {
   hs gpu_copy_bench 256 5 | tee "$OUTDIR/copy.txt"
   summary "pinned copy rate: $(awk 'NR > 2 {printf "%s %s: %s/%s GB/s; ", $1, $2, $3, $4}' "$OUTDIR/copy.txt")"
-  summary "GPU segment rate: not measured (the GPU segment is not built yet)"
+  hs gpu_segment_bench 256 2 | tee "$OUTDIR/segment.txt"
+  summary "GPU segment rate (weights GB/s, against the copy rate above): $(awk 'NR > 2 {printf "%s %s: %s; ", $1, $2, $4}' "$OUTDIR/segment.txt")"
 }
 
 # speed_solver NET_FILE ITERS DISPLAY > file: a GPU training solver for speed runs
