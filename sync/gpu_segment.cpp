@@ -31,6 +31,8 @@ GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n,
     s.delta_d = static_cast<float*>(api_.Alloc(bytes));
     s.done = api_.CreateEvent();
   }
+  solver_done_ = api_.CreateEvent();
+  swapped_ = api_.CreateEvent();
   refilled_ = std::chrono::steady_clock::now();
   api_.Synchronize(stream_);  // the device copy is the solver's from here
   api_.FreePinned(snapshot);
@@ -47,7 +49,10 @@ GpuSegment::~GpuSegment() {
     api_.Free(s.pos_d);
     api_.Free(s.delta_d);
   }
+  api_.DestroyEvent(solver_done_);
+  api_.DestroyEvent(swapped_);
   api_.Free(last_);
+  if (saved_) api_.Free(saved_);
   api_.DestroyStream(stream_);
 }
 
@@ -63,6 +68,7 @@ bool GpuSegment::Complete(Slot& s) {
   for (uint32_t i = 0; i < len; ++i) m[i] += s.delta_h[i];
   s.state = State::kFree;
   in_flight_[s.chunk] = 0;
+  in_flight_count_.fetch_sub(1, std::memory_order_release);
   chunks_done_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -78,6 +84,7 @@ void GpuSegment::Issue(Slot& s, uint32_t c) {
   s.state = State::kInFlight;
   s.chunk = c;
   in_flight_[c] = 1;
+  in_flight_count_.fetch_add(1, std::memory_order_relaxed);
   bytes_.fetch_add(2 * bytes, std::memory_order_relaxed);
 }
 
@@ -94,10 +101,11 @@ bool GpuSegment::Budget(size_t bytes) {
 }
 
 bool GpuSegment::Step() {
+  std::lock_guard<std::mutex> turn(step_mu_);
   bool moved = false;
   for (Slot& s : slots_) moved |= Complete(s);
   for (Slot& s : slots_) {
-    if (s.state != State::kFree) continue;
+    if (s.state != State::kFree || paused_.load(std::memory_order_acquire)) continue;
     // The next chunk not in flight (none is, unless every slot's chunk is ahead of it).
     uint32_t c = next_;
     for (uint32_t tries = 0; tries < count_ && in_flight_[c]; ++tries) c = (c + 1) % count_;
@@ -157,6 +165,50 @@ void GpuSegment::Sweep() {
     Issue(*free, c++);
   }
   drain();
+}
+
+void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
+  paused_.store(true, std::memory_order_release);
+  { std::lock_guard<std::mutex> turn(step_mu_); }  // a Step under way has issued what it will
+  // What is in flight lands first (the daemon completes it; without one, this thread does).
+  const bool daemon = thread_.joinable();
+  while (in_flight_count_.load(std::memory_order_acquire) > 0) {
+    if (daemon) {
+      std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
+    } else {
+      api_.Synchronize(stream_);
+      for (Slot& s : slots_) Complete(s);
+    }
+  }
+  // The solver's queued work, then the swap on our stream, then the solver's next work.
+  auto in_turn = [&](const std::function<void()>& swap) {
+    api_.Record(solver_done_, solver);
+    api_.WaitEvent(stream_, solver_done_);
+    swap();
+    api_.Record(swapped_, stream_);
+    api_.WaitEvent(solver, swapped_);
+  };
+  const size_t bytes = n_ * sizeof(float);
+  if (!saved_) saved_ = static_cast<float*>(api_.Alloc(bytes));
+  auto* snapshot = static_cast<float*>(api_.AllocPinned(bytes));
+  std::memcpy(snapshot, master_, bytes);
+  in_turn([&] {
+    api_.CopyAsync(saved_, w_, bytes, CopyKind::kDeviceToDevice, stream_);
+    api_.CopyAsync(w_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
+  });
+  api_.Synchronize(stream_);  // (the snapshot may go)
+  api_.FreePinned(snapshot);
+  auto restore = [&] {
+    in_turn([&] { api_.CopyAsync(w_, saved_, bytes, CopyKind::kDeviceToDevice, stream_); });
+    paused_.store(false, std::memory_order_release);  // (our next work follows the restore on our stream)
+  };
+  try {
+    f();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
 }
 
 GpuSegmentStats GpuSegment::stats() const {

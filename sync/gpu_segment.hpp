@@ -26,7 +26,9 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -72,6 +74,14 @@ class GpuSegment {
   // already in flight): afterwards the master holds the device's progress of before the call,
   // and the device the master's values of it. Not while the daemon runs (checked).
   void Sweep();
+  // Runs `f` with the master's values in the device copy, then puts the copy back as it was:
+  // the leader's test on a GPU solver reads the job's weights without rolling the solver's
+  // copy back under `last` (which would send the difference to the master as progress). The
+  // segment issues nothing meanwhile and lands what it has in flight; on the device, the copy
+  // is swapped after the work the solver queued on its stream `solver` before the call, and put
+  // back after the work `f` queued there, before anything queued later. From the solver's
+  // thread, the daemon running or not.
+  void RunOnMaster(StreamId solver, const std::function<void()>& f);
   GpuSegmentStats stats() const;
   size_t chunks() const { return count_; }
   StreamId stream() const { return stream_; }  // the segment's own (tests stall it)
@@ -109,6 +119,11 @@ class GpuSegment {
   std::chrono::steady_clock::time_point refilled_;
   std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0};
   std::atomic<bool> quit_{false};
+  std::atomic<bool> paused_{false};   // RunOnMaster: Step issues nothing
+  std::mutex step_mu_;                // a Step's turn: RunOnMaster's pause waits for the one under way
+  std::atomic<uint32_t> in_flight_count_{0};
+  float* saved_ = nullptr;            // device: the copy, kept across RunOnMaster (made at its first use)
+  EventId solver_done_ = 0, swapped_ = 0;  // RunOnMaster's ordering with the solver's stream
   std::thread thread_;
 };
 

@@ -9,9 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -94,7 +96,8 @@ class GpuSegmentLedger : public testing::TestWithParam<uint32_t> {};  // the fak
 
 // The segment fills the device copy; then a stand-in GPU solver adds ±1 at random elements of
 // it in kernels on its own stream, and a host solver does the same to the master, while the
-// test thread drives the segment's state machine between them. (When the solver uploaded its
+// test thread drives the segment's state machine between them. Once, the leader's test runs
+// on the master's values (RunOnMaster) and must leave the solver's copy as it was. (When the solver uploaded its
 // copy itself and the segment took `last` from it on its own stream, the solver's first steps
 // could land before `last` was taken: 16-48 elements off, a whole step each, under 300 µs
 // delays. Hence the segment's own upload of both from one snapshot.) Midway the segment's stream stalls for 40 turns: no Step takes
@@ -121,6 +124,7 @@ TEST_P(GpuSegmentLedger, IsExactUnderDelayedAndStalledStreams) {
     std::uniform_int_distribution<size_t> at(0, n - 1);
     double slowest_step = 0;
     uint64_t done_at_stall = 0;
+    std::atomic<int> test_saw{-1};  // elements of the device copy that were not the master's in the test
     for (int turn = 0; turn < 400; ++turn) {
       std::vector<std::pair<size_t, float>> add;  // the device solver's step
       for (int k = 0; k < 16; ++k) add.emplace_back(at(gen), (gen() & 1) ? 1.f : -1.f);
@@ -145,9 +149,21 @@ TEST_P(GpuSegmentLedger, IsExactUnderDelayedAndStalledStreams) {
         EXPECT_LE(seg.stats().chunks, done_at_stall + so.slots) << "chunks completed on a stalled stream";
         dev.Release(seg.stream());
       }
+      if (turn == 300) {  // the leader's test: a kernel of the solver's reads the master's values
+        seg.RunOnMaster(w.s, [&] {
+          // (the chunks in flight have landed: the master is what the copy now holds)
+          auto expect = std::make_shared<std::vector<float>>(master);
+          dev.Launch(w.s, "test", [p = w.p, expect, &test_saw] {
+            int bad = 0;
+            for (size_t i = 0; i < expect->size(); ++i) bad += p[i] != (*expect)[i];
+            test_saw.store(bad);
+          });
+        });
+      }
       std::this_thread::sleep_for(200us);  // the solvers' pace: the streams run meanwhile
     }
     EXPECT_LT(slowest_step, 0.05) << "a Step waited for the device";
+    EXPECT_EQ(test_saw.load(), 0) << "the test kernel did not see the master's values";
     EXPECT_GT(seg.stats().chunks, 40u) << "the segment moved chunks while the solvers ran";
     dev.Synchronize(w.s);  // the device solver's last steps are in its copy
     seg.Sweep();
