@@ -98,18 +98,15 @@ class CudaDeviceApi : public DeviceApi {
     table.erase(it);
     return v;
   }
-  cudaStream_t Stream(StreamId id) {
+  template <typename T>
+  T Find(const std::map<uint32_t, T>& table, uint32_t id) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = streams_.find(id);
-    HS_CHECK(it != streams_.end()) << "unknown stream " << id;
+    auto it = table.find(id);
+    HS_CHECK(it != table.end()) << "unknown device handle " << id;
     return it->second;
   }
-  cudaEvent_t Event(EventId id) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = events_.find(id);
-    HS_CHECK(it != events_.end()) << "unknown event " << id;
-    return it->second;
-  }
+  cudaStream_t Stream(StreamId id) { return Find(streams_, id); }
+  cudaEvent_t Event(EventId id) { return Find(events_, id); }
 
   std::mutex mu_;
   std::map<uint32_t, cudaStream_t> streams_;

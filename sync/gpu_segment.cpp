@@ -138,21 +138,17 @@ void GpuSegment::Stop() {
   thread_.join();
 }
 
+void GpuSegment::Drain() {
+  while (in_flight_count_.load(std::memory_order_acquire) > 0) {
+    api_.Synchronize(stream_);
+    for (Slot& s : slots_) Complete(s);
+  }
+}
+
 void GpuSegment::Sweep() {
   HS_CHECK(!thread_.joinable()) << "GpuSegment::Sweep while its daemon runs";
   // Whatever is in flight lands first; then each chunk once, in order, as slots free up.
-  auto drain = [this] {
-    for (;;) {
-      bool busy = false;
-      for (Slot& s : slots_) {
-        Complete(s);
-        busy |= s.state == State::kInFlight;
-      }
-      if (!busy) return;
-      api_.Synchronize(stream_);
-    }
-  };
-  drain();
+  Drain();
   for (uint32_t c = 0; c < count_;) {
     Slot* free = nullptr;
     for (Slot& s : slots_)
@@ -164,21 +160,18 @@ void GpuSegment::Sweep() {
     }
     Issue(*free, c++);
   }
-  drain();
+  Drain();
 }
 
 void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
   paused_.store(true, std::memory_order_release);
   { std::lock_guard<std::mutex> turn(step_mu_); }  // a Step under way has issued what it will
   // What is in flight lands first (the daemon completes it; without one, this thread does).
-  const bool daemon = thread_.joinable();
-  while (in_flight_count_.load(std::memory_order_acquire) > 0) {
-    if (daemon) {
+  if (thread_.joinable()) {
+    while (in_flight_count_.load(std::memory_order_acquire) > 0)
       std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
-    } else {
-      api_.Synchronize(stream_);
-      for (Slot& s : slots_) Complete(s);
-    }
+  } else {
+    Drain();
   }
   // The solver's queued work, then the swap on our stream, then the solver's next work.
   auto in_turn = [&](const std::function<void()>& swap) {

@@ -100,6 +100,7 @@ class GpuSegment {
   size_t offset(uint32_t c) const { return static_cast<size_t>(c) * opt_.chunk_floats; }
   uint32_t length(uint32_t c) const;
   bool Complete(Slot& s);  // the master takes its delta, if its event has come
+  void Drain();            // the calling thread lands every chunk in flight (no daemon running)
   void Issue(Slot& s, uint32_t c);
   bool Budget(size_t bytes);  // the cap allows `bytes` more now (and takes them)
   void Run();

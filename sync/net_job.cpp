@@ -72,14 +72,24 @@ std::string RefusedText(const NetJobStats& s) {
   return os.str();
 }
 
-// `not_sync`: good frames of the job whose payload is not one of sync's messages (Wire).
-Losses LossesOf(const TransportCounters& tc, uint64_t not_sync) {
-  auto r = [&](Reject why) { return tc.rejected[static_cast<size_t>(why)]; };
+// Drops (injected) and refusals by reason, as a machine's figures class them, for the whole
+// transport or one peer. `not_sync`: good frames of the job whose payload is not one of sync's
+// messages (Wire).
+Losses Classify(uint64_t dropped, const std::array<uint64_t, static_cast<size_t>(Reject::kCount)>& rejected,
+                uint64_t not_sync = 0) {
+  auto r = [&](Reject why) { return rejected[static_cast<size_t>(why)]; };
+  uint64_t total = 0;
+  for (uint64_t n : rejected) total += n;
   Losses l;
-  l.lost = tc.dropped + r(Reject::kChecksum);
+  l.lost = dropped + r(Reject::kChecksum);
   l.foreign = r(Reject::kJob) + r(Reject::kSender);
   l.mac = r(Reject::kMac);
-  l.malformed = tc.rejected_total() - r(Reject::kChecksum) - l.foreign - l.mac + not_sync;
+  l.malformed = total - r(Reject::kChecksum) - l.foreign - l.mac + not_sync;
+  l.kernel = 0;
+  return l;
+}
+Losses LossesOf(const TransportCounters& tc, uint64_t not_sync) {
+  Losses l = Classify(tc.dropped, tc.rejected, not_sync);
   l.kernel = tc.kernel_dropped;
   return l;
 }
@@ -1228,13 +1238,13 @@ void NetJob::PeerFigures(NetJobStats* s, double lapse, bool rates) {
     f.iterations = f.self ? mine : p.count;
     f.iter_per_s = figures_.peers.size() > static_cast<size_t>(r) ? figures_.peers[r].iter_per_s : 0;
     const PeerCounters& t = traffic[static_cast<size_t>(r)];
-    auto refused = [&](Reject why) { return t.rejected[static_cast<size_t>(why)]; };
+    const Losses l = Classify(t.dropped, t.rejected);  // as the job's totals are classed
     f.bytes_in = t.bytes_received;
     f.bytes_out = t.bytes_sent;
-    f.frames_lost = t.dropped + refused(Reject::kChecksum);  // as the job's totals count them (LossesOf)
-    f.frames_foreign = refused(Reject::kJob) + refused(Reject::kSender);
-    f.frames_bad_mac = refused(Reject::kMac);
-    f.frames_malformed = t.rejected_total() - refused(Reject::kChecksum) - f.frames_foreign - f.frames_bad_mac;
+    f.frames_lost = l.lost;
+    f.frames_foreign = l.foreign;
+    f.frames_bad_mac = l.mac;
+    f.frames_malformed = l.malformed;
     if (figures_.peers.size() > static_cast<size_t>(r)) {
       f.gbit_in = figures_.peers[r].gbit_in;
       f.gbit_out = figures_.peers[r].gbit_out;
