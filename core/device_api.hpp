@@ -40,6 +40,9 @@ class DeviceApi {
 
   virtual StreamId CreateStream() = 0;
   virtual void DestroyStream(StreamId s) = 0;  // after its work is done (waits for it)
+  // The stream the calling thread's engine work is queued on (its Context's, in GPU mode), as
+  // a handle: the same one at every call from that thread; not for DestroyStream.
+  virtual StreamId CurrentStream() = 0;
   virtual EventId CreateEvent() = 0;
   virtual void DestroyEvent(EventId e) = 0;
 

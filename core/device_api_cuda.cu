@@ -1,13 +1,15 @@
 // The CUDA runtime behind core/device_api.hpp: registered as the GPU engine loads, so that the
 // GPU segment finds it with LoadedDeviceApi(). Streams and events are kept in tables under
-// small ids (the seam hands out no CUDA types). Each call acts on the calling thread's current
-// device.
+// small ids (the seam hands out no CUDA types). Allocations are made on the calling thread's
+// current device; work queued on a stream goes to the stream's own device, whichever thread
+// queues it (one daemon drives the segments of several GPUs).
 #include <cuda_runtime.h>
 
 #include <map>
 #include <mutex>
 
 #include "base/common.hpp"
+#include "core/context.hpp"
 #include "core/device_api.hpp"
 #include "core/gpu_common.cuh"
 #include "core/slave_rule.hpp"
@@ -48,14 +50,23 @@ class CudaDeviceApi : public DeviceApi {
   StreamId CreateStream() override {
     cudaStream_t s = nullptr;
     HS_CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    std::lock_guard<std::mutex> lock(mu_);
-    streams_[next_stream_] = s;
-    return next_stream_++;
+    return Keep(s, false);
   }
   void DestroyStream(StreamId id) override {
-    const cudaStream_t s = Take(streams_, id);
-    HS_CUDA_OK(cudaStreamSynchronize(s));
-    HS_CUDA_OK(cudaStreamDestroy(s));
+    const Entry e = Take(streams_, id);
+    HS_CHECK(!e.borrowed) << "DestroyStream of a thread's own stream";
+    HS_CUDA_OK(cudaSetDevice(e.device));
+    HS_CUDA_OK(cudaStreamSynchronize(e.stream));
+    HS_CUDA_OK(cudaStreamDestroy(e.stream));
+  }
+  StreamId CurrentStream() override {
+    const auto s = static_cast<cudaStream_t>(Context::Get().stream());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [id, e] : streams_)
+        if (e.stream == s) return id;
+    }
+    return Keep(s, true);
   }
   EventId CreateEvent() override {
     cudaEvent_t e = nullptr;
@@ -70,23 +81,29 @@ class CudaDeviceApi : public DeviceApi {
     const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
                              : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                                : cudaMemcpyDeviceToDevice;
-    HS_CUDA_OK(cudaMemcpyAsync(dst, src, bytes, k, Stream(s)));
+    HS_CUDA_OK(cudaMemcpyAsync(dst, src, bytes, k, Use(s)));
   }
   void LaunchSlaveRule(size_t n, const float* pos, float* w, float* last, float* delta, StreamId s) override {
     if (n == 0) return;
     const auto count = static_cast<long long>(n);
-    SlaveRuleKernel<<<GpuBlocks(count), kGpuThreads, 0, Stream(s)>>>(count, pos, w, last, delta);
+    SlaveRuleKernel<<<GpuBlocks(count), kGpuThreads, 0, Use(s)>>>(count, pos, w, last, delta);
     HS_KERNEL_CHECK("SlaveRuleKernel");
   }
-  void Record(EventId e, StreamId s) override { HS_CUDA_OK(cudaEventRecord(Event(e), Stream(s))); }
+  void Record(EventId e, StreamId s) override {
+    const cudaStream_t stream = Use(s);
+    HS_CUDA_OK(cudaEventRecord(Event(e), stream));
+  }
   bool Query(EventId e) override {
     const cudaError_t r = cudaEventQuery(Event(e));
     if (r == cudaErrorNotReady) return false;
     HS_CUDA_OK(r);
     return true;
   }
-  void WaitEvent(StreamId s, EventId e) override { HS_CUDA_OK(cudaStreamWaitEvent(Stream(s), Event(e), 0)); }
-  void Synchronize(StreamId s) override { HS_CUDA_OK(cudaStreamSynchronize(Stream(s))); }
+  void WaitEvent(StreamId s, EventId e) override {
+    const cudaStream_t stream = Use(s);
+    HS_CUDA_OK(cudaStreamWaitEvent(stream, Event(e), 0));
+  }
+  void Synchronize(StreamId s) override { HS_CUDA_OK(cudaStreamSynchronize(Use(s))); }
 
  private:
   template <typename T>
@@ -105,11 +122,31 @@ class CudaDeviceApi : public DeviceApi {
     HS_CHECK(it != table.end()) << "unknown device handle " << id;
     return it->second;
   }
-  cudaStream_t Stream(StreamId id) { return Find(streams_, id); }
+  // A stream, its device, and whether it is a thread's Context stream (CurrentStream).
+  struct Entry {
+    cudaStream_t stream;
+    int device;
+    bool borrowed;
+  };
+  StreamId Keep(cudaStream_t s, bool borrowed) {
+    int device = 0;
+    HS_CUDA_OK(cudaGetDevice(&device));
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_[next_stream_] = Entry{s, device, borrowed};
+    return next_stream_++;
+  }
+  // Stream id, with the calling thread's current device set to the stream's.
+  cudaStream_t Use(StreamId id) {
+    const Entry e = Find(streams_, id);
+    int current = -1;
+    HS_CUDA_OK(cudaGetDevice(&current));
+    if (current != e.device) HS_CUDA_OK(cudaSetDevice(e.device));
+    return e.stream;
+  }
   cudaEvent_t Event(EventId id) { return Find(events_, id); }
 
   std::mutex mu_;
-  std::map<uint32_t, cudaStream_t> streams_;
+  std::map<uint32_t, Entry> streams_;
   std::map<uint32_t, cudaEvent_t> events_;
   StreamId next_stream_ = 1;
   EventId next_event_ = 1;

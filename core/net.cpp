@@ -612,6 +612,18 @@ void Net::UseParamBuffer(float* external, bool copy_in) {
   own_data_ = false;
 }
 
+void Net::UseDeviceParamBuffer(float* device) {
+  HS_CHECK(device != nullptr);
+  // Redirect the params' own memory: sharers (test nets built with ShareWeightsFrom) follow.
+  for (size_t i = 0; i < learnable_params_.size(); ++i)
+    learnable_params_[i]->data()->set_gpu_data(device + learnable_offsets_[i]);
+  flat_device_ = device;
+}
+
+void Net::DeviceParamsWritten() {
+  for (Blob* p : learnable_params_) p->data()->device_written();
+}
+
 void Net::ShareWeightsFrom(const Net& other) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer* src = other.layer_by_name(layer_names_[i]);

@@ -125,6 +125,17 @@ class Net {
   // freed; `external` must outlive the net.
   void UseParamBuffer(float* external, bool copy_in);
 
+  // GPU mode: points every learnable param's device memory at `device`, a device buffer of
+  // this net's layout (param_buffer_size() floats), as UseParamBuffer does on the host: one
+  // allocation, the blobs views of it, so that one sync segment covers the whole net (a GPU
+  // solver's copy under gpus.bin). The device copy is the fresh one from then on, its values
+  // the caller's to fill; `device` must outlive the net.
+  void UseDeviceParamBuffer(float* device);
+  float* device_param_data() { return flat_device_; }
+  // The device buffer was written behind the blobs' backs (a segment's kernels, the leader's
+  // swap of the master's values in and out): the host copies are stale until read again.
+  void DeviceParamsWritten();
+
   float* param_data() { return flat_data_; }
   float* param_diff() { return flat_diff_; }
   const float* param_data() const { return flat_data_; }
@@ -179,6 +190,7 @@ class Net {
 
   float* flat_data_ = nullptr;
   float* flat_diff_ = nullptr;
+  float* flat_device_ = nullptr;  // UseDeviceParamBuffer's (borrowed)
   bool flat_pinned_[2] = {false, false};
   bool own_data_ = true;  // false once UseParamBuffer points the params elsewhere
   size_t flat_size_ = 0, num_learnable_ = 0;

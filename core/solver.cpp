@@ -607,6 +607,7 @@ void Solver::ViewWeights(const float* weights) {
 }
 
 void Solver::OnMaster(const std::function<void()>& f) {
+  if (options_.on_master) return options_.on_master(f);
   if (!options_.master_weights) return f();
   ViewWeights(options_.master_weights);
   try {

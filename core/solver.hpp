@@ -46,6 +46,11 @@ struct SolverOptions {
   // Private copies: the job's master weights (same layout as the net's flat buffer). The
   // leader tests and snapshots these, not its own copy.
   const float* master_weights = nullptr;
+  // Private copies whose weights the nets cannot view elsewhere (a GPU solver's copy on its
+  // device, under gpus.bin's segment): runs its argument with the master's values in the
+  // solver's own copy, and puts the copy back as it was after (GpuSegment::RunOnMaster).
+  // Takes precedence over master_weights for the leader's tests and snapshots.
+  std::function<void(const std::function<void()>&)> on_master;
   // Called once after this solver's last iteration, before it counts as finished (a private
   // copy hands its last deltas to the master here, so the final snapshot holds them).
   std::function<void()> on_train_end;
@@ -136,6 +141,13 @@ class Solver {
   // Private copies (see SolverOptions): set after construction, like JoinGroup.
   void UseMaster(const float* master, std::function<void()> on_train_end) {
     options_.master_weights = master;
+    options_.on_train_end = std::move(on_train_end);
+  }
+
+  // A device copy's master (see SolverOptions::on_master): set after construction, like UseMaster.
+  void UseMasterThrough(std::function<void(const std::function<void()>&)> on_master,
+                        std::function<void()> on_train_end) {
+    options_.on_master = std::move(on_master);
     options_.on_train_end = std::move(on_train_end);
   }
 
@@ -253,7 +265,8 @@ class Solver {
   // Points the nets' learnable params at `weights` (a flat buffer of this net's layout), or
   // back at the net's own buffer when null; for the leader's tests and snapshots of a master.
   void ViewWeights(const float* weights);
-  // Runs f with the nets viewing the master weights when there are any (private copies).
+  // Runs f with the nets viewing the master weights when there are any (private copies; a
+  // device copy through on_master).
   void OnMaster(const std::function<void()>& f);
   std::vector<ptrdiff_t> view_offsets_;  // learnable params' offsets in the flat buffer
 

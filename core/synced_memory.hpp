@@ -38,6 +38,12 @@ class SyncedMemory {
     if (cpu_ptr_) head_ = HEAD_AT_CPU;
   }
 
+  // The device copy was written directly (a borrowed device buffer, written by a sync segment's
+  // kernels): it becomes the fresh one, and the host copy is refreshed at its next read.
+  void device_written() {
+    if (gpu_ptr_) head_ = HEAD_AT_GPU;
+  }
+
   // The host copy was zeroed directly: a device copy, if there is one, is zeroed too (queued
   // on the calling thread's stream, not waited for) and both stay fresh, so a gradient buffer
   // cleared every iteration is not uploaded every iteration.

@@ -146,7 +146,7 @@ void GpuSegment::Drain() {
 }
 
 void GpuSegment::Sweep() {
-  HS_CHECK(!thread_.joinable()) << "GpuSegment::Sweep while its daemon runs";
+  std::lock_guard<std::mutex> turn(step_mu_);  // (a daemon's Steps wait meanwhile)
   // Whatever is in flight lands first; then each chunk once, in order, as slots free up.
   Drain();
   for (uint32_t c = 0; c < count_;) {
@@ -165,14 +165,11 @@ void GpuSegment::Sweep() {
 
 void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
   paused_.store(true, std::memory_order_release);
-  { std::lock_guard<std::mutex> turn(step_mu_); }  // a Step under way has issued what it will
-  // What is in flight lands first (the daemon completes it; without one, this thread does).
-  if (thread_.joinable()) {
-    while (in_flight_count_.load(std::memory_order_acquire) > 0)
-      std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
-  } else {
+  {  // What is in flight lands first (a daemon's Steps meanwhile take nothing new).
+    std::lock_guard<std::mutex> turn(step_mu_);
     Drain();
   }
+  master_runs_.fetch_add(1, std::memory_order_relaxed);
   // The solver's queued work, then the swap on our stream, then the solver's next work.
   auto in_turn = [&](const std::function<void()>& swap) {
     api_.Record(solver_done_, solver);
@@ -210,7 +207,68 @@ GpuSegmentStats GpuSegment::stats() const {
   s.sweeps = s.chunks / count_;
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.capped = capped_.load(std::memory_order_relaxed);
+  s.master_runs = master_runs_.load(std::memory_order_relaxed);
   return s;
+}
+
+GpuCopies::GpuCopies(DeviceApi& api, float* master, size_t n, GpuSegmentOptions options)
+    : api_(api), master_(master), n_(n), opt_(options) {}
+
+GpuCopies::~GpuCopies() {
+  Stop();
+  for (auto& c : copies_) {
+    c->segment.reset();  // (its work done before its buffers go)
+    api_.Free(c->w);
+  }
+}
+
+int GpuCopies::Add() {
+  HS_CHECK(!thread_.joinable()) << "GpuCopies::Add while the daemon runs";
+  auto c = std::make_unique<Copy>();
+  c->w = static_cast<float*>(api_.Alloc(n_ * sizeof(float)));
+  try {
+    c->segment = std::make_unique<GpuSegment>(api_, master_, c->w, n_, opt_);
+  } catch (...) {
+    api_.Free(c->w);
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  copies_.push_back(std::move(c));
+  return static_cast<int>(copies_.size()) - 1;
+}
+
+void GpuCopies::Run() {
+  while (!quit_.load(std::memory_order_relaxed)) {
+    bool moved = false;
+    for (auto& c : copies_)
+      if (!c->finished.load(std::memory_order_acquire)) moved |= c->segment->Step();
+    if (!moved) std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
+  }
+}
+
+void GpuCopies::Start() {
+  if (thread_.joinable()) return;
+  quit_.store(false);
+  thread_ = std::thread([this] { Run(); });
+}
+
+void GpuCopies::Stop() {
+  if (!thread_.joinable()) return;
+  quit_.store(true);
+  thread_.join();
+}
+
+void GpuCopies::Finish(int k) {
+  Copy& c = *copies_[k];
+  c.finished.store(true, std::memory_order_release);
+  c.segment->Sweep();  // (a Step of the daemon's under way ends first: the sweep holds the turn)
+}
+
+std::vector<GpuSegmentStats> GpuCopies::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<GpuSegmentStats> out;
+  for (const auto& c : copies_) out.push_back(c->segment->stats());
+  return out;
 }
 
 }  // namespace hogstream

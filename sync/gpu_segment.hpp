@@ -15,8 +15,8 @@
 // step the device copy back for a round). Bandwidth: at most `max_bytes_per_s` of positions and
 // deltas together (0: no cap).
 //
-// Threads: Step, Sweep, Start and Stop from one owner (or the daemon Start makes); stats()
-// from any thread. The device copy is written by the solver's own kernels concurrently
+// Threads: Step and Sweep from any thread (one at a time: a turn holds the segment), Start and
+// Stop from the owner; stats() from any thread. The device copy is written by the solver's own kernels concurrently
 // (Hogwild, on the device: a solver write that lands inside the rule's read and write of an
 // element is lost, as on the host); the master likewise by host solvers.
 // Not for: links between host copies (sync/local_segment.hpp) or machines (sync/net_job.hpp).
@@ -48,6 +48,7 @@ struct GpuSegmentStats {
   uint64_t sweeps = 0;     // passes over every chunk (chunks / the chunk count)
   uint64_t bytes = 0;      // positions and deltas moved
   uint64_t capped = 0;     // Steps that left a free slot idle for the bandwidth cap
+  uint64_t master_runs = 0;  // RunOnMaster calls (the leader's tests and snapshots)
 };
 
 class GpuSegment {
@@ -72,7 +73,7 @@ class GpuSegment {
   bool running() const { return thread_.joinable(); }
   // Every chunk once more, from the calling thread, waiting for all of them (and for any
   // already in flight): afterwards the master holds the device's progress of before the call,
-  // and the device the master's values of it. Not while the daemon runs (checked).
+  // and the device the master's values of it. A daemon's Steps wait meanwhile.
   void Sweep();
   // Runs `f` with the master's values in the device copy, then puts the copy back as it was:
   // the leader's test on a GPU solver reads the job's weights without rolling the solver's
@@ -100,7 +101,7 @@ class GpuSegment {
   size_t offset(uint32_t c) const { return static_cast<size_t>(c) * opt_.chunk_floats; }
   uint32_t length(uint32_t c) const;
   bool Complete(Slot& s);  // the master takes its delta, if its event has come
-  void Drain();            // the calling thread lands every chunk in flight (no daemon running)
+  void Drain();            // the calling thread lands every chunk in flight (under step_mu_)
   void Issue(Slot& s, uint32_t c);
   bool Budget(size_t bytes);  // the cap allows `bytes` more now (and takes them)
   void Run();
@@ -118,13 +119,63 @@ class GpuSegment {
   uint32_t next_ = 0;               // the next chunk to issue
   double tokens_ = 0;               // the cap's bucket, bytes
   std::chrono::steady_clock::time_point refilled_;
-  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0};
+  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0}, master_runs_{0};
   std::atomic<bool> quit_{false};
   std::atomic<bool> paused_{false};   // RunOnMaster: Step issues nothing
-  std::mutex step_mu_;                // a Step's turn: RunOnMaster's pause waits for the one under way
+  std::mutex step_mu_;                // a turn (Step, Sweep, RunOnMaster's drain): slots change only under it
   std::atomic<uint32_t> in_flight_count_{0};
   float* saved_ = nullptr;            // device: the copy, kept across RunOnMaster (made at its first use)
   EventId solver_done_ = 0, swapped_ = 0;  // RunOnMaster's ordering with the solver's stream
+  std::thread thread_;
+};
+
+// The device copies of one process's GPU solvers (gpus.bin): each solver trains its own copy on
+// its device, linked to the process's host weights (the master) by its own GpuSegment, and ONE
+// daemon thread drives every segment in turn (their Steps never wait): one host core serves
+// any number of GPUs, and no two of them write the master at once.
+// Threads: Add from any thread before Start (on the thread whose device the copy goes on);
+// Finish and RunOnMaster from the copy's solver thread; stats from any thread.
+class GpuCopies {
+ public:
+  GpuCopies(DeviceApi& api, float* master, size_t n, GpuSegmentOptions options = {});
+  ~GpuCopies();  // the daemon stops, then the segments and copies go
+  GpuCopies(const GpuCopies&) = delete;
+  GpuCopies& operator=(const GpuCopies&) = delete;
+
+  // A new copy of n floats in device memory, holding the master's values when Add returns
+  // (GpuSegment's constructor); returns its index. Not once the daemon runs.
+  int Add();
+  float* copy(int k) { return copies_[k]->w; }
+  GpuSegment& segment(int k) { return *copies_[k]->segment; }
+  int size() const { return static_cast<int>(copies_.size()); }
+
+  void Start();
+  void Stop();
+  // Copy k's solver has stopped training it: the daemon leaves it, and one last sweep from the
+  // calling thread hands the master everything the copy made (its final deltas).
+  void Finish(int k);
+  // GpuSegment::RunOnMaster for copy k.
+  void RunOnMaster(int k, StreamId solver, const std::function<void()>& f) {
+    copies_[k]->segment->RunOnMaster(solver, f);
+  }
+  DeviceApi& api() { return api_; }
+  std::vector<GpuSegmentStats> stats() const;
+
+ private:
+  struct Copy {
+    float* w = nullptr;
+    std::unique_ptr<GpuSegment> segment;
+    std::atomic<bool> finished{false};
+  };
+  void Run();
+
+  DeviceApi& api_;
+  float* master_;
+  size_t n_;
+  GpuSegmentOptions opt_;
+  mutable std::mutex mu_;  // copies_ (its growth, before Start)
+  std::vector<std::unique_ptr<Copy>> copies_;
+  std::atomic<bool> quit_{false};
   std::thread thread_;
 };
 

@@ -83,6 +83,7 @@ struct Local {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Solver> solver;
   std::unique_ptr<Segment> segment;
+  int device_copy = -1;  // a GPU solver's copy on its device: its index in Run::devices
   // The lead bound of a private copy: the segment's sweeps when last seen to advance, and this
   // solver's iterations since then.
   uint64_t seen_sweeps = 0;
@@ -139,6 +140,11 @@ struct Plan {
   bool net_rounds = false;
   bool machine_gate = false;
   bool rounds = false;  // the local policy averages steps in rounds (bsp, gsp): no segment per copy
+  // GPU solvers train copies on their devices, each linked to the master by a GPU segment
+  // (sync/gpu_segment.hpp), under async; under the other policies (whose rounds and exchanges
+  // work on host copies) a GPU solver's copy is on the host, streamed by a segment like a CPU
+  // solver's, and the device holds a mirror of it, refreshed every iteration.
+  bool device_copies = false;
   std::vector<int> machine_group;  // net_rounds: each machine's synchronous group
 };
 
@@ -150,7 +156,8 @@ Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
   p.n = opt.solvers.cpus + static_cast<int>(gpus.size());
   HS_REQUIRE(p.n >= 1 && p.n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
                                                            << " solvers, got " << p.n;
-  for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
+  if (!opt.device)
+    for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
   HS_REQUIRE(!gpus.empty() || param.solver_mode() == pb::SolverParameter::CPU)
       << "solver_mode: GPU with CPU solvers only; name the GPUs in SOLVERS (e.g. 0:0 for one solver on GPU 0) "
          "or pass --cpu (or set solver_mode: CPU in the solver file)";
@@ -170,6 +177,7 @@ Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
   p.local.timeout = policy.timeout;
   p.machine_gate = opt.net && (policy.kind == PK::kSsp || policy.kind == PK::kMaxAdvance);
   p.rounds = p.local.kind == PK::kBsp || p.local.kind == PK::kGsp;
+  p.device_copies = !gpus.empty() && p.local.kind == PK::kAsync;
   HS_REQUIRE(opt.shm.empty() || !policy.needs_private() || policy.kind == PK::kAsync || policy.kind == PK::kWeedout)
       << "--policy=" << policy.name() << " needs every solver in this process: leave out --shm";
   if (p.net_rounds) {
@@ -188,7 +196,10 @@ Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
   LOG_IF(INFO, opt.log && (p.n > 1 || p.private_copies || opt.net))
       << "Hogwild: " << p.n << " solver thread" << (p.n > 1 ? "s" : "") << " in this process"
       << (gpus.empty() ? "" : " (" + std::to_string(gpus.size()) + " on GPUs)") << ", "
-      << (p.private_copies ? "each on a private copy streamed to" : "on") << " the "
+      << (p.private_copies ? p.device_copies ? "each on a private copy (the GPU solvers' on their devices) streamed to"
+                                             : "each on a private copy streamed to"
+                           : "on")
+      << " the "
       << (opt.shm.empty() ? "host" : "/dev/shm") << " weights"
       << (policy.kind != PK::kAsync || policy.needs_private() ? ", policy " + policy.name() : "");
   return p;
@@ -204,6 +215,7 @@ struct Run {
   // leaves its segments running (their solvers' end hooks never ran).
   ~Run() {
     if (opt.net && policy) opt.net->set_policy_figures("", {});  // the policy goes before the network's daemon
+    devices.reset();  // (their daemon stopped, what they had in flight landed)
     for (Local& l : locals)
       if (l.segment) l.segment->Stop();
     for (auto& gs : group_segments) gs->Stop();
@@ -239,6 +251,7 @@ struct Run {
   std::vector<std::unique_ptr<Segment>> group_segments;
   std::shared_ptr<ChunkUpdates> updates;
   std::unique_ptr<SvbRun> svb;  // --svb with a layer worth it (sync/svb.hpp)
+  std::unique_ptr<GpuCopies> devices;  // the GPU solvers' device copies (Plan::device_copies)
   // This process's pulse for its ranks.
   std::thread heartbeat;
   std::atomic<bool> heartbeat_stop{false};
@@ -263,6 +276,11 @@ std::string SegmentLine(const Run& r) {
           l.retakes.load(std::memory_order_relaxed));
   for (size_t g = 0; g < r.group_segments.size(); ++g)
     one("group", static_cast<int>(g), r.group_segments[g]->stats(), 0, 0);
+  for (const Local& l : r.locals)
+    if (l.device_copy >= 0) {
+      const GpuSegmentStats s = r.devices->segment(l.device_copy).stats();
+      os << " [solver " << l.rank << " on its device: " << s.sweeps << " sweeps, " << (s.bytes >> 20) << " MiB]";
+    }
   if (r.policy) os << "\n" << r.policy->Line();
   if (r.svb) os << "\n" << r.svb->Line();
   return os.str();
@@ -437,19 +455,35 @@ constexpr int kUnsoundRounds = 3;
 // the end, lets the solver go on at once) and the policy's wait.
 void SetCopyHooks(Run& r, int i) {
   Local& me = r.locals[i];
-  me.solver->UseMaster(r.master, [&r, i] {
+  auto end = [&r, i] {
     if (r.svb) r.svb->OnTrainEnd(i, r.locals[i].solver->net());
     const bool last_of_group = r.policy->End(i);
     if (Segment* s = r.locals[i].segment.get()) {
       s->Stop();
       s->Sweep();
     }
+    if (r.locals[i].device_copy >= 0) r.devices->Finish(r.locals[i].device_copy);
     if (r.plan.local.kind == Policy::Kind::kGsp && last_of_group) {
       Segment* gs = r.group_segments[r.policy->group_of(i)].get();
       gs->Stop();
       gs->Sweep();
     }
-  });
+  };
+  if (me.device_copy < 0) {
+    me.solver->UseMaster(r.master, std::move(end));
+  } else {  // the leader's tests and snapshots: the master's values swapped into the device copy and out
+    me.solver->UseMasterThrough(
+        [&r, i](const std::function<void()>& f) {
+          Local& l = r.locals[i];
+          Net& net = l.solver->net();
+          r.devices->RunOnMaster(l.device_copy, r.devices->api().CurrentStream(), [&] {
+            net.DeviceParamsWritten();
+            f();
+          });
+          net.DeviceParamsWritten();
+        },
+        std::move(end));
+  }
   const int lead = r.opt.copy_lead;
   me.solver->SetIterationHooks(
       [&r, i, lead] {
@@ -536,8 +570,22 @@ void WirePrivateCopy(Run& r, int i) {
   }
   r.sync.arrive_and_wait();  // every copy made, before the policy's state reads them
   if (i == 0) MakeCopiesPolicy(r, seg);
-  r.sync.arrive_and_wait();  // the policy's state is made
-  if (!r.plan.rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
+  if (i == 0 && r.plan.device_copies) {
+    DeviceApi* api = r.opt.device ? r.opt.device : LoadedDeviceApi();
+    HS_CHECK(api) << "GPU solvers, and no device runtime loaded";
+    GpuSegmentOptions gs;
+    gs.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
+    r.devices = std::make_unique<GpuCopies>(*api, r.master, net.param_buffer_size(), gs);
+  }
+  r.sync.arrive_and_wait();  // the policy's state (and the device copies' home) is made
+  if (r.plan.device_copies && i < static_cast<int>(opt.solvers.gpus.size())) {
+    // A GPU solver's copy on its device, filled from the master and streamed by a GPU segment;
+    // its nets view it (on the fake device, as host memory: the nets run in CPU mode there).
+    me.device_copy = r.devices->Add();
+    float* copy = r.devices->copy(me.device_copy);
+    if (me.ctx->mode() == Mode::GPU) net.UseDeviceParamBuffer(copy);
+    else net.UseParamBuffer(copy, /*copy_in=*/false);
+  } else if (!r.plan.rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
     seg.rule = local.Rule(r.updates);
     // Private copies in one process move the master only by their deltas: from 3 up,
     // each is weighted min(1, 2/staleness) by default (whole, 4 copies under load went
@@ -598,7 +646,8 @@ void TrainOne(Run& r, int i) {
     so.action = opt.action;
     so.log = opt.log;
     so.reseed = false;
-    so.device_update = false;  // a GPU solver's segment streams its host copy
+    // A GPU solver's copy on its device is updated there; a host copy (other policies) on the host.
+    so.device_update = r.plan.device_copies;
     so.stats = r.stats;
     if (opt.net && opt.net->share_speed() > 0) so.norm_guard = kShareNormGuard;
     me.solver = CreateSolver(r.param, so);
@@ -617,6 +666,10 @@ void TrainOne(Run& r, int i) {
     else net.UseParamBuffer(r.master, /*copy_in=*/false);
     if (r.plan.machine_gate) WireMachineGate(r, i, std::move(extra));
     if (r.svb) me.solver->SetGradientHook([&r, i] { r.svb->OnGradient(i, r.locals[i].solver->net()); });
+    if (opt.after_backward) {
+      HS_CHECK(!r.svb) << "a test's gradient hook with --svb";
+      me.solver->SetGradientHook([&r, i] { r.opt.after_backward(i, r.locals[i].solver->net()); });
+    }
     // Across machines a copy that went non-finite is re-taken from the others (on the host
     // copy, which every local solver trains; a private copy follows it through its segment).
     if (opt.net && !r.plan.private_copies)
@@ -632,8 +685,10 @@ void TrainOne(Run& r, int i) {
       StartHeartbeat(r);
     }
     if (me.segment && r.plan.local.kind != Policy::Kind::kEasgd) me.segment->Start();
-    if (i == 0)
+    if (i == 0) {
       for (auto& gs : r.group_segments) gs->Start();
+      if (r.devices) r.devices->Start();
+    }
     // D. Train until the global iteration reaches max_iter (or the leader stops the job).
     me.solver->Solve();
     if (const NormGuard* g = me.solver->norm_guard(); g && opt.log)
@@ -651,6 +706,7 @@ void TrainOne(Run& r, int i) {
 
 // After the last solver: the network's end, then this process's first error, if any.
 void FinishRun(Run& r) {
+  if (r.devices) r.devices->Stop();
   r.heartbeat_stop.store(true);
   if (r.heartbeat.joinable()) r.heartbeat.join();
   if (NetJob* job = r.opt.net) {
@@ -681,6 +737,8 @@ HogwildReport MakeReport(const Run& r) {
     if (l.segment) report.segments.push_back(l.segment->stats());
   }
   for (auto& gs : r.group_segments) report.segments.push_back(gs->stats());
+  for (const Local& l : r.locals)  // (in solver order)
+    if (l.device_copy >= 0) report.device_segments.push_back(r.devices->segment(l.device_copy).stats());
   if (r.policy) report.policy = r.policy->figures();
   if (r.svb) report.svb = r.svb->figures();
   if (r.master && r.group) report.weights.assign(r.master, r.master + r.locals[0].solver->net().param_buffer_size());
@@ -709,6 +767,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   // --aggregate=share: a job across machines whose deltas are added whole shares its momentum
   // (ShareMomentum).
   pb::SolverParameter param = given;
+  if (opt.device) param.set_solver_mode(pb::SolverParameter::CPU);  // (the fake's nets run on the host)
   if (opt.net && opt.net->share_speed() > 0) {
     const std::string line = ShareMomentum(opt.net->job_machines(), opt.net->share_speed(), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
@@ -737,7 +796,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   for (int i = 0; i < r.plan.n; ++i) {
     r.locals[i].index = i;
     const bool on_gpu = i < static_cast<int>(gpus.size());
-    r.locals[i].ctx = std::make_unique<Context>(on_gpu ? Mode::GPU : Mode::CPU, on_gpu ? gpus[i] : 0, 1);
+    r.locals[i].ctx = std::make_unique<Context>(on_gpu && !opt.device ? Mode::GPU : Mode::CPU, on_gpu ? gpus[i] : 0, 1);
     r.locals[i].ctx->set_seed(SolverSeed(r.base_seed, i));
   }
   std::vector<std::thread> threads;

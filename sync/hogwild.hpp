@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/solver.hpp"
+#include "sync/gpu_segment.hpp"
 #include "sync/local_segment.hpp"
 #include "sync/net_job.hpp"
 #include "sync/policy.hpp"
@@ -83,6 +84,14 @@ struct HogwildOptions {
   // A job across machines (sync/net_job.hpp): this process's solvers train the machine's host
   // copy, which the network daemon links to the other machines'. Borrowed; null: one machine.
   NetJob* net = nullptr;
+  // The GPU solvers' device (borrowed; null: the CUDA runtime's, LoadedDeviceApi). Tests pass
+  // a fake whose memory the host can address (test/core/fake_device.hpp): each GPU solver then
+  // runs its net on the host, in CPU mode, over its copy in that device's memory, and the rest
+  // (the GPU segment, the leader's tests and snapshots through it) runs as on a GPU.
+  DeviceApi* device = nullptr;
+  // Tests: called on solver i's thread after each backward pass, before its update (the net's
+  // diffs hold the gradient; a test may put a stand-in there).
+  std::function<void(int, Net&)> after_backward;
 };
 
 // What this process's solvers did, for callers and tests.
@@ -94,6 +103,7 @@ struct HogwildReport {
   std::vector<uint64_t> seeds;   // the seed of each one's random stream
   std::vector<double> shards;    // where each one's data readers started (fraction)
   std::vector<SegmentStats> segments;  // private copies: each one's segment (gsp: each group's)
+  std::vector<GpuSegmentStats> device_segments;  // GPU solvers' copies: each one's GPU segment, in solver order
   PolicyFigures policy;                // waits and rounds the policy made
   SvbFigures svb;                      // --svb: the factor sets made, sent, applied, dropped
   std::vector<float> weights;          // the master (host) weights at the end

@@ -99,6 +99,18 @@ StreamId FakeDevice::CreateStream() {
   return id;
 }
 
+StreamId FakeDevice::CurrentStream() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = current_.find(std::this_thread::get_id());
+    if (it != current_.end()) return it->second;
+  }
+  const StreamId id = CreateStream();
+  std::lock_guard<std::mutex> lock(mu_);
+  current_[std::this_thread::get_id()] = id;
+  return id;
+}
+
 void FakeDevice::DestroyStream(StreamId id) {
   std::unique_ptr<Stream> s;
   {

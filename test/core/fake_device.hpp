@@ -56,6 +56,8 @@ class FakeDevice : public DeviceApi {
   void FreePinned(void* p) override;
   StreamId CreateStream() override;
   void DestroyStream(StreamId s) override;
+  // A stream per calling thread, made at its first call (the fake has no Contexts).
+  StreamId CurrentStream() override;
   EventId CreateEvent() override;
   void DestroyEvent(EventId e) override;
   void CopyAsync(void* dst, const void* src, size_t bytes, CopyKind kind, StreamId s) override;
@@ -117,6 +119,7 @@ class FakeDevice : public DeviceApi {
   std::condition_variable cv_;
   std::map<StreamId, std::unique_ptr<Stream>> streams_;
   std::map<EventId, Event> events_;
+  std::map<std::thread::id, StreamId> current_;
   std::map<const char*, size_t> device_, pinned_;  // start -> bytes
   StreamId next_stream_ = 1;
   EventId next_event_ = 1;

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "core/context.hpp"
+#include "core/device_api.hpp"
+#include "core/net.hpp"
 #include "core/gpu_engine.hpp"
 #include "core/layer.hpp"
 #include "core/solver.hpp"
@@ -313,13 +315,9 @@ struct SolverCase {
 };
 void PrintTo(const SolverCase& c, std::ostream* os) { *os << c.name; }
 
-class SolverGpu : public ::testing::TestWithParam<SolverCase> {};
-
-TEST_P(SolverGpu, TrainsLikeTheCpu) {
-  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
-  setenv("HS_GPU_TF32", "0", 1);
-  const SolverCase& sc = GetParam();
-  const std::string text = R"(
+// A small conv net's solver with `extra` settings: 30 iterations from random_seed 11.
+std::string SolverText(const char* extra) {
+  return R"(
     net_param {
       layer { name: "data" type: "DummyData" top: "x" top: "label"
               dummy_data_param { shape { dim: 8 dim: 2 dim: 10 dim: 10 } shape { dim: 8 }
@@ -335,7 +333,16 @@ TEST_P(SolverGpu, TrainsLikeTheCpu) {
       layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" } }
     weight_decay: 0.001 lr_policy: "fixed" max_iter: 30 random_seed: 11
     snapshot_after_train: false
-  )" + std::string(sc.extra);
+  )" + std::string(extra);
+}
+
+class SolverGpu : public ::testing::TestWithParam<SolverCase> {};
+
+TEST_P(SolverGpu, TrainsLikeTheCpu) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  setenv("HS_GPU_TF32", "0", 1);
+  const SolverCase& sc = GetParam();
+  const std::string text = SolverText(sc.extra);
   std::vector<float> weights[2];
   float loss[2][2];
   for (int s = 0; s < 2; ++s) {
@@ -382,6 +389,48 @@ INSTANTIATE_TEST_SUITE_P(Updates, SolverGpu,
                                            SolverCase{"adadelta", "type: 'AdaDelta' base_lr: 1 momentum: 0.95 delta: 1e-6", true, true},
                                            SolverCase{"adam", "type: 'Adam' base_lr: 0.003 momentum: 0.9 momentum2: 0.999 delta: 1e-8", true, true}),
                          [](const ::testing::TestParamInfo<SolverCase>& i) { return std::string(i.param.name); });
+
+// A GPU-mode net's weights in one device buffer (Net::UseDeviceParamBuffer, as gpus.bin's GPU
+// segment streams them): every learnable blob's device memory is a view of the buffer at its
+// offset, and a solver training over it follows the CPU solver as it does over per-blob memory.
+TEST(SolverGpuFlatBuffer, TrainsOverOneDeviceBufferLikeTheCpu) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  setenv("HS_GPU_TF32", "0", 1);
+  std::vector<float> weights[2];
+  for (int s = 0; s < 2; ++s) {
+    pb::SolverParameter param;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(SolverText(kSgd), &param));
+    param.set_solver_mode(s ? pb::SolverParameter::GPU : pb::SolverParameter::CPU);
+    Context ctx(s ? Mode::GPU : Mode::CPU, 0, 11);
+    ContextScope scope(&ctx);
+    SolverOptions o;
+    o.log = false;
+    auto solver = CreateSolver(param, o);
+    Net& net = solver->net();
+    float* flat = nullptr;
+    DeviceApi* api = LoadedDeviceApi();
+    if (s == 1) {
+      ASSERT_NE(api, nullptr) << "the GPU engine registers the device seam";
+      const size_t bytes = net.param_buffer_size() * sizeof(float);
+      flat = static_cast<float*>(api->Alloc(bytes));
+      api->CopyAsync(flat, net.param_data(), bytes, CopyKind::kHostToDevice, api->CurrentStream());
+      api->Synchronize(api->CurrentStream());
+      net.UseDeviceParamBuffer(flat);
+      for (size_t i = 0; i < net.learnable_params().size(); ++i)
+        EXPECT_EQ(net.learnable_params()[i]->gpu_data(), flat + net.learnable_offsets()[i]) << "param " << i;
+    }
+    solver->Solve();
+    if (s == 1) {  // (still views: nothing reallocated a blob's device memory)
+      for (size_t i = 0; i < net.learnable_params().size(); ++i)
+        EXPECT_EQ(net.learnable_params()[i]->gpu_data(), flat + net.learnable_offsets()[i]) << "param " << i << " after";
+    }
+    for (Blob* b : net.learnable_params()) weights[s].insert(weights[s].end(), b->cpu_data(), b->cpu_data() + b->count());
+    solver.reset();
+    if (flat) api->Free(flat);
+  }
+  ASSERT_EQ(weights[1].size(), weights[0].size());
+  ExpectNear(weights[1].data(), weights[0].data(), static_cast<int>(weights[0].size()), 1e-3f, "weights after 30 iterations");
+}
 
 #endif  // HOGSTREAM_CUDA
 

@@ -57,6 +57,17 @@ struct DeviceBuffer {
   StreamId s;
 };
 
+// Polls `done` every millisecond until it holds or `seconds` pass; returns whether it held.
+template <class F>
+bool WaitFor(F&& done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 size_t Differing(const std::vector<float>& got, const std::vector<double>& want) {
   size_t bad = 0;
   for (size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
@@ -271,6 +282,97 @@ TEST(GpuSegmentTest, ConcurrentKernelsLoseOnlyRacingWrites) {
   EXPECT_LE(Differing(master, ledger), 24u) << "more than racing writes were lost";
   EXPECT_GT(seg.stats().sweeps, 3u);
 }
+
+class GpuCopiesLedger : public testing::TestWithParam<uint32_t> {};  // the fake's max delay, µs
+
+// gpus.bin's GPU solvers (GpuCopies): two stand-in GPU solvers, each on its own thread and
+// stream, add ±1 at random elements of their own device copies in kernels, while ONE daemon
+// drives both segments. The second ends first (Finish: its copy's last sweep) while the first
+// still trains; the first then runs the leader's test on the master's values (RunOnMaster,
+// from its thread, the daemon running) and must find exactly them (once the other copy has
+// finished, nothing else writes the master meanwhile). Then the master equals the initial
+// values plus both solvers' every step, exactly: one daemon writes the master, so no write of
+// it is lost, the test put the first copy back as it was, and nothing a copy made is left on
+// the device.
+TEST_P(GpuCopiesLedger, TwoDeviceCopiesOneDaemonTheLedgerExact) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  FakeDeviceOptions o;
+  o.seed = seed;
+  o.max_delay = std::chrono::microseconds(GetParam());
+  FakeDevice dev(o);
+  const size_t n = 12007;
+  const std::vector<float> init = Ints(n, gen);
+  std::vector<float> master = init;
+  GpuSegmentOptions so;
+  so.chunk_floats = 1000;
+  so.slots = 3;
+  constexpr int kSolvers = 2;
+  std::vector<std::vector<double>> steps(kSolvers, std::vector<double>(n, 0.0));  // each solver's sum
+  std::atomic<int> tests{0}, tests_wrong{0};
+  std::atomic<bool> second_done{false};
+  {
+    GpuCopies copies(dev, master.data(), n, so);
+    for (int k = 0; k < kSolvers; ++k) ASSERT_EQ(copies.Add(), k);
+    for (int k = 0; k < kSolvers; ++k) {
+      std::vector<float> filled(n);
+      dev.CopyAsync(filled.data(), copies.copy(k), n * sizeof(float), CopyKind::kDeviceToHost, copies.segment(k).stream());
+      ASSERT_EQ(Differing(filled, std::vector<double>(init.begin(), init.end())), 0u) << "copy " << k << " filled";
+    }
+    copies.Start();
+    auto solver = [&](int k, uint32_t solver_seed, int turns) {
+      std::mt19937 g(solver_seed);
+      std::uniform_int_distribution<size_t> at(0, n - 1);
+      const StreamId s = dev.CurrentStream();
+      float* w = copies.copy(k);
+      for (int turn = 0; turn < turns; ++turn) {
+        std::vector<std::pair<size_t, float>> add;
+        for (int j = 0; j < 16; ++j) add.emplace_back(at(g), (g() & 1) ? 1.f : -1.f);
+        for (const auto& [j, d] : add) steps[k][j] += d;
+        dev.Launch(s, "solver", [w, add] {
+          for (const auto& [j, d] : add) w[j] += d;
+        });
+        if (k == 0 && turn >= 200 && turn % 40 == 0) {
+          ASSERT_TRUE(WaitFor([&] { return second_done.load(); }, 20)) << "the second solver never finished";
+          copies.RunOnMaster(k, s, [&] {
+            auto expect = std::make_shared<std::vector<float>>(master);
+            dev.Launch(s, "test", [w, expect, n, &tests, &tests_wrong] {
+              size_t bad = 0;
+              for (size_t i = 0; i < n; ++i) bad += w[i] != (*expect)[i];
+              tests.fetch_add(1);
+              tests_wrong.fetch_add(bad != 0);
+            });
+          });
+        }
+        std::this_thread::sleep_for(200us);
+      }
+      dev.Synchronize(s);  // its last steps are in its copy
+      copies.Finish(k);
+      if (k == 1) second_done.store(true);
+    };
+    std::thread second(solver, 1, seed + 1, 150);
+    solver(0, seed + 2, 320);  // the second ends first: this one's segment runs on alone
+    second.join();
+    copies.Stop();
+    const auto st = copies.stats();
+    ASSERT_EQ(st.size(), 2u);
+    for (int k = 0; k < kSolvers; ++k) EXPECT_GT(st[k].sweeps, 3u) << "copy " << k << " was streamed";
+    EXPECT_EQ(st[0].master_runs, 3u);
+  }
+  EXPECT_EQ(tests.load(), 3);  // at turns 200, 240 and 280
+  EXPECT_EQ(tests_wrong.load(), 0) << "a test saw other values than the master's";
+  std::vector<double> ledger(init.begin(), init.end());
+  for (const auto& sum : steps)
+    for (size_t i = 0; i < n; ++i) ledger[i] += sum[i];
+  EXPECT_EQ(Differing(master, ledger), 0u) << "master";
+  EXPECT_EQ(dev.device_bytes(), 0u) << "device memory left";
+  const auto errors = dev.errors();
+  EXPECT_TRUE(errors.empty()) << errors[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(Delays, GpuCopiesLedger, testing::Values(0u, 300u),
+                         [](const testing::TestParamInfo<uint32_t>& i) { return "max_delay_us" + std::to_string(i.param); });
 
 }  // namespace
 }  // namespace hogstream
