@@ -38,6 +38,8 @@
 #include <thread>
 
 #include "core/context.hpp"
+#include "core/device_api.hpp"
+#include "data/device_prefetch.hpp"
 #include "data/image.hpp"
 
 namespace hogstream {
@@ -340,8 +342,27 @@ void DataLayer::Reshape(const Blobs&, const Blobs& top) {
 
 void DataLayer::Forward_cpu(const Blobs&, const Blobs& top) {
   if (sources_.empty()) StartReaders();
-  float* data = top[0]->mutable_cpu_data();
-  float* label = top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr;
+  Assemble(top[0]->mutable_cpu_data(), top.size() > 1 ? top[1]->mutable_cpu_data() : nullptr);
+}
+
+void DataLayer::Forward_gpu(const Blobs& bottom, const Blobs& top) {
+  DeviceApi* api = LoadedDeviceApi();
+  if (!api) return Forward_cpu(bottom, top);
+  if (sources_.empty()) StartReaders();
+  const size_t data_floats = static_cast<size_t>(batch_size_) * item_count_;
+  const bool labels = top.size() > 1;
+  if (!device_) device_ = std::make_unique<DeviceBatches>(*api, (data_floats + (labels ? batch_size_ : 0)) * sizeof(float));
+  // The batch after this one is assembled here too, and crosses while this one trains.
+  auto* batch = static_cast<float*>(const_cast<void*>(device_->Next(api->CurrentStream(), [&](void* host) {
+    float* h = static_cast<float*>(host);
+    Assemble(h, labels ? h + data_floats : nullptr);
+  })));
+  // The tops view the batch on the device (its host copies are read only when asked for).
+  top[0]->data()->set_gpu_data(batch);
+  if (labels) top[1]->data()->set_gpu_data(batch + data_floats);
+}
+
+void DataLayer::Assemble(float* data, float* label) {
   for (int i = 0; i < batch_size_; ++i) {
     Source& src = *sources_[pick_(rng_)];
     Source::Slot* s = src.Take();

@@ -24,6 +24,8 @@
 
 namespace hogstream {
 
+class DeviceBatches;  // data/device_prefetch.hpp
+
 class DataLayer : public Layer {
  public:
   explicit DataLayer(const pb::LayerParameter& param);
@@ -51,11 +53,15 @@ class DataLayer : public Layer {
 
   // Errors raised in a reader thread (a corrupt record, say) surface here as an Error.
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
+  // GPU mode: the batch goes to the device from pinned memory on its own stream, the next one
+  // in flight while this one trains (DeviceBatches); the calling thread's stream waits for it.
+  void Forward_gpu(const Blobs& bottom, const Blobs& top) override;
   void Backward_cpu(const Blobs&, const std::vector<bool>&, const Blobs&) override {}
 
  private:
   struct Source;  // one source, its reader thread and its queues (data_layer.cpp)
   void StartReaders();  // first Forward: the calling thread's Context gives seed and shard
+  void Assemble(float* data, float* label);  // the next batch, from the readers (label may be null)
 
   std::vector<std::unique_ptr<Records>> cursors_;  // opened at SetUp, until the readers start
   std::vector<int> datum_shape_;
@@ -68,6 +74,7 @@ class DataLayer : public Layer {
   int batch_size_ = 0;
   std::vector<int> item_shape_;  // {C, H', W'}
   int item_count_ = 0;
+  std::unique_ptr<DeviceBatches> device_;  // GPU mode: the batches' way to the device
 };
 
 // "ImageData": Caffe's list-file input layer, on the same readers: image_data_param.source

@@ -72,4 +72,18 @@ void DevicePrefetcher::Done(StreamId compute) {
   taken_ = -1;
 }
 
+const void* DeviceBatches::Next(StreamId compute, const std::function<void(void*)>& fill) {
+  if (started_) {
+    pre_.Done(compute);  // the last batch, once what was queued on `compute` so far has run
+  } else {
+    fill(host_.data());  // the first batch, not yet under way
+    pre_.Submit(host_.data());
+    started_ = true;
+  }
+  const void* batch = pre_.Next(compute);
+  fill(host_.data());  // the next one, on the bus while this one trains
+  pre_.Submit(host_.data());
+  return batch;
+}
+
 }  // namespace hogstream

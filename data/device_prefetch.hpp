@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <vector>
 
 #include "core/device_api.hpp"
@@ -62,6 +63,25 @@ class DevicePrefetcher {
   std::deque<int> ready_;  // buffers with a batch, oldest first
   int next_fill_ = 0;
   int taken_ = -1;         // the buffer Next handed out
+};
+
+// A Data layer's batches on the device, one call a Forward: Next hands out the current batch's
+// device memory (the compute stream's later work waits for its copy) and, before returning,
+// queues the copy of the batch after it, so that batch k + 1 crosses the bus while batch k
+// trains. The batch Next handed out before is released after the work queued on the compute
+// stream until this call (the last iteration's backward included). Batches are filled in the
+// order they train, one ahead: the same sequence as on the host.
+class DeviceBatches {
+ public:
+  DeviceBatches(DeviceApi& api, size_t batch_bytes) : pre_(api, batch_bytes, 2), host_(batch_bytes) {}
+  // `fill` writes one batch (batch_bytes) into the host memory it is given.
+  const void* Next(StreamId compute, const std::function<void(void*)>& fill);
+  StreamId stream() const { return pre_.stream(); }
+
+ private:
+  DevicePrefetcher pre_;
+  std::vector<unsigned char> host_;  // a batch assembled on the host (staged at Submit)
+  bool started_ = false;
 };
 
 }  // namespace hogstream

@@ -12,8 +12,10 @@
 #include <set>
 
 #include "core/context.hpp"
+#include "core/synced_memory.hpp"
 #include "core/net.hpp"
 #include "test/data/data_test_util.hpp"
+#include "test/test_seed.hpp"
 
 namespace hogstream {
 namespace {
@@ -138,6 +140,38 @@ TEST(DataLayerTest, SameSeedSameBatches) {
   const std::vector<float> first = batches(42);
   EXPECT_EQ(first, batches(42));
   EXPECT_NE(first, batches(43));
+}
+
+// GPU mode: the batches come to the device through the prefetch (the next one in flight while
+// this one trains) and are the host's, batch for batch; the tops are left on the device.
+TEST(DataLayerTest, OnTheGpuTheBatchesAreTheHostsOnTheDevice) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  TempDir dir;
+  std::mt19937 gen(::hogstream::TestSeed());
+  std::vector<pb::Datum> data;
+  for (int i = 0; i < 23; ++i) data.push_back(MakeDatum(3, 6, 6, testing::RandomBytes(108, gen), i));
+  testing::WriteLmdb(dir / "db", data);
+  pb::LayerParameter p = DataParam({dir / "db"}, 8, pb::TRAIN);
+  p.mutable_transform_param()->set_crop_size(4);
+  p.mutable_transform_param()->set_mirror(true);
+  std::vector<float> seen[2];
+  for (int gpu = 0; gpu < 2; ++gpu) {
+    Context ctx(gpu ? Mode::GPU : Mode::CPU, 0, 42);
+    ContextScope scope(&ctx);
+    Tops t;
+    auto layer = CreateLayer(p);
+    layer->SetUp({}, t.all());
+    for (int b = 0; b < 7; ++b) {
+      layer->Forward({}, t.all());
+      if (gpu) {
+        EXPECT_EQ(t.data.data()->head(), SyncedMemory::HEAD_AT_GPU) << "batch " << b << " went through the host blob";
+        EXPECT_EQ(t.label.data()->head(), SyncedMemory::HEAD_AT_GPU);
+      }
+      seen[gpu].insert(seen[gpu].end(), t.data.cpu_data(), t.data.cpu_data() + t.data.count());
+      seen[gpu].insert(seen[gpu].end(), t.label.cpu_data(), t.label.cpu_data() + t.label.count());
+    }
+  }
+  EXPECT_EQ(seen[1], seen[0]);
 }
 
 TEST(DataLayerTest, SetUpErrorsNameTheSource) {

@@ -144,5 +144,57 @@ TEST(DevicePrefetchMisuse, IsABug) {
   dev.DestroyStream(compute);
 }
 
+// A Data layer's use (DeviceBatches, one Next a Forward): the batches train in the order they
+// were filled, each read whole and never overwritten while in use; the copy of batch k + 1 is
+// under way before step k ends (queued as Next hands out batch k); the batch before is released
+// only after the work queued with it (its step ran 20 ms after its Next returned).
+TEST(DeviceBatchesTest, EachForwardTrainsItsBatchWhileTheNextCrosses) {
+  FakeDeviceOptions o;
+  o.seed = TestSeed();
+  o.max_delay = std::chrono::microseconds(100);
+  FakeDevice dev(o);
+  constexpr size_t kFloats = size_t{1} << 20;
+  constexpr int kSteps = 6;
+  const StreamId compute = dev.CreateStream();
+  std::atomic<int> torn{0};
+  int filled = 0;
+  {
+    DeviceBatches batches(dev, kFloats * sizeof(float));
+    for (int k = 0; k < kSteps; ++k) {
+      const auto* batch = static_cast<const float*>(batches.Next(compute, [&](void* host) {
+        ++filled;
+        std::fill_n(static_cast<float*>(host), kFloats, static_cast<float>(filled));
+      }));
+      dev.Launch(compute, "train", [batch, k, &torn] {
+        auto whole = [&] {
+          for (size_t i = 0; i < kFloats; i += 4099)
+            if (batch[i] != static_cast<float>(k + 1)) return false;
+          return batch[kFloats - 1] == static_cast<float>(k + 1);
+        };
+        if (!whole()) torn.fetch_add(1);  // another batch, or one not yet landed
+        std::this_thread::sleep_for(20ms);
+        if (!whole()) torn.fetch_add(1);  // overwritten while in use
+      });
+    }
+    dev.Synchronize(compute);
+  }
+  EXPECT_EQ(filled, kSteps + 1) << "one batch ahead";
+  EXPECT_EQ(torn.load(), 0) << "a step read a batch that was not its own, whole";
+  std::vector<test::FakeDevice::Span> copies, trains;
+  for (const auto& s : dev.timeline()) {
+    if (s.what == "H2D") copies.push_back(s);
+    if (s.what == "train") trains.push_back(s);
+  }
+  ASSERT_EQ(copies.size(), static_cast<size_t>(kSteps + 1));
+  ASSERT_EQ(trains.size(), static_cast<size_t>(kSteps));
+  for (int k = 0; k < kSteps; ++k) {
+    EXPECT_GE(trains[k].start, copies[k].end) << "batch " << k << " trained before its copy ended";
+    EXPECT_LT(copies[k + 1].start, trains[k].end) << "the copy of batch " << k + 1 << " waited for step " << k;
+  }
+  EXPECT_EQ(dev.blocking_copies(), 0u);
+  EXPECT_TRUE(dev.errors().empty()) << dev.errors()[0];
+  dev.DestroyStream(compute);
+}
+
 }  // namespace
 }  // namespace hogstream
