@@ -26,7 +26,7 @@ class AccuracyLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+ protected:  // (and the GPU twin's, accuracy_layer.cu)
   int outer_ = 0, channels_ = 0, inner_ = 0;
 };
 

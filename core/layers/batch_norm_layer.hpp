@@ -42,13 +42,17 @@ class BatchNormLayer : public Layer {
   // fused): adds the scale and bias gradients into ds and db (either may be null) and takes
   // this layer's sums for Backward.
   void FusedScaleBackward(const Blob& blob, float* ds, float* db);
+  // The same on the device (ds, db device pointers; either may be null): the GPU twin's.
+  virtual void FusedScaleBackwardGpu(const Blob& blob, float* ds, float* db) {
+    HS_CHECK(false) << "a fused Scale's GPU backward without BatchNorm's GPU twin";
+  }
 
  protected:
   void Forward_cpu(const Blobs& bottom, const Blobs& top) override;
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+ protected:  // (and the GPU twin's, batch_norm_layer.cu)
   bool use_global_stats_ = false;
   float moving_average_fraction_ = 0.999f, eps_ = 1e-5f;
   int channels_ = 0;

@@ -37,7 +37,7 @@ class ScaleLayer : public Layer {
   void Backward_cpu(const Blobs& top, const std::vector<bool>& propagate_down,
                     const Blobs& bottom) override;
 
- private:
+ protected:  // (and the GPU twin's, batch_norm_layer.cu)
   int bias_index_ = -1;  // the bias blob's index in blobs_, -1 without bias_term
   // bottom[0] as outer_ x scale_dim_ x inner_, s indexed by the middle dimension.
   int outer_ = 0, scale_dim_ = 0, inner_ = 0;

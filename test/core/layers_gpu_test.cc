@@ -22,6 +22,7 @@
 #include "core/net.hpp"
 #include "core/gpu_engine.hpp"
 #include "core/layer.hpp"
+#include "core/layers/batch_norm_layer.hpp"
 #include "core/solver.hpp"
 #include "core/synced_memory.hpp"
 #include "test/core/gradient_checker.hpp"
@@ -38,6 +39,7 @@ struct GpuCase {
   float tol = 1e-4f;
   bool on_device = true;                 // false: the twin's forward makes nothing on the device
                                          // (a fallback case, or Split, whose tops share the bottom)
+  bool backward = true;                  // false: a metric (no gradient to compare)
 };
 
 // gtest names a case by its name (not its bytes) in listings and failures.
@@ -108,6 +110,22 @@ std::vector<GpuCase> Cases() {
       {"lrn_across", R"(type: "LRN" lrn_param { local_size: 5 alpha: 0.3 beta: 0.75 k: 2 })", {{2, 7, 5, 4}}, 0, 2e-4f},
       {"lrn_within_falls_back", R"(type: "LRN" lrn_param { local_size: 3 norm_region: WITHIN_CHANNEL alpha: 0.3 })",
        {{2, 3, 5, 4}}, 0, 1e-5f, false},
+      // BatchNorm's running sums are compared after the pass too (its blobs' data).
+      {"batch_norm", R"(type: "BatchNorm")", {{4, 3, 5, 6}}, 0, 1e-4f},
+      {"batch_norm_2d", R"(type: "BatchNorm" batch_norm_param { moving_average_fraction: 0.9 eps: 1e-3 })",
+       {{32, 7}}, 0, 1e-4f},
+      {"batch_norm_global_stats", R"(type: "BatchNorm" batch_norm_param { use_global_stats: true })",
+       {{3, 4, 5, 5}}, 0, 1e-4f},
+      {"scale_bias", R"(type: "Scale" scale_param { bias_term: true filler { type: "gaussian" }
+          bias_filler { type: "gaussian" } })", {{2, 3, 4, 5}}},
+      {"scale_axes_2_3", R"(type: "Scale" scale_param { axis: 2 num_axes: 2 filler { type: "gaussian" } })",
+       {{2, 3, 4, 5}}},
+      {"scale_by_bottom", R"(type: "Scale" bottom: "x" bottom: "s" top: "y" scale_param { axis: 0 })",
+       {{2, 3, 4, 5}, {2, 3}}},
+      {"accuracy_top2_per_class", R"(type: "Accuracy" top: "a" top: "per_class" accuracy_param { top_k: 2 })",
+       {{64, 5}, {64}}, 5, 1e-6f, true, false},
+      {"accuracy_spatial_ignore", R"(type: "Accuracy" accuracy_param { ignore_label: 1 })",
+       {{3, 4, 2, 5}, {3, 2, 5}}, 4, 1e-6f, true, false},
   };
 }
 
@@ -215,7 +233,7 @@ TEST_P(LayersGpu, MatchesCpuTwin) {
         std::copy(from.cpu_diff(), from.cpu_diff() + from.count(), d.tops[t]->mutable_cpu_diff());
       }
     }
-    d.layer->Backward(d.tops, down, d.bottoms);
+    if (c.backward) d.layer->Backward(d.tops, down, d.bottoms);
   }
   ContextScope scope(side[1].ctx.get());  // reads of GPU results wait on its stream
   EXPECT_NEAR(side[1].loss, side[0].loss, c.tol * std::max(1.f, std::fabs(side[0].loss))) << c.name;
@@ -224,11 +242,18 @@ TEST_P(LayersGpu, MatchesCpuTwin) {
     ExpectNear(side[1].tops[t]->cpu_data(), side[0].tops[t]->cpu_data(), side[0].tops[t]->count(), c.tol,
                std::string(c.name) + " top " + std::to_string(t));
   }
+  for (size_t p = 0; p < side[0].layer->blobs().size(); ++p) {  // (a BatchNorm's running sums change)
+    const Blob& cpu = *side[0].layer->blobs()[p];
+    ExpectNear(side[1].layer->blobs()[p]->cpu_data(), cpu.cpu_data(), cpu.count(), c.tol,
+               std::string(c.name) + " param " + std::to_string(p));
+  }
+  if (!c.backward) return;
   for (size_t b = 0; b < c.bottoms.size(); ++b)
     if (down[b])
       ExpectNear(side[1].bottoms[b]->cpu_diff(), side[0].bottoms[b]->cpu_diff(), side[0].bottoms[b]->count(), c.tol,
                  std::string(c.name) + " bottom diff " + std::to_string(b));
   for (size_t p = 0; p < side[0].layer->blobs().size(); ++p) {
+    if (!side[0].layer->param_propagate_down(static_cast<int>(p))) continue;  // (not learned)
     const Blob& cpu = *side[0].layer->blobs()[p];
     ASSERT_GT(cpu.asum_diff(), 0.f) << c.name << " param " << p << " got no gradient on the CPU";
     ExpectNear(side[1].layer->blobs()[p]->cpu_diff(), cpu.cpu_diff(), cpu.count(), c.tol,
@@ -276,8 +301,11 @@ TEST(LayersGpuDropout, TrainKeepsAboutOneMinusRatioAndBackwardUsesTheSameMask) {
 // A label out of range is the CPU layer's one-line Error on the GPU too.
 TEST(LayersGpuLoss, LabelOutOfRangeIsTheCpuError) {
   if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  for (const char* type : {"SoftmaxWithLoss", "Accuracy"}) {
+  SCOPED_TRACE(type);
   pb::LayerParameter p;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(name: "loss" type: "SoftmaxWithLoss")", &p));
+  p.set_name("loss");
+  p.set_type(type);
   std::string messages[2];
   for (int s = 0; s < 2; ++s) {
     Context ctx(s ? Mode::GPU : Mode::CPU, 0, 3);
@@ -295,6 +323,7 @@ TEST(LayersGpuLoss, LabelOutOfRangeIsTheCpuError) {
   }
   EXPECT_FALSE(messages[0].empty());
   EXPECT_EQ(messages[1], messages[0]);
+  }
 }
 
 // A whole solver in GPU mode against the same solver on the CPU: DummyData (the same draws on
@@ -431,6 +460,79 @@ TEST(SolverGpuFlatBuffer, TrainsOverOneDeviceBufferLikeTheCpu) {
   ASSERT_EQ(weights[1].size(), weights[0].size());
   ExpectNear(weights[1].data(), weights[0].data(), static_cast<int>(weights[0].size()), 1e-3f, "weights after 30 iterations");
 }
+
+// BatchNorm with the Scale and ReLU the Net fuses into it (in place on one blob), in a small
+// net on the GPU against the same net on the CPU: the loss, the accuracy, every parameter's
+// gradient and the running sums after one forward and backward, with batch statistics and with
+// stored ones.
+class FusedBatchNormGpu : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FusedBatchNormGpu, MatchesTheCpuNet) {
+  if (!GpuAvailable()) GTEST_SKIP() << "no GPU on this machine";
+  setenv("HS_GPU_TF32", "0", 1);
+  const std::string text = std::string(R"(
+    layer { name: "data" type: "DummyData" top: "x" top: "label"
+            dummy_data_param { shape { dim: 8 dim: 3 dim: 6 dim: 6 } shape { dim: 8 }
+                               data_filler { type: "gaussian" } data_filler { type: "uniform" min: 0 max: 4.99 } } }
+    layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+            convolution_param { num_output: 16 kernel_size: 3 weight_filler { type: "gaussian" std: 0.3 } } }
+    layer { name: "bn" type: "BatchNorm" bottom: "c" top: "c" )") + GetParam() + R"( }
+    layer { name: "sc" type: "Scale" bottom: "c" top: "c"
+            scale_param { bias_term: true filler { type: "gaussian" } bias_filler { type: "gaussian" } } }
+    layer { name: "relu" type: "ReLU" bottom: "c" top: "c" }
+    layer { name: "ip" type: "InnerProduct" bottom: "c" top: "s"
+            inner_product_param { num_output: 5 weight_filler { type: "gaussian" std: 0.1 } } }
+    layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" }
+    layer { name: "acc" type: "Accuracy" bottom: "s" bottom: "label" top: "acc" accuracy_param { top_k: 2 } })";
+  pb::NetParameter np;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &np));
+  const uint64_t seed = std::mt19937(::hogstream::TestSeed())();
+  std::unique_ptr<Context> ctx[2];
+  std::unique_ptr<Net> net[2];
+  float loss[2];
+  for (int s = 0; s < 2; ++s) {
+    ctx[s] = std::make_unique<Context>(s ? Mode::GPU : Mode::CPU, 0, seed);
+    ContextScope scope(ctx[s].get());
+    net[s] = std::make_unique<Net>(np);
+    auto* bn = dynamic_cast<BatchNormLayer*>(net[s]->layer_by_name("bn"));
+    ASSERT_NE(bn, nullptr);
+    EXPECT_TRUE(bn->fused()) << "the net fused the chain";
+  }
+  ASSERT_NE(typeid(*net[1]->layer_by_name("bn")), typeid(*net[0]->layer_by_name("bn"))) << "no GPU twin of BatchNorm";
+  {  // running sums that stored statistics can use (a few passes' worth), then the CPU net's values in the GPU's
+    std::mt19937 gen(static_cast<uint32_t>(seed));
+    std::uniform_real_distribution<float> u(0.5f, 2.f);
+    Layer* l = net[0]->layer_by_name("bn");
+    for (int b = 0; b < 2; ++b)
+      for (int i = 0; i < l->blobs()[b]->count(); ++i) l->blobs()[b]->mutable_cpu_data()[i] = (b ? 3.f : 0.3f) * u(gen);
+    l->blobs()[2]->mutable_cpu_data()[0] = 2.5f;
+    ContextScope scope(ctx[1].get());
+    for (size_t p = 0; p < net[1]->params().size(); ++p) {
+      const Blob& from = *net[0]->params()[p];
+      std::copy(from.cpu_data(), from.cpu_data() + from.count(), net[1]->params()[p]->mutable_cpu_data());
+    }
+  }
+  for (int s = 0; s < 2; ++s) {
+    ContextScope scope(ctx[s].get());
+    net[s]->ClearParamDiffs();
+    loss[s] = net[s]->ForwardBackward();
+  }
+  ContextScope scope(ctx[1].get());
+  EXPECT_NEAR(loss[1], loss[0], 1e-4f * std::max(1.f, loss[0]));
+  EXPECT_EQ(net[1]->blob_by_name("acc")->cpu_data()[0], net[0]->blob_by_name("acc")->cpu_data()[0]);
+  for (size_t p = 0; p < net[0]->params().size(); ++p) {
+    const Blob& cpu = *net[0]->params()[p];
+    const Blob& gpu = *net[1]->params()[p];
+    ExpectNear(gpu.cpu_data(), cpu.cpu_data(), cpu.count(), 1e-4f, "param " + std::to_string(p) + " data");
+    ExpectNear(gpu.cpu_diff(), cpu.cpu_diff(), cpu.count(), 2e-4f, "param " + std::to_string(p) + " diff");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Statistics, FusedBatchNormGpu,
+                         ::testing::Values("", "batch_norm_param { use_global_stats: true }"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.index ? "stored" : "batch");
+                         });
 
 #endif  // HOGSTREAM_CUDA
 
