@@ -224,7 +224,7 @@ gpus_run() {
 
 stage5() {
   gpus_run one_gpu train 3000          # one GPU solver, no segment
-  gpus_run gpus_0_0 0:0 3000           # one GPU solver on a private copy + segment
+  gpus_run gpus_0_0 0:0 3000           # one GPU solver on its device copy + GPU segment
   gpus_run gpus_0_1 0:1 3000           # one GPU solver and one CPU solver
   gpus_run gpus_0_0_0 0:0:0 ${GPUS_ITERS:-10000}  # two solvers on GPU 0 (goal >= 0.895 at 10 000)
   gpus_run final_test_only 0:0:0 3000 3000  # the only test is the final one, on the master

@@ -5,7 +5,8 @@
 //
 // SOLVERS is [gpu_id:]*cpu_count: "4" = four CPU solver threads, "0:0:2" = two solvers on GPU 0
 // and two CPU solvers, "0:1:0" = one solver on each of GPUs 0 and 1. GPU solvers train private
-// copies streamed to the host weights, which the CPU solvers train directly. Run the same line in
+// copies on their devices, linked to the host weights by GPU segments (one daemon for all of
+// them); with GPU solvers, the CPU solvers train private copies too. Run the same line in
 // several shells with --shm=NAME and the processes train one shared copy of the weights.
 // Same as `hogstream train --solver=SOLVER --solvers=SOLVERS ...`.
 #include "bin/program.hpp"

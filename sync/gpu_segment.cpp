@@ -15,6 +15,9 @@ GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n,
   HS_REQUIRE(count <= UINT32_MAX) << "a GPU segment of " << count << " chunks";
   count_ = static_cast<uint32_t>(count);
   in_flight_.assign(count_, 0);
+  last_update_.assign(count_, 0);
+  HS_REQUIRE(!opt_.updates || opt_.updates->count() == count_)
+      << "a GPU segment of " << count_ << " chunks counting updates of " << opt_.updates->count();
   stream_ = api_.CreateStream();
   last_ = static_cast<float*>(api_.Alloc(n * sizeof(float)));
   // w = last = one snapshot of the master (pinned, so the copies are asynchronous).
@@ -65,7 +68,20 @@ bool GpuSegment::Complete(Slot& s) {
   // The delta is in pinned memory now (the event follows its copy on the stream).
   float* m = master_ + offset(s.chunk);
   const uint32_t len = length(s.chunk);
-  for (uint32_t i = 0; i < len; ++i) m[i] += s.delta_h[i];
+  float weight = 1;
+  if (opt_.updates) {
+    const uint64_t now = opt_.updates->get(s.chunk);
+    const uint64_t prev = last_update_[s.chunk];
+    const uint64_t staleness = prev ? now - prev + 1 : 1;
+    last_update_[s.chunk] = opt_.updates->Bump(s.chunk);
+    if (opt_.weight_scale > 0) weight = std::min(1.f, opt_.weight_scale / static_cast<float>(staleness));
+  }
+  if (weight == 1) {
+    for (uint32_t i = 0; i < len; ++i) m[i] += s.delta_h[i];
+  } else {
+    for (uint32_t i = 0; i < len; ++i) m[i] += weight * s.delta_h[i];
+    weighted_.fetch_add(1, std::memory_order_relaxed);
+  }
   s.state = State::kFree;
   in_flight_[s.chunk] = 0;
   in_flight_count_.fetch_sub(1, std::memory_order_release);
@@ -201,6 +217,16 @@ void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
   restore();
 }
 
+bool GpuSegment::AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit) {
+  const uint64_t want = stats().sweeps + sweeps;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (stats().sweeps < want) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
+  }
+  return true;
+}
+
 GpuSegmentStats GpuSegment::stats() const {
   GpuSegmentStats s;
   s.chunks = chunks_done_.load(std::memory_order_relaxed);
@@ -208,6 +234,7 @@ GpuSegmentStats GpuSegment::stats() const {
   s.bytes = bytes_.load(std::memory_order_relaxed);
   s.capped = capped_.load(std::memory_order_relaxed);
   s.master_runs = master_runs_.load(std::memory_order_relaxed);
+  s.weighted = weighted_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/device_api.hpp"
+#include "sync/segment.hpp"
 
 namespace hogstream {
 
@@ -41,6 +42,13 @@ struct GpuSegmentOptions {
   uint32_t slots = 4;             // chunks in flight at once
   double max_bytes_per_s = 0;     // positions + deltas per second (0: no cap)
   uint32_t idle_us = 50;          // the daemon's sleep when a Step found nothing to do
+  // The master's update counts per chunk, shared with the other copies' segments (CPU ones
+  // too, sync/segment.hpp): each delta taken counts there. With weight_scale > 0 a delta is
+  // taken times min(1, weight_scale / staleness), the staleness counted as the CPU master
+  // counts it (the updates of its chunk since this copy's previous delta, plus one): private
+  // copies' rule from three up (sync/README.md). Null, or 0: every delta whole.
+  std::shared_ptr<ChunkUpdates> updates;
+  float weight_scale = 0;
 };
 
 struct GpuSegmentStats {
@@ -49,6 +57,7 @@ struct GpuSegmentStats {
   uint64_t bytes = 0;      // positions and deltas moved
   uint64_t capped = 0;     // Steps that left a free slot idle for the bandwidth cap
   uint64_t master_runs = 0;  // RunOnMaster calls (the leader's tests and snapshots)
+  uint64_t weighted = 0;     // deltas taken at a weight below 1 (weight_scale)
 };
 
 class GpuSegment {
@@ -75,6 +84,9 @@ class GpuSegment {
   // already in flight): afterwards the master holds the device's progress of before the call,
   // and the device the master's values of it. A daemon's Steps wait meanwhile.
   void Sweep();
+  // Waits until `sweeps` more passes over every chunk have completed, or `limit` has passed
+  // (false), polling; for a solver bounding its lead over the segment (HogwildOptions::copy_lead).
+  bool AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit);
   // Runs `f` with the master's values in the device copy, then puts the copy back as it was:
   // the leader's test on a GPU solver reads the job's weights without rolling the solver's
   // copy back under `last` (which would send the difference to the master as progress). The
@@ -116,10 +128,11 @@ class GpuSegment {
   StreamId stream_ = 0;
   std::vector<Slot> slots_;
   std::vector<uint8_t> in_flight_;  // per chunk
+  std::vector<uint64_t> last_update_;  // per chunk: the update count after this copy's previous delta
   uint32_t next_ = 0;               // the next chunk to issue
   double tokens_ = 0;               // the cap's bucket, bytes
   std::chrono::steady_clock::time_point refilled_;
-  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0}, master_runs_{0};
+  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0}, master_runs_{0}, weighted_{0};
   std::atomic<bool> quit_{false};
   std::atomic<bool> paused_{false};   // RunOnMaster: Step issues nothing
   std::mutex step_mu_;                // a turn (Step, Sweep, RunOnMaster's drain): slots change only under it

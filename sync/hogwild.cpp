@@ -279,7 +279,9 @@ std::string SegmentLine(const Run& r) {
   for (const Local& l : r.locals)
     if (l.device_copy >= 0) {
       const GpuSegmentStats s = r.devices->segment(l.device_copy).stats();
-      os << " [solver " << l.rank << " on its device: " << s.sweeps << " sweeps, " << (s.bytes >> 20) << " MiB]";
+      os << " [solver " << l.rank << " on its device: " << s.sweeps << " sweeps, " << (s.bytes >> 20) << " MiB";
+      if (const uint64_t waits = l.lead_waits.load(std::memory_order_relaxed)) os << ", " << waits << " lead waits";
+      os << "]";
     }
   if (r.policy) os << "\n" << r.policy->Line();
   if (r.svb) os << "\n" << r.svb->Line();
@@ -488,16 +490,18 @@ void SetCopyHooks(Run& r, int i) {
   me.solver->SetIterationHooks(
       [&r, i, lead] {
         Local& l = r.locals[i];
-        if (lead > 0 && l.segment && l.segment->running()) {
-          const uint64_t sweeps = l.segment->stats().sweeps;
-          if (sweeps != l.seen_sweeps) {
-            l.seen_sweeps = sweeps;
+        GpuSegment* device = l.device_copy >= 0 ? &r.devices->segment(l.device_copy) : nullptr;
+        if (lead > 0 && (device || (l.segment && l.segment->running()))) {
+          auto sweeps = [&] { return device ? device->stats().sweeps : l.segment->stats().sweeps; };
+          if (const uint64_t now = sweeps(); now != l.seen_sweeps) {
+            l.seen_sweeps = now;
             l.ahead = 0;
           }
           if (++l.ahead > lead) {
             l.lead_waits.fetch_add(1, std::memory_order_relaxed);
-            l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
-            l.seen_sweeps = l.segment->stats().sweeps;
+            if (device) device->AwaitSweeps(1, std::chrono::milliseconds(2000));
+            else l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
+            l.seen_sweeps = sweeps();
             l.ahead = 1;
           }
         }
@@ -575,6 +579,12 @@ void WirePrivateCopy(Run& r, int i) {
     HS_CHECK(api) << "GPU solvers, and no device runtime loaded";
     GpuSegmentOptions gs;
     gs.chunk_floats = static_cast<uint32_t>(opt.chunk_floats);
+    // The master counts the GPU copies' deltas with the CPU copies' (one staleness clock per
+    // chunk), and weighs them by the same rule (from three copies up, by default).
+    gs.updates = r.updates;
+    SegmentRule rule = local.Rule(r.updates);
+    if (!opt.net) ParseAggregate(opt.aggregate, r.plan.n, &rule, 2.f);
+    gs.weight_scale = rule.staleness_weight ? rule.weight_scale : 0;
     r.devices = std::make_unique<GpuCopies>(*api, r.master, net.param_buffer_size(), gs);
   }
   r.sync.arrive_and_wait();  // the policy's state (and the device copies' home) is made

@@ -69,9 +69,10 @@ struct HogwildOptions {
   // on staleness in iterations that costs nothing while the daemon keeps up.
   int copy_lead = 4;
   // Private copies: the daemon's sleep between sweeps, in microseconds; -1: 2000 for a CPU
-  // solver's copy (the cores are the solvers'), 0 for a GPU solver's (its thread waits on the
-  // device; on an H200, two LeNet copies swept 350 times a second at 2000 diverged in 2 of 3
-  // runs, and at 1 200 sweeps a second never).
+  // solver's copy (the cores are the solvers'), 0 for a GPU solver's host copy (its thread
+  // waits on the device; on an H200, two LeNet copies swept 350 times a second at 2000
+  // diverged in 2 of 3 runs, and at 1 200 sweeps a second never). A GPU solver's copy on its
+  // device (async) has no pause: its segment's daemon turns whenever a chunk can move.
   int sweep_pause_us = -1;
   std::string resume;           // .solverstate to resume from (leader)
   std::string weights;          // comma-separated .caffemodel files to start from

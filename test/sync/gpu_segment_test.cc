@@ -374,5 +374,41 @@ TEST_P(GpuCopiesLedger, TwoDeviceCopiesOneDaemonTheLedgerExact) {
 INSTANTIATE_TEST_SUITE_P(Delays, GpuCopiesLedger, testing::Values(0u, 300u),
                          [](const testing::TestParamInfo<uint32_t>& i) { return "max_delay_us" + std::to_string(i.param); });
 
+// The private copies' rule from three copies up, as the CPU master applies it: a delta counts
+// in the chunk's update clock shared with the other copies' segments, and is taken times
+// min(1, weight_scale / staleness), its staleness the chunk's updates since this copy's previous
+// delta, plus one. Two copies of 8 floats, each +4 in turn; the first's second delta comes
+// after one update of the other's: staleness 2, taken at weight 1/2.
+TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
+  for (const float scale : {1.f, 0.f}) {
+    SCOPED_TRACE(::testing::Message() << "weight_scale " << scale);
+    FakeDevice dev;
+    const size_t n = 8;
+    std::vector<float> master(n, 0.f);
+    DeviceBuffer a(dev, n), b(dev, n);
+    GpuSegmentOptions so;
+    so.chunk_floats = 8;
+    so.updates = std::make_shared<ChunkUpdates>(1);
+    so.weight_scale = scale;
+    GpuSegment sa(dev, master.data(), a.p, n, so), sb(dev, master.data(), b.p, n, so);
+    auto step = [&](DeviceBuffer& w) {
+      dev.Launch(w.s, "solver", [p = w.p] {
+        for (size_t i = 0; i < n; ++i) p[i] += 4.f;
+      });
+      dev.Synchronize(w.s);
+    };
+    step(a);
+    sa.Sweep();  // staleness 1: whole
+    step(b);
+    sb.Sweep();  // staleness 1 (its first): whole
+    step(a);
+    sa.Sweep();  // one update of b's since a's last: staleness 2
+    EXPECT_EQ(so.updates->get(0), 3u);
+    for (float v : master) ASSERT_EQ(v, scale > 0 ? 10.f : 12.f);
+    EXPECT_EQ(sa.stats().weighted, scale > 0 ? 1u : 0u);
+    EXPECT_EQ(sb.stats().weighted, 0u);
+  }
+}
+
 }  // namespace
 }  // namespace hogstream
