@@ -214,5 +214,48 @@ TEST_F(HogwildOnFakeDevice, TheLedgerOfTwoGpuSolversAndOneCpuSolver) {
   EXPECT_TRUE(errors.empty()) << errors[0];
 }
 
+// The lead bound holds GPU copies too: with the fake's streams slowed (up to 2 ms before each
+// operation, so a sweep takes tens of milliseconds) a GPU solver runs at most copy_lead
+// iterations per completed sweep of its segment; unbounded, the solvers run far ahead.
+TEST_F(HogwildOnFakeDevice, GpuCopiesRunAtMostCopyLeadIterationsPerSweep) {
+  for (const int lead : {2, 0}) {
+    SCOPED_TRACE(::testing::Message() << "copy_lead " << lead);
+    test::FakeDeviceOptions fo;
+    fo.seed = TestSeed();
+    fo.max_delay = std::chrono::microseconds(2000);
+    test::FakeDevice fake(fo);
+    HogwildOptions opt;
+    opt.solvers = ParseSolverSpec("0:0:0");
+    opt.device = &fake;
+    opt.chunk_floats = 256;
+    opt.copy_lead = lead;
+    opt.log = false;
+    const std::string net = R"(
+        layer { name: "d" type: "DummyData" top: "x" top: "label"
+                dummy_data_param { shape { dim: 8 dim: 32 } shape { dim: 8 }
+                                   data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
+        layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
+                inner_product_param { num_output: 2 weight_filler { type: "xavier" } } }
+        layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" })";
+    const HogwildReport report = RunHogwild(
+        Solver(net, "base_lr: 0.01 lr_policy: 'fixed' solver_mode: GPU display: 0 max_iter: 200 snapshot_after_train: false"),
+        opt);
+    ASSERT_EQ(report.device_segments.size(), 2u);
+    EXPECT_EQ(report.global_iter, 200);
+    bool beyond = false;
+    for (size_t k = 0; k < 2; ++k) {
+      // Its last sweep is the final one, after its last iteration.
+      const int64_t allowed = static_cast<int64_t>(report.device_segments[k].sweeps) * 2 + 2;
+      beyond = beyond || report.done[k] > allowed;
+      if (lead) {
+        EXPECT_LE(report.done[k], allowed) << "solver " << k << ": " << report.device_segments[k].sweeps << " sweeps";
+      }
+    }
+    if (!lead) {
+      EXPECT_TRUE(beyond) << "the unbounded run kept pace with segments slowed to tens of sweeps a second";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace hogstream
