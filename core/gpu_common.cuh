@@ -54,6 +54,11 @@ __device__ inline BlockTotals BlockReduce(double sum, int count, int min_value) 
   return {s[0], c[0], m[0]};
 }
 
+// A class label (a float) as Layer::LabelValue reads it: its int value, or -1 out of int range.
+__device__ __forceinline__ int DeviceLabel(float v) {
+  return v > -2147483648.f && v < 2147483648.f ? static_cast<int>(v) : -1;
+}
+
 #define HS_GPU_LOOP(i, n)                                                            \
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; \
        i < static_cast<long long>(n); i += static_cast<long long>(blockDim.x) * gridDim.x)

@@ -12,10 +12,6 @@ namespace hogstream {
 
 namespace {
 
-__device__ __forceinline__ int DeviceLabel(float v) {
-  return v > -2147483648.f && v < 2147483648.f ? static_cast<int>(v) : -1;
-}
-
 // counts: 2 * channels ints (examples, then hits, per class), zeroed before the launch.
 __global__ void AccuracyCount(int outer, int channels, int inner, int top_k, const float* score, const float* label,
                               bool has_ignore, int ignore, int* counts, float* accuracy, float* per_class, int* bad) {

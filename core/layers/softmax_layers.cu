@@ -43,10 +43,6 @@ __global__ void SoftmaxBackward(int outer, int channels, int inner, const float*
   }
 }
 
-__device__ __forceinline__ int DeviceLabel(float v) {
-  return v > -2147483648.f && v < 2147483648.f ? static_cast<int>(v) : -1;
-}
-
 // One block: the loss over every position, the valid count, the normaliser (written to
 // scratch[0] for the backward pass), the loss into *top, and the first position whose label is
 // out of range (or INT_MAX) into *bad.

@@ -156,22 +156,8 @@ class Cluster : public ::testing::Test {
   // Data that one machine alone cannot learn (SetUp says how), `classes` classes of 200
   // records, sorted; returns a solver training on it, snapshots under `name`.
   std::string MakeSplit(const std::string& name, int classes) {
-    std::mt19937 gen(static_cast<uint32_t>(getpid()));
-    std::uniform_int_distribution<int> byte(40, 215), noise(-30, 30);
-    std::vector<std::string> templates(classes, std::string(64, '\0'));
-    for (auto& t : templates)
-      for (char& c : t) c = static_cast<char>(byte(gen));
-    auto sample = [&](int k) {
-      std::string px = templates[k];
-      for (char& c : px) c = static_cast<char>(static_cast<unsigned char>(c) + noise(gen));
-      return testing::MakeDatum(1, 8, 8, px, k);
-    };
-    std::vector<pb::Datum> train, test;
-    for (int k = 0; k < classes; ++k)
-      for (int i = 0; i < 200; ++i) train.push_back(sample(k));
-    for (int i = 0; i < 50 * classes; ++i) test.push_back(sample(i % classes));
-    testing::WriteLmdb(scratch_ / (name + "_train_lmdb"), train);
-    testing::WriteLmdb(scratch_ / (name + "_test_lmdb"), test);
+    testing::WriteSplitLmdbs(scratch_ / (name + "_train_lmdb"), scratch_ / (name + "_test_lmdb"), classes,
+                             static_cast<uint32_t>(getpid()));
     const std::string solver = scratch_ / (name + ".prototxt");
     std::ofstream(solver) << R"(
       net_param {

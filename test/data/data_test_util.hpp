@@ -73,6 +73,30 @@ inline void WriteLmdb(const std::string& path, const std::vector<pb::Datum>& dat
   db.Commit();
 }
 
+// Data that a solver reading one part of it cannot learn alone: `classes` classes, each a random
+// 1 x 8 x 8 template plus noise; the training set (200 records a class) sorted by class, so that
+// solvers or machines reading disjoint partitions of it each see one class, and a balanced test
+// set (50 a class, interleaved). A sharing test then fails when the sharing is cut: alone a
+// solver says its one class everywhere.
+inline void WriteSplitLmdbs(const std::string& train_path, const std::string& test_path, int classes, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int> byte(40, 215), noise(-30, 30);
+  std::vector<std::string> templates(classes, std::string(64, '\0'));
+  for (auto& t : templates)
+    for (char& c : t) c = static_cast<char>(byte(gen));
+  auto sample = [&](int k) {
+    std::string px = templates[k];
+    for (char& c : px) c = static_cast<char>(static_cast<unsigned char>(c) + noise(gen));
+    return MakeDatum(1, 8, 8, px, k);
+  };
+  std::vector<pb::Datum> train, test;
+  for (int k = 0; k < classes; ++k)
+    for (int i = 0; i < 200; ++i) train.push_back(sample(k));
+  for (int i = 0; i < 50 * classes; ++i) test.push_back(sample(i % classes));
+  WriteLmdb(train_path, train);
+  WriteLmdb(test_path, test);
+}
+
 inline pb::LayerParameter DataParam(const std::vector<std::string>& sources, int batch_size,
                                     pb::Phase phase = pb::TEST) {
   pb::LayerParameter p;

@@ -39,27 +39,27 @@ class HogwildOnFakeDevice : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Data that no solver alone can learn: three classes (a random 64-pixel template each, plus
-  // noise), the training set sorted by class. The three solvers of the process read disjoint
-  // thirds of it, so each one sees ONE class: alone it says that class everywhere (a third of
-  // the balanced test set); only the sharing teaches the master all three.
+  // Data that no solver alone can learn (testing::WriteSplitLmdbs): the three solvers of the
+  // process read disjoint thirds of it, so each one sees ONE class.
   void MakeSplitData(uint32_t seed) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> byte(40, 215), noise(-30, 30);
-    std::vector<std::string> templates(kClasses, std::string(64, '\0'));
-    for (auto& t : templates)
-      for (char& c : t) c = static_cast<char>(byte(gen));
-    auto sample = [&](int k) {
-      std::string px = templates[k];
-      for (char& c : px) c = static_cast<char>(static_cast<unsigned char>(c) + noise(gen));
-      return testing::MakeDatum(1, 8, 8, px, k);
-    };
-    std::vector<pb::Datum> train, test;
-    for (int k = 0; k < kClasses; ++k)
-      for (int i = 0; i < 200; ++i) train.push_back(sample(k));
-    for (int i = 0; i < 50 * kClasses; ++i) test.push_back(sample(i % kClasses));
-    testing::WriteLmdb(dir_ / "train_lmdb", train);
-    testing::WriteLmdb(dir_ / "test_lmdb", test);
+    testing::WriteSplitLmdbs(dir_ / "train_lmdb", dir_ / "test_lmdb", kClasses, seed);
+  }
+
+  // A fake device delaying each operation up to `max_delay_us`, and the options of a run of
+  // SOLVERS on it (chunks of 1 024 floats, quiet).
+  static test::FakeDeviceOptions Fake(uint32_t seed, int max_delay_us) {
+    test::FakeDeviceOptions fo;
+    fo.seed = seed;
+    fo.max_delay = std::chrono::microseconds(max_delay_us);
+    return fo;
+  }
+  static HogwildOptions OnFake(test::FakeDevice& fake, const std::string& solvers) {
+    HogwildOptions opt;
+    opt.solvers = ParseSolverSpec(solvers);
+    opt.device = &fake;
+    opt.chunk_floats = 1024;
+    opt.log = false;
+    return opt;
   }
 
   std::string SplitNet() const {
@@ -112,15 +112,8 @@ TEST_F(HogwildOnFakeDevice, TwoGpuSolversAndOneCpuSolverLearnWhatNoneCanAlone) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   MakeSplitData(seed);
-  test::FakeDeviceOptions fo;
-  fo.seed = seed;
-  fo.max_delay = std::chrono::microseconds(50);
-  test::FakeDevice fake(fo);
-  HogwildOptions opt;
-  opt.solvers = ParseSolverSpec("0:0:1");
-  opt.device = &fake;
-  opt.chunk_floats = 1024;
-  opt.log = false;
+  test::FakeDevice fake(Fake(seed, 50));
+  HogwildOptions opt = OnFake(fake, "0:0:1");
   const pb::SolverParameter param =
       Solver(SplitNet(), "base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' solver_mode: GPU display: 0 "
                          "max_iter: 3000 test_iter: 3 test_interval: 1000 snapshot_after_train: false "
@@ -155,16 +148,9 @@ TEST_F(HogwildOnFakeDevice, TwoGpuSolversAndOneCpuSolverLearnWhatNoneCanAlone) {
 TEST_F(HogwildOnFakeDevice, TheLedgerOfTwoGpuSolversAndOneCpuSolver) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
-  test::FakeDeviceOptions fo;
-  fo.seed = seed;
-  fo.max_delay = std::chrono::microseconds(50);
-  test::FakeDevice fake(fo);
-  HogwildOptions opt;
-  opt.solvers = ParseSolverSpec("0:0:1");
-  opt.device = &fake;
-  opt.chunk_floats = 1024;
-  opt.aggregate = "weight=0";  // every delta whole, as the GPU segments add theirs
-  opt.log = false;
+  test::FakeDevice fake(Fake(seed, 50));
+  HogwildOptions opt = OnFake(fake, "0:0:1");
+  opt.aggregate = "weight=0";  // every delta whole (the rule from three copies up weighs them)
   constexpr int kSolvers = 3;
   std::vector<std::vector<double>> ledger(kSolvers);
   std::vector<std::mt19937> gens;
@@ -220,16 +206,10 @@ TEST_F(HogwildOnFakeDevice, TheLedgerOfTwoGpuSolversAndOneCpuSolver) {
 TEST_F(HogwildOnFakeDevice, GpuCopiesRunAtMostCopyLeadIterationsPerSweep) {
   for (const int lead : {2, 0}) {
     SCOPED_TRACE(::testing::Message() << "copy_lead " << lead);
-    test::FakeDeviceOptions fo;
-    fo.seed = TestSeed();
-    fo.max_delay = std::chrono::microseconds(2000);
-    test::FakeDevice fake(fo);
-    HogwildOptions opt;
-    opt.solvers = ParseSolverSpec("0:0:0");
-    opt.device = &fake;
+    test::FakeDevice fake(Fake(TestSeed(), 2000));
+    HogwildOptions opt = OnFake(fake, "0:0:0");
     opt.chunk_floats = 256;
     opt.copy_lead = lead;
-    opt.log = false;
     const std::string net = R"(
         layer { name: "d" type: "DummyData" top: "x" top: "label"
                 dummy_data_param { shape { dim: 8 dim: 32 } shape { dim: 8 }
