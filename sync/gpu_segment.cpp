@@ -7,6 +7,21 @@
 
 namespace hogstream {
 
+namespace {
+// Whether every element is finite: x * 0 is 0 for those, NaN otherwise (16 lanes, so that it
+// vectorises without reassociating).
+bool AllFinite(const float* __restrict x, size_t n) {
+  float acc[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t k = 0; k < 16; ++k) acc[k] += x[i + k] * 0.f;
+  float rest = 0;
+  for (; i < n; ++i) rest += x[i] * 0.f;
+  for (float a : acc) rest += a;
+  return rest == 0.f;
+}
+}  // namespace
+
 GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n, GpuSegmentOptions options)
     : api_(api), master_(master), w_(device_w), n_(n), opt_(options) {
   HS_REQUIRE(n > 0 && master && device_w) << "a GPU segment needs weights on both sides";
@@ -76,7 +91,11 @@ bool GpuSegment::Complete(Slot& s) {
     last_update_[s.chunk] = opt_.updates->Bump(s.chunk);
     if (opt_.weight_scale > 0) weight = std::min(1.f, opt_.weight_scale / static_cast<float>(staleness));
   }
-  if (weight == 1) {
+  // A delta with an element that is not finite (the copy diverged) is not taken: the master
+  // stays sound for the copy to re-take (Retake), as the CPU master refuses one.
+  if (!AllFinite(s.delta_h, len)) {
+    refused_.fetch_add(1, std::memory_order_relaxed);
+  } else if (weight == 1) {
     for (uint32_t i = 0; i < len; ++i) m[i] += s.delta_h[i];
   } else {
     for (uint32_t i = 0; i < len; ++i) m[i] += weight * s.delta_h[i];
@@ -179,33 +198,35 @@ void GpuSegment::Sweep() {
   Drain();
 }
 
-void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
+void GpuSegment::Quiesce() {
   paused_.store(true, std::memory_order_release);
-  {  // What is in flight lands first (a daemon's Steps meanwhile take nothing new).
-    std::lock_guard<std::mutex> turn(step_mu_);
-    Drain();
-  }
+  std::lock_guard<std::mutex> turn(step_mu_);  // (a daemon's Steps meanwhile take nothing new)
+  Drain();
+}
+
+void GpuSegment::InTurn(StreamId solver, const std::function<void()>& swap) {
+  api_.Record(solver_done_, solver);
+  api_.WaitEvent(stream_, solver_done_);
+  swap();
+  api_.Record(swapped_, stream_);
+  api_.WaitEvent(solver, swapped_);
+}
+
+void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
+  Quiesce();
   master_runs_.fetch_add(1, std::memory_order_relaxed);
-  // The solver's queued work, then the swap on our stream, then the solver's next work.
-  auto in_turn = [&](const std::function<void()>& swap) {
-    api_.Record(solver_done_, solver);
-    api_.WaitEvent(stream_, solver_done_);
-    swap();
-    api_.Record(swapped_, stream_);
-    api_.WaitEvent(solver, swapped_);
-  };
   const size_t bytes = n_ * sizeof(float);
   if (!saved_) saved_ = static_cast<float*>(api_.Alloc(bytes));
   auto* snapshot = static_cast<float*>(api_.AllocPinned(bytes));
   std::memcpy(snapshot, master_, bytes);
-  in_turn([&] {
+  InTurn(solver, [&] {
     api_.CopyAsync(saved_, w_, bytes, CopyKind::kDeviceToDevice, stream_);
     api_.CopyAsync(w_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
   });
   api_.Synchronize(stream_);  // (the snapshot may go)
   api_.FreePinned(snapshot);
   auto restore = [&] {
-    in_turn([&] { api_.CopyAsync(w_, saved_, bytes, CopyKind::kDeviceToDevice, stream_); });
+    InTurn(solver, [&] { api_.CopyAsync(w_, saved_, bytes, CopyKind::kDeviceToDevice, stream_); });
     paused_.store(false, std::memory_order_release);  // (our next work follows the restore on our stream)
   };
   try {
@@ -215,6 +236,25 @@ void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
     throw;
   }
   restore();
+}
+
+bool GpuSegment::Retake(StreamId solver) {
+  Quiesce();
+  const size_t bytes = n_ * sizeof(float);
+  auto* snapshot = static_cast<float*>(api_.AllocPinned(bytes));
+  std::memcpy(snapshot, master_, bytes);
+  const bool sound = AllFinite(snapshot, n_);
+  if (sound) {
+    InTurn(solver, [&] {
+      api_.CopyAsync(w_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
+      api_.CopyAsync(last_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
+    });
+    api_.Synchronize(stream_);
+    retakes_.fetch_add(1, std::memory_order_relaxed);
+  }
+  api_.FreePinned(snapshot);
+  paused_.store(false, std::memory_order_release);
+  return sound;
 }
 
 bool GpuSegment::AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit) {
@@ -235,6 +275,8 @@ GpuSegmentStats GpuSegment::stats() const {
   s.capped = capped_.load(std::memory_order_relaxed);
   s.master_runs = master_runs_.load(std::memory_order_relaxed);
   s.weighted = weighted_.load(std::memory_order_relaxed);
+  s.refused = refused_.load(std::memory_order_relaxed);
+  s.retakes = retakes_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -58,6 +58,8 @@ struct GpuSegmentStats {
   uint64_t capped = 0;     // Steps that left a free slot idle for the bandwidth cap
   uint64_t master_runs = 0;  // RunOnMaster calls (the leader's tests and snapshots)
   uint64_t weighted = 0;     // deltas taken at a weight below 1 (weight_scale)
+  uint64_t refused = 0;      // deltas not taken: an element was not finite (a diverged copy's)
+  uint64_t retakes = 0;      // Retake calls that re-took the master's values
 };
 
 class GpuSegment {
@@ -95,6 +97,11 @@ class GpuSegment {
   // back after the work `f` queued there, before anything queued later. From the solver's
   // thread, the daemon running or not.
   void RunOnMaster(StreamId solver, const std::function<void()>& f);
+  // The device copy is lost (it went non-finite): the copy and `last` become the master's
+  // values of now (nothing of the copy is sent back), ordered with the solver's stream as
+  // RunOnMaster's swap is. false: the master's values are not finite either (nothing done).
+  // From the solver's thread, the daemon running or not.
+  bool Retake(StreamId solver);
   GpuSegmentStats stats() const;
   size_t chunks() const { return count_; }
   StreamId stream() const { return stream_; }  // the segment's own (tests stall it)
@@ -114,6 +121,11 @@ class GpuSegment {
   uint32_t length(uint32_t c) const;
   bool Complete(Slot& s);  // the master takes its delta, if its event has come
   void Drain();            // the calling thread lands every chunk in flight (under step_mu_)
+  // Pauses the segment and lands what it has in flight: for the swaps of RunOnMaster and Retake.
+  void Quiesce();
+  // `swap`'s copies on the segment's stream, after the work queued on `solver` so far and
+  // before any queued there later.
+  void InTurn(StreamId solver, const std::function<void()>& swap);
   void Issue(Slot& s, uint32_t c);
   bool Budget(size_t bytes);  // the cap allows `bytes` more now (and takes them)
   void Run();
@@ -132,7 +144,8 @@ class GpuSegment {
   uint32_t next_ = 0;               // the next chunk to issue
   double tokens_ = 0;               // the cap's bucket, bytes
   std::chrono::steady_clock::time_point refilled_;
-  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0}, master_runs_{0}, weighted_{0};
+  std::atomic<uint64_t> chunks_done_{0}, bytes_{0}, capped_{0}, master_runs_{0}, weighted_{0}, refused_{0},
+      retakes_{0};
   std::atomic<bool> quit_{false};
   std::atomic<bool> paused_{false};   // RunOnMaster: Step issues nothing
   std::mutex step_mu_;                // a turn (Step, Sweep, RunOnMaster's drain): slots change only under it

@@ -538,10 +538,16 @@ bool RetakeCopy(Run& r, int i, std::string* why) {
            std::to_string(kRetakesInRow) + " times in a row (diverged: lower base_lr?)";
     return false;
   }
-  bool whole = l.segment->Retake();
+  auto retake = [&] {
+    if (l.device_copy < 0) return l.segment->Retake();
+    const bool taken = r.devices->segment(l.device_copy).Retake(r.devices->api().CurrentStream());
+    l.solver->net().DeviceParamsWritten();
+    return taken;
+  };
+  bool whole = retake();
   if (!whole && r.opt.net) {  // the host copy is lost too: the other machines' first
     if (!r.opt.net->Recover(why)) return false;
-    whole = l.segment->Retake();
+    whole = retake();
   }
   if (!whole) {
     *why = "solver " + std::to_string(l.rank) + "'s copy went non-finite and the shared weights it would re-take are not finite either";
@@ -685,9 +691,10 @@ void TrainOne(Run& r, int i) {
     if (opt.net && !r.plan.private_copies)
       me.solver->SetDivergenceHook([job = opt.net](std::string* why) { return job->Recover(why); });
     // A private copy that went non-finite re-takes the shared weights (a CPU copy streamed by its
-    // own segment: not bsp or gsp, whose rounds hand every copy the round's weights, nor --svb,
-    // whose factored weights are not streamed, nor a GPU solver's host copy).
-    if (me.segment && me.ctx->mode() == Mode::CPU && !r.svb)
+    // own segment, or a GPU solver's copy on its device: not bsp or gsp, whose rounds hand every
+    // copy the round's weights, nor --svb, whose factored weights are not streamed, nor a GPU
+    // solver's host copy).
+    if ((me.segment && me.ctx->mode() == Mode::CPU && !r.svb) || me.device_copy >= 0)
       me.solver->SetDivergenceHook([&r, i](std::string* why) { return RetakeCopy(r, i, why); });
     r.sync.arrive_and_wait();
     if (i == 0) {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <thread>
@@ -408,6 +409,43 @@ TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
     EXPECT_EQ(sa.stats().weighted, scale > 0 ? 1u : 0u);
     EXPECT_EQ(sb.stats().weighted, 0u);
   }
+}
+
+// A copy that went non-finite: its deltas are not taken (counted), so the master stays sound,
+// and Retake puts the master's values in the copy and in `last` (nothing sent back), after the
+// solver's queued work; the copy then streams as before. A master that is not finite is not
+// re-taken.
+TEST(GpuSegmentTest, ADivergedCopyIsRefusedAndRetakesTheMaster) {
+  FakeDevice dev;
+  std::mt19937 gen(TestSeed());
+  const size_t n = 3000;
+  const std::vector<float> init = Ints(n, gen);
+  std::vector<float> master = init;
+  DeviceBuffer w(dev, n);
+  GpuSegmentOptions so;
+  so.chunk_floats = 1000;
+  GpuSegment seg(dev, master.data(), w.p, n, so);
+  dev.Launch(w.s, "diverge", [p = w.p] {
+    p[1500] = std::numeric_limits<float>::quiet_NaN();
+    p[10] += 1.f;
+  });
+  dev.Synchronize(w.s);
+  seg.Sweep();
+  EXPECT_EQ(seg.stats().refused, 1u) << "the chunk holding the NaN";
+  std::vector<double> want(init.begin(), init.end());
+  want[10] += 1;  // (a sound chunk's step is taken)
+  EXPECT_EQ(Differing(master, want), 0u) << "the master took a non-finite delta";
+  EXPECT_TRUE(seg.Retake(w.s));
+  EXPECT_EQ(Differing(w.Read(), want), 0u) << "the copy re-took the master";
+  dev.Launch(w.s, "step", [p = w.p] { p[2500] -= 2.f; });
+  dev.Synchronize(w.s);
+  seg.Sweep();
+  want[2500] -= 2;
+  EXPECT_EQ(Differing(master, want), 0u) << "after the re-take the copy's steps stream as before";
+  EXPECT_EQ(seg.stats().retakes, 1u);
+  master[7] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(seg.Retake(w.s)) << "a master that is not finite is not re-taken";
+  EXPECT_TRUE(dev.errors().empty()) << dev.errors()[0];
 }
 
 }  // namespace

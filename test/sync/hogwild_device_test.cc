@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
@@ -235,6 +236,44 @@ TEST_F(HogwildOnFakeDevice, GpuCopiesRunAtMostCopyLeadIterationsPerSweep) {
       EXPECT_TRUE(beyond) << "the unbounded run kept pace with segments slowed to tens of sweeps a second";
     }
   }
+}
+
+// A GPU solver's copy that goes non-finite (a record of NaN values in every solver's third of
+// the data, read once an epoch) re-takes the master through its segment and forgets its
+// momentum: its non-finite deltas are never taken, the run reaches max_iter, and the master
+// ends finite.
+TEST_F(HogwildOnFakeDevice, AGpuCopyThatGoesNonFiniteRetakesTheMaster) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 gen(seed);
+  std::vector<pb::Datum> data;
+  for (int i = 0; i < 150; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
+  for (int bad : {20, 70, 120}) {  // one in each solver's partition
+    data[bad].clear_data();
+    for (int k = 0; k < 64; ++k)
+      data[bad].add_float_data(k == 17 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gen() % 256));
+  }
+  testing::WriteLmdb(dir_ / "nan_lmdb", data);
+  const std::string net = R"(
+      layer { name: "d" type: "Data" top: "x" top: "label" transform_param { scale: 0.0039 }
+              data_param { source: ")" + (dir_ / "nan_lmdb").string() + R"(" batch_size: 10 backend: LMDB } }
+      layer { name: "ip" type: "InnerProduct" bottom: "x" top: "s"
+              inner_product_param { num_output: 3 weight_filler { type: "xavier" } } }
+      layer { name: "loss" type: "SoftmaxWithLoss" bottom: "s" bottom: "label" top: "loss" })";
+  test::FakeDevice fake(Fake(seed, 50));
+  HogwildOptions opt = OnFake(fake, "0:0:1");
+  const HogwildReport report = RunHogwild(
+      Solver(net, "base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' solver_mode: GPU display: 0 max_iter: 300 "
+                  "snapshot_after_train: false"),
+      opt);
+  EXPECT_EQ(report.global_iter, 300);
+  ASSERT_EQ(report.device_segments.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_GE(report.device_segments[k].retakes, 1u) << "GPU solver " << k;
+  size_t non_finite = 0;
+  for (float v : report.weights) non_finite += !std::isfinite(v);
+  EXPECT_EQ(non_finite, 0u) << "the master took a diverged copy's deltas";
+  const auto errors = fake.errors();
+  EXPECT_TRUE(errors.empty()) << errors[0];
 }
 
 }  // namespace
