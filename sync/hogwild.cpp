@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -98,18 +100,30 @@ struct Local {
   std::atomic<uint64_t> retakes{0};     // read by the leader's display
 };
 
-// Adds the segment figures of this process's private copies to the reporting solver's display
-// record; that solver's thread calls it while every Local (and its segment) is alive.
+// Adds the segment figures of this process's private copies (the GPU solvers' segments too,
+// their sweep rate over the last display interval) to the reporting solver's display record;
+// that solver's thread calls it while every Local (and its segment) is alive.
 class SegmentFiguresSink : public StatsSink {
  public:
-  SegmentFiguresSink(std::shared_ptr<StatsSink> next, const std::vector<Local>* locals)
-      : next_(std::move(next)), locals_(locals) {}
+  SegmentFiguresSink(std::shared_ptr<StatsSink> next, const std::vector<Local>* locals,
+                     const std::unique_ptr<GpuCopies>* devices)
+      : next_(std::move(next)), locals_(locals), devices_(devices) {}
   void OnTrain(TrainFigures& f) override {
+    const auto now = std::chrono::steady_clock::now();
     for (const Local& l : *locals_) {
-      if (!l.segment) continue;
-      const SegmentStats s = l.segment->stats();
-      f.segments.push_back({l.rank, s.bytes_moved, s.chunks_sent, s.dropped, s.sweeps,
-                            s.stale_ignored, s.sweeps_per_sec});
+      if (l.segment) {
+        const SegmentStats s = l.segment->stats();
+        f.segments.push_back({l.rank, s.bytes_moved, s.chunks_sent, s.dropped, s.sweeps,
+                              s.stale_ignored, s.sweeps_per_sec});
+      } else if (l.device_copy >= 0 && *devices_) {
+        const GpuSegmentStats s = (*devices_)->segment(l.device_copy).stats();
+        auto& [sweeps, at] = last_[l.rank];
+        const double secs = std::chrono::duration<double>(now - at).count();
+        const double rate = sweeps && secs > 0 ? (s.sweeps - sweeps) / secs : 0;
+        sweeps = s.sweeps;
+        at = now;
+        f.segments.push_back({l.rank, s.bytes, s.chunks, 0, s.sweeps, 0, rate});
+      }
     }
     next_->OnTrain(f);
   }
@@ -119,6 +133,8 @@ class SegmentFiguresSink : public StatsSink {
  private:
   std::shared_ptr<StatsSink> next_;
   const std::vector<Local>* locals_;
+  const std::unique_ptr<GpuCopies>* devices_;
+  std::map<int, std::pair<uint64_t, std::chrono::steady_clock::time_point>> last_;  // per GPU solver's rank
 };
 
 // How this process's solvers share their progress, decided from the options before any
@@ -807,7 +823,7 @@ HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions&
   }
   Run r(param, opt, std::move(plan));
   r.agreed_settings = std::move(agreed);
-  if (opt.stats) r.stats = r.plan.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &r.locals) : opt.stats;
+  if (opt.stats) r.stats = r.plan.private_copies ? std::make_shared<SegmentFiguresSink>(opt.stats, &r.locals, &r.devices) : opt.stats;
   r.base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : FreshSeed();
   const std::vector<int>& gpus = opt.solvers.gpus;
   for (int i = 0; i < r.plan.n; ++i) {

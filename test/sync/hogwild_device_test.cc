@@ -19,6 +19,7 @@
 
 #include "core/context.hpp"
 #include "core/net.hpp"
+#include "core/stats.hpp"
 #include "sync/hogwild.hpp"
 #include "test/core/fake_device.hpp"
 #include "test/data/data_test_util.hpp"
@@ -28,6 +29,24 @@ namespace hogstream {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The display records' segment figures (--stats_json's, --metrics'), as the leader reports them.
+class SegmentRecords : public StatsSink {
+ public:
+  void OnTrain(TrainFigures& f) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_ = f.segments;
+  }
+  void OnTest(const TestFigures&) override {}
+  std::vector<SegmentFigures> last() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<SegmentFigures> last_;
+};
 
 class HogwildOnFakeDevice : public ::testing::Test {
  protected:
@@ -107,16 +126,19 @@ class HogwildOnFakeDevice : public ::testing::Test {
 // Two GPU solvers and one CPU solver, each reading one class: the master learns all three,
 // which it can only do from the GPU solvers' copies as well as the CPU solver's (cut either
 // link and it knows one or two classes). Both GPU segments streamed; the leader's tests went
-// through its segment (the master's values in its device copy, then its own put back); every
-// byte of device memory was given back, and the fake saw no misuse of the seam.
+// through its segment (the master's values in its device copy, then its own put back); the
+// display records carry every solver's segment; every byte of device memory was given back, and
+// the fake saw no misuse of the seam.
 TEST_F(HogwildOnFakeDevice, TwoGpuSolversAndOneCpuSolverLearnWhatNoneCanAlone) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   MakeSplitData(seed);
   test::FakeDevice fake(Fake(seed, 50));
   HogwildOptions opt = OnFake(fake, "0:0:1");
+  auto records = std::make_shared<SegmentRecords>();
+  opt.stats = records;
   const pb::SolverParameter param =
-      Solver(SplitNet(), "base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' solver_mode: GPU display: 0 "
+      Solver(SplitNet(), "base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' solver_mode: GPU display: 500 "
                          "max_iter: 3000 test_iter: 3 test_interval: 1000 snapshot_after_train: false "
                          "random_seed: " + std::to_string(seed % 100000));
   const HogwildReport report = RunHogwild(param, opt);
@@ -129,6 +151,12 @@ TEST_F(HogwildOnFakeDevice, TwoGpuSolversAndOneCpuSolverLearnWhatNoneCanAlone) {
   ASSERT_EQ(report.segments.size(), 1u) << "the CPU solver's own segment";
   EXPECT_GT(report.segments[0].sweeps, 0u);
   for (int64_t d : report.done) EXPECT_GT(d, 0) << "every solver trained";
+  const std::vector<SegmentFigures> shown = records->last();
+  ASSERT_EQ(shown.size(), 3u) << "the display records name every solver's segment";
+  for (const SegmentFigures& s : shown) {
+    EXPECT_GT(s.bytes, 0u) << "solver " << s.rank;
+    EXPECT_GT(s.sweeps, 0u) << "solver " << s.rank;
+  }
   const double acc = Accuracy(param, report.weights);
   EXPECT_GE(acc, 0.9) << "the master learned every solver's class (one alone: 1/3)";
   EXPECT_EQ(fake.device_bytes(), 0u) << "device memory left behind";
