@@ -230,6 +230,7 @@ TEST_F(Cli, GpusBinTrainsTwoSolversOnOneGpuBesideACpuSolver) {
   if (const std::string why = NoGpu(gpu); !why.empty()) GTEST_SKIP() << why;
   EXPECT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.err.find("3 solver threads in this process (2 on GPUs)"), std::string::npos) << gpu.err;
+  EXPECT_NE(gpu.err.find("(the GPU solvers' on their devices)"), std::string::npos) << "not the GPU segment's path:\n" << gpu.err;
   EXPECT_NE(gpu.err.find("Optimization Done"), std::string::npos) << gpu.err;
 }
 
