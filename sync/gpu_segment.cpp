@@ -20,6 +20,20 @@ bool AllFinite(const float* __restrict x, size_t n) {
   for (float a : acc) rest += a;
   return rest == 0.f;
 }
+
+// The master's values of now in pinned memory (so that copies from it are asynchronous), freed
+// with it: the caller waits for the copies that read it first.
+struct PinnedSnapshot {
+  PinnedSnapshot(DeviceApi& api, const float* master, size_t n)
+      : api(api), values(static_cast<float*>(api.AllocPinned(n * sizeof(float)))) {
+    std::memcpy(values, master, n * sizeof(float));
+  }
+  ~PinnedSnapshot() { api.FreePinned(values); }
+  PinnedSnapshot(const PinnedSnapshot&) = delete;
+  PinnedSnapshot& operator=(const PinnedSnapshot&) = delete;
+  DeviceApi& api;
+  float* values;
+};
 }  // namespace
 
 GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n, GpuSegmentOptions options)
@@ -35,11 +49,10 @@ GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n,
       << "a GPU segment of " << count_ << " chunks counting updates of " << opt_.updates->count();
   stream_ = api_.CreateStream();
   last_ = static_cast<float*>(api_.Alloc(n * sizeof(float)));
-  // w = last = one snapshot of the master (pinned, so the copies are asynchronous).
-  auto* snapshot = static_cast<float*>(api_.AllocPinned(n * sizeof(float)));
-  std::memcpy(snapshot, master_, n * sizeof(float));
-  api_.CopyAsync(w_, snapshot, n * sizeof(float), CopyKind::kHostToDevice, stream_);
-  api_.CopyAsync(last_, snapshot, n * sizeof(float), CopyKind::kHostToDevice, stream_);
+  // w = last = one snapshot of the master.
+  const PinnedSnapshot snapshot(api_, master_, n);
+  api_.CopyAsync(w_, snapshot.values, n * sizeof(float), CopyKind::kHostToDevice, stream_);
+  api_.CopyAsync(last_, snapshot.values, n * sizeof(float), CopyKind::kHostToDevice, stream_);
   slots_.resize(std::min<size_t>(opt_.slots, count_));
   const size_t bytes = static_cast<size_t>(opt_.chunk_floats) * sizeof(float);
   for (Slot& s : slots_) {
@@ -52,8 +65,7 @@ GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n,
   solver_done_ = api_.CreateEvent();
   swapped_ = api_.CreateEvent();
   refilled_ = std::chrono::steady_clock::now();
-  api_.Synchronize(stream_);  // the device copy is the solver's from here
-  api_.FreePinned(snapshot);
+  api_.Synchronize(stream_);  // the device copy is the solver's from here (and the snapshot may go)
 }
 
 GpuSegment::~GpuSegment() {
@@ -217,14 +229,14 @@ void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
   master_runs_.fetch_add(1, std::memory_order_relaxed);
   const size_t bytes = n_ * sizeof(float);
   if (!saved_) saved_ = static_cast<float*>(api_.Alloc(bytes));
-  auto* snapshot = static_cast<float*>(api_.AllocPinned(bytes));
-  std::memcpy(snapshot, master_, bytes);
-  InTurn(solver, [&] {
-    api_.CopyAsync(saved_, w_, bytes, CopyKind::kDeviceToDevice, stream_);
-    api_.CopyAsync(w_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
-  });
-  api_.Synchronize(stream_);  // (the snapshot may go)
-  api_.FreePinned(snapshot);
+  {
+    const PinnedSnapshot snapshot(api_, master_, n_);
+    InTurn(solver, [&] {
+      api_.CopyAsync(saved_, w_, bytes, CopyKind::kDeviceToDevice, stream_);
+      api_.CopyAsync(w_, snapshot.values, bytes, CopyKind::kHostToDevice, stream_);
+    });
+    api_.Synchronize(stream_);  // (the snapshot may go)
+  }
   auto restore = [&] {
     InTurn(solver, [&] { api_.CopyAsync(w_, saved_, bytes, CopyKind::kDeviceToDevice, stream_); });
     paused_.store(false, std::memory_order_release);  // (our next work follows the restore on our stream)
@@ -241,18 +253,16 @@ void GpuSegment::RunOnMaster(StreamId solver, const std::function<void()>& f) {
 bool GpuSegment::Retake(StreamId solver) {
   Quiesce();
   const size_t bytes = n_ * sizeof(float);
-  auto* snapshot = static_cast<float*>(api_.AllocPinned(bytes));
-  std::memcpy(snapshot, master_, bytes);
-  const bool sound = AllFinite(snapshot, n_);
+  const PinnedSnapshot snapshot(api_, master_, n_);
+  const bool sound = AllFinite(snapshot.values, n_);
   if (sound) {
     InTurn(solver, [&] {
-      api_.CopyAsync(w_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
-      api_.CopyAsync(last_, snapshot, bytes, CopyKind::kHostToDevice, stream_);
+      api_.CopyAsync(w_, snapshot.values, bytes, CopyKind::kHostToDevice, stream_);
+      api_.CopyAsync(last_, snapshot.values, bytes, CopyKind::kHostToDevice, stream_);
     });
     api_.Synchronize(stream_);
     retakes_.fetch_add(1, std::memory_order_relaxed);
   }
-  api_.FreePinned(snapshot);
   paused_.store(false, std::memory_order_release);
   return sound;
 }

@@ -576,6 +576,21 @@ bool RetakeCopy(Run& r, int i, std::string* why) {
   return true;
 }
 
+// The rule by which the master takes a private copy's deltas (a CPU copy's segment and the GPU
+// copies' alike). Private copies in one process move the master only by their deltas: from 3
+// up, each is weighted min(1, 2/staleness) by default (whole, 4 copies under load went NaN;
+// 1/staleness alone held but averaged the copies' steps). Not for easgd (its elastic rule) nor
+// weed-out (its own), nor under a job across machines. (--aggregate=scale=1 gives MXNet-G's
+// 1/staleness exactly.)
+SegmentRule CopiesRule(const Run& r) {
+  using PK = Policy::Kind;
+  const Policy& local = r.plan.local;
+  SegmentRule rule = local.Rule(r.updates);
+  if (!r.opt.net && local.kind != PK::kEasgd && local.kind != PK::kWeedout)
+    ParseAggregate(r.opt.aggregate, r.plan.n, &rule, 2.f);
+  return rule;
+}
+
 // Solver i on a private copy: the shared weights copied in, its segment (or the policy's
 // rounds) linking it to them, and its hooks. Every solver calls it (it meets the others).
 void WirePrivateCopy(Run& r, int i) {
@@ -604,8 +619,7 @@ void WirePrivateCopy(Run& r, int i) {
     // The master counts the GPU copies' deltas with the CPU copies' (one staleness clock per
     // chunk), and weighs them by the same rule (from three copies up, by default).
     gs.updates = r.updates;
-    SegmentRule rule = local.Rule(r.updates);
-    if (!opt.net) ParseAggregate(opt.aggregate, r.plan.n, &rule, 2.f);
+    const SegmentRule rule = CopiesRule(r);
     gs.weight_scale = rule.staleness_weight ? rule.weight_scale : 0;
     r.devices = std::make_unique<GpuCopies>(*api, r.master, net.param_buffer_size(), gs);
   }
@@ -618,14 +632,7 @@ void WirePrivateCopy(Run& r, int i) {
     if (me.ctx->mode() == Mode::GPU) net.UseDeviceParamBuffer(copy);
     else net.UseParamBuffer(copy, /*copy_in=*/false);
   } else if (!r.plan.rounds) {  // the copy streams through its own segment (easgd: exchanges on demand)
-    seg.rule = local.Rule(r.updates);
-    // Private copies in one process move the master only by their deltas: from 3 up,
-    // each is weighted min(1, 2/staleness) by default (whole, 4 copies under load went
-    // NaN; 1/staleness alone held but averaged the copies' steps). Not for easgd (its
-    // elastic rule) nor weed-out (its own), nor under a job across machines.
-    // (--aggregate=scale=1 gives MXNet-G's 1/staleness exactly.)
-    if (!opt.net && local.kind != PK::kEasgd && local.kind != PK::kWeedout)
-      ParseAggregate(opt.aggregate, r.plan.n, &seg.rule, 2.f);
+    seg.rule = CopiesRule(r);
     if (local.kind == PK::kEasgd) seg.elastic = local.alpha;
     me.segment = std::make_unique<Segment>(r.master, net.param_data(), net.param_buffer_size(), seg);
   }
