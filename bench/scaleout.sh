@@ -31,7 +31,7 @@ NET=${1:-lenet}
 COUNTS=${COUNTS:-1 2 4 8}
 # The cgroup's accounting period: a share s runs s x PERIOD_US of every PERIOD_US. 10 ms, not
 # the kernel's default 100 ms, which holds a busy machine of 0.4 core off the CPU for 60 ms at a
-# time (no real machine of 0.4 the speed stalls so; sync/README.md, "The cgroup's period").
+# time (no real machine of 0.4 the speed stalls so; docs/experiments/2026-11-28-cgroup-period.md).
 PERIOD_US=${PERIOD_US:-10000}
 MODE=${MODE:-mcast}
 PEER=${PEER:-1}

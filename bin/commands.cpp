@@ -5,6 +5,7 @@
 #include "observe/plot.hpp"
 #include "sync/hogwild.hpp"
 #include "sync/net_job.hpp"
+#include "sync/simulate.hpp"
 
 namespace hogstream {
 namespace {
@@ -64,9 +65,9 @@ Specs HogwildFlags() {
        "private copies: iterations a solver runs without a completed sweep before it waits (0: never)"},
       {"sweep_pause_us", "US", std::to_string(h.sweep_pause_us),
        "private copies: the daemon's pause between sweeps (-1: 2000 for a CPU copy, 0 for a GPU one)"},
-      {"aggregate", "auto|sum|share[=S]|schedule|K=V,...", h.aggregate,
-       "how deltas are weighted (keys share, schedule, weight, scale, warmup, from, cool, cooled, to, budget, absurd; "
-       "warmup, cool and cooled also as N% of the run)"},
+      {"aggregate", "auto|RULE[=V][,K=V...]", h.aggregate,
+       "how a master takes the others' deltas: auto, " + Listed(AggregateRegistry::Names(), [](const std::string& r) { return r; }) +
+           " (each rule's keys: sync/README.md, Aggregation; warmup, cool and cooled also as N% of the run)"},
       kInput,
       {"metrics", "[HOST:]PORT", "", "serve this process's figures as a Prometheus endpoint (each machine its own)"},
       {"stats_json", "FILE", "", "append this process's figures to FILE as JSON lines (each machine its own)"},
@@ -126,6 +127,7 @@ std::vector<Command> MakeHogstreamCommands() {
   const LinkBenchOptions bench;
   const PlotOptions plot;
   const ImagesetOptions imageset;
+  const SimulateOptions sim;
   auto kib = [](uint32_t b) { return b % 1024 ? std::to_string(b) : std::to_string(b / 1024) + "k"; };
   return {
       {"hogstream describe", "--model=NET.prototxt",
@@ -202,6 +204,34 @@ std::vector<Command> MakeHogstreamCommands() {
         {"x", "iters|seconds", plot.x, "the x axis"},
         {"y", "Q[,Q...]", "", "the panels, of " + Listed(PlotQuantities(), [](const std::string& q) { return q; }) +
                                   " (default: " + Listed(plot.y, [](const std::string& q) { return q; }) + ")"}}},
+      {"hogstream simulate", "--solver=SOLVER.prototxt --machines=N[,N...]",
+       "a job of N machines in virtual time, in one process and one thread: the real solvers, segments\n"
+       "and aggregation rule over a simulated network; per N, the global iterations to each target\n"
+       "score, the statistical efficiency SE against one machine (run first), virtual time, staleness\n"
+       "and bytes. Deterministic: one seed, one result, bit for bit",
+       {{"solver", "SOLVER.prototxt", "", "the solver (required); its test net is scored"},
+        {"machines", "N[,N...]", "1,4", "job sizes; 1 (the reference for SE) is added where absent"},
+        {"aggregate", "RULE[,K=V...]", "", "the aggregation rule, as train's --aggregate (default: auto for each N)"},
+        {"targets", "S[,S...]", "", "scores to reach; the run stops at the last (default: none, to max_iter)"},
+        {"score", "OUTPUT", sim.score, "the test net output scored"},
+        {"test_every", "N", std::to_string(sim.test_every), "global iterations between scores of machine 0's copy"},
+        {"max_iter", "N", "", "global iterations at most (default: the solver's max_iter)"},
+        {"seed", "N", std::to_string(sim.seed), "the simulation's seed (data order, jitter, loss)"},
+        {"step_ms", "MS", "25", "one machine's iteration in virtual milliseconds"},
+        {"jitter", "F", "0", "each step takes step_ms x (1 + U(-F, F)), F in [0, 1)"},
+        {"stragglers", "K", "0", "the last K machines are slower ..."},
+        {"straggler_factor", "F", "2", "... by F"},
+        {"latency_us", "US", "50", "one-way latency of a frame"},
+        {"gbit", "G", "10", "each machine's link, Gbit/s"},
+        {"loss", "P", "0", "probability that a frame is lost"},
+        {"sweep_ms", "MS", std::to_string(sim.sweep_ms), "a master sweeps its chunks at most once per MS (as train's)"},
+        {"sweeps_per_iter", "N", "0", "... and at most N times per local iteration (0: no limit)"},
+        {"chunk_floats", "N", "0", "floats per chunk (0: as many as a frame carries)"},
+        {"bsp", "M[,M...]", "", "after each N, the synchronous reference at each lr multiplier M: n, sqrt, half or "
+                                "a number (default: none)"},
+        {"bsp_warmup", "N", "0", "the reference's linear warm-up of its lr, in global iterations"},
+        {"json", "", "", "one JSON object per job size instead of the table"},
+        {"log", "", "", "the engine's own log lines"}}},
       {"hogstream upgrade", "NET|SOLVER [OUT]",
        "a V1/V0 net (or a solver with solver_type) in the current format, to OUT or stdout", {}},
   };

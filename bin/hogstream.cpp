@@ -4,6 +4,10 @@
 #include <glog/logging.h>
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
+#include <iomanip>
+#include <optional>
 #include <array>
 #include <cstdlib>
 #include <cerrno>
@@ -18,6 +22,8 @@
 #include "core/net_report.hpp"
 #include "core/solver.hpp"
 #include "core/upgrade.hpp"
+#include "core/io.hpp"
+#include "sync/simulate.hpp"
 #include "data/convert.hpp"
 #include "data/lmdb.hpp"
 #include "observe/plot.hpp"
@@ -388,6 +394,153 @@ int PlotCommand(int argc, char** argv) {
   return 0;
 }
 
+// A number from a flag, within [min, max] (max exclusive where `open`).
+double NumberFlag(const Flags& f, const std::string& name, double min, double max, bool open = false) {
+  const std::string text = f.get(name);
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  HS_REQUIRE(!text.empty() && end && *end == 0 && v >= min && (open ? v < max : v <= max))
+      << "--" << name << " wants a number in [" << min << ", " << max << (open ? ")" : "]") << ", got '" << text << "'";
+  return v;
+}
+
+std::vector<double> NumberList(const Flags& f, const std::string& name, double min, double max) {
+  std::vector<double> out;
+  std::stringstream ss(f.get(name));
+  for (std::string item; std::getline(ss, item, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    HS_REQUIRE(!item.empty() && end && *end == 0 && v >= min && v <= max)
+        << "--" << name << " wants numbers in [" << min << ", " << max << "] like 1,4,8, got '" << item << "'";
+    out.push_back(v);
+  }
+  return out;
+}
+
+// `hogstream simulate`: a job of N machines in virtual time (sync/simulate.hpp), per N a row.
+int SimulateCommand(int argc, char** argv) {
+  Flags f(HogstreamCommand("simulate"), argc, argv, 2);
+  HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
+  const pb::SolverParameter param = ReadSolverText(f.get("solver"));
+  SimulateOptions o;
+  o.seed = static_cast<uint64_t>(f.int_in("seed", 0, INT64_MAX));
+  o.step_ms = NumberFlag(f, "step_ms", 1e-3, 1e6);
+  o.jitter = NumberFlag(f, "jitter", 0, 1, /*open=*/true);
+  o.stragglers = static_cast<int>(f.int_in("stragglers", 0, 4096));
+  o.straggler_factor = NumberFlag(f, "straggler_factor", 1, 1e3);
+  o.link.latency_us = NumberFlag(f, "latency_us", 0, 1e7);
+  o.link.gbit_per_s = NumberFlag(f, "gbit", 1e-3, 1e4);
+  o.link.loss = NumberFlag(f, "loss", 0, 1, /*open=*/true);
+  o.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
+  o.sweeps_per_iter = static_cast<uint32_t>(f.int_in("sweeps_per_iter", 0, 1000));
+  o.chunk_floats = static_cast<uint32_t>(f.int_in("chunk_floats", 0, 1 << 20));
+  o.aggregate = f.get("aggregate");
+  if (f.has("max_iter")) o.max_iter = f.get_int("max_iter", 0, 1, INT_MAX);
+  o.test_every = f.int_in("test_every", 1, INT_MAX);
+  o.score = f.get("score");
+  o.targets = NumberList(f, "targets", -1e30, 1e30);
+  std::sort(o.targets.begin(), o.targets.end());
+  o.log = f.has("log");
+  const bool json = f.has("json");
+  std::vector<int> sizes{1};
+  for (double n : NumberList(f, "machines", 1, 4096)) {
+    HS_REQUIRE(n == std::floor(n)) << "--machines wants whole numbers, got " << n;
+    if (std::find(sizes.begin(), sizes.end(), static_cast<int>(n)) == sizes.end()) sizes.push_back(static_cast<int>(n));
+  }
+  // --bsp: the synchronous reference's lr multipliers, each "n", "sqrt", "half" or a number.
+  std::vector<std::string> bsp;
+  {
+    std::stringstream ss(f.get("bsp"));
+    for (std::string m; std::getline(ss, m, ',');) {
+      char* end = nullptr;
+      const double v = std::strtod(m.c_str(), &end);
+      HS_REQUIRE(m == "n" || m == "sqrt" || m == "half" || (!m.empty() && *end == 0 && v > 0))
+          << "--bsp wants lr multipliers like sqrt,half,n or 4, got '" << m << "'";
+      bsp.push_back(m);
+    }
+  }
+  const int64_t bsp_warmup = f.int_in("bsp_warmup", 0, INT_MAX);
+  std::optional<SimulateResult> one;
+  auto print = [&](const SimulateResult& r, const SimulateOptions& run) {
+    const int n = r.machines;
+    // SE at a target: one machine's global iterations (= samples, one batch each) / the job's.
+    auto se = [&](size_t k) {
+      return one->crossings[k].iter >= 0 && r.crossings[k].iter > 0 ? one->crossings[k].iter / r.crossings[k].iter : -1.0;
+    };
+    uint64_t deltas = 0;
+    for (uint64_t b : r.staleness) deltas += b;
+    if (json) {
+      std::ostringstream os;
+      os << "{\"machines\":" << n << ",\"bsp\":" << (run.bsp ? run.bsp_lr : 0) << ",\"rule\":\"" << r.rule
+         << "\",\"seed\":" << run.seed << ",\"jitter\":" << run.jitter << ",\"stragglers\":" << run.stragglers
+         << ",\"iterations\":" << r.iterations << ",\"virtual_s\":" << r.virtual_s << ",\"bytes\":" << r.bytes
+         << ",\"lost\":" << r.lost << ",\"deltas\":" << r.deltas_applied << ",\"refused\":" << r.deltas_refused
+         << ",\"weights_hash\":\"" << std::hex << r.weights_hash << std::dec << "\",\"targets\":[";
+      for (size_t k = 0; k < r.crossings.size(); ++k)
+        os << (k ? "," : "") << "{\"target\":" << r.crossings[k].target << ",\"iter\":" << r.crossings[k].iter
+           << ",\"virtual_s\":" << r.crossings[k].virtual_s << ",\"se\":" << se(k) << "}";
+      os << "],\"staleness\":[";
+      for (size_t b = 0; b < kStalenessBuckets; ++b) os << (b ? "," : "") << r.staleness[b];
+      os << "],\"curve\":[";
+      for (size_t k = 0; k < r.curve.size(); ++k)
+        os << (k ? "," : "") << "[" << r.curve[k].iter << "," << r.curve[k].virtual_s << "," << r.curve[k].score << "]";
+      os << "]}";
+      std::cout << os.str() << std::endl;
+      return;
+    }
+    std::ostringstream os;
+    os << std::fixed;
+    os << n << " machine" << (n == 1 ? "" : "s") << " (" << r.rule << "): " << r.iterations << " global iterations, "
+       << std::setprecision(1) << r.virtual_s << " s virtual";
+    for (size_t k = 0; k < r.crossings.size(); ++k) {
+      const SimulateResult::Crossing& c = r.crossings[k];
+      os << "\n  " << run.score << " " << std::setprecision(4) << c.target << ": ";
+      if (c.iter < 0) {
+        os << "not reached";
+        continue;
+      }
+      os << std::setprecision(0) << c.iter << " global iterations, " << std::setprecision(1) << c.virtual_s
+         << " s virtual";
+      if (se(k) > 0) {
+        os << ", SE " << std::setprecision(2) << se(k);
+        if (one->crossings[k].virtual_s > 0)
+          os << ", time " << std::setprecision(3) << c.virtual_s / one->crossings[k].virtual_s << "x one machine's";
+      }
+    }
+    if (n > 1 && !run.bsp) {
+      os << "\n  " << r.deltas_applied << " deltas applied (" << r.deltas_refused << " refused), "
+         << std::setprecision(1) << r.bytes / 1e6 << " MB sent, " << r.lost << " frames lost; staleness (global iterations):";
+      for (size_t b = 0; b < kStalenessBuckets; ++b) {
+        if (!r.staleness[b]) continue;
+        os << " " << (b + 1 < kStalenessBuckets ? "<=" + std::to_string(kStalenessBounds[b]) : ">" + std::to_string(kStalenessBounds[b - 1]))
+           << " " << std::setprecision(0) << 100.0 * static_cast<double>(r.staleness[b]) / static_cast<double>(deltas) << "%";
+      }
+      for (const std::string& line : r.solver_lines) os << "\n  solver: " << line;
+    }
+    os << "\n  weights " << std::hex << r.weights_hash << std::dec;
+    std::cout << os.str() << std::endl;
+  };
+  auto progress = [json](const std::string& line) {
+    if (!json) std::cerr << line << "\n";
+  };
+  for (int n : sizes) {
+    o.machines = n;
+    o.bsp = false;
+    SimulateResult r = Simulate(param, o, progress);
+    if (!one) one = r;
+    print(r, o);
+    if (n == 1) continue;
+    for (const std::string& m : bsp) {
+      SimulateOptions b = o;
+      b.bsp = true;
+      b.bsp_lr = m == "n" ? n : m == "sqrt" ? std::sqrt(static_cast<double>(n)) : m == "half" ? n / 2.0 : std::stod(m);
+      b.bsp_warmup = bsp_warmup;
+      print(Simulate(param, b, progress), b);
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   const std::string cmd = argc < 2 ? "" : argv[1];
   if (cmd == "help" && argc > 2) {  // `hogstream help train`: as `hogstream train --help`
@@ -413,6 +566,7 @@ int Main(int argc, char** argv) {
   if (cmd == "bench") return Bench(argc, argv);
   if (cmd == "upgrade") return Upgrade(argc, argv);
   if (cmd == "extract") return Extract(argc, argv);
+  if (cmd == "simulate") return SimulateCommand(argc, argv);
   HS_FAIL() << "unknown command '" << cmd << "' (try: hogstream help)";
 }
 

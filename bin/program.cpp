@@ -186,11 +186,14 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   // machine's pull, as the centre of synchronous easgd does at alpha = 1/2; see EasgdSpeed)
   HS_REQUIRE(!join || (!rounds && !f.has("svb")))
       << "--join: a job under bsp or gsp, or with --svb, cannot take a new machine (every machine's part is fixed)";
-  const float scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(job_machines) : 1.f;
-  const bool added = !rounds && policy.kind != Policy::Kind::kEasgd;  // deltas added: share and local offered
-  ParseAggregate(aggregate, rounds ? 1 : job_machines, &n.rule, scale, added ? &n.share_speed : nullptr, &solver,
-                 added ? &n.local_speed : nullptr);
-  if (job_machines > 1) LOG(INFO) << "Network: aggregation: " << AggregateLine(n.rule, n.share_speed);
+  AggregateSetting as;
+  as.machines = rounds ? 1 : job_machines;
+  as.default_scale = policy.kind == Policy::Kind::kGsp ? GspWeightScale(job_machines) : 1.f;
+  as.policy_weights = policy.weights();
+  as.offers_share = !rounds && policy.kind != Policy::Kind::kEasgd;  // deltas added: share and local offered
+  as.solver = &solver;
+  n.rule.aggregate = MakeAggregate(aggregate, as);
+  if (job_machines > 1) LOG(INFO) << "Network: aggregation: " << n.rule.aggregate->Line();
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
   n.sweeps_per_iter = static_cast<uint32_t>(f.int_in("sweeps_per_iter", 0, 1000));
@@ -221,9 +224,8 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   n.admit = f.has("job-key");
   std::ostringstream settings;
   settings << f.get("policy") << ";" << f.has("staleness-weight") << ";" << f.get("compress") << ";"
-           << aggregate << ";" << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast
-           << ";" << f.has("svb") << ";" << n.share_speed << ";" << n.rule.warmup_until << ";" << n.rule.cool_from
-           << ";" << n.rule.cool_until << ";" << n.local_speed  // the aggregation as resolved (its defaults follow the run's length)
+           << n.chunk_at_params << ";" << o.max_payload << ";" << n.multicast << ";" << f.has("svb") << ";"
+           << n.rule.aggregate->Agreement()  // the rule as resolved, every field (its defaults follow the run)
            << ";";
   for (double w : n.share_weights) settings << w << ",";
   n.agree[kAgreeSettings] = Digest64(settings.str());

@@ -107,24 +107,29 @@ void Solver::InitNets() {
 }
 
 float Solver::GetLearningRate() const {
+  const double rate = PolicyRate();
+  return static_cast<float>(options_.lr_factor ? rate * options_.lr_factor(iter_) : rate);
+}
+
+double Solver::PolicyRate() const {
   const std::string& policy = param_.lr_policy();
   const double base = param_.base_lr(), gamma = param_.gamma(), power = param_.power();
   const double it = iter_;
-  if (policy == "fixed") return static_cast<float>(base);
+  if (policy == "fixed") return base;
   if (policy == "step") {
     HS_REQUIRE(param_.stepsize() > 0) << "lr_policy step needs stepsize > 0";
-    return static_cast<float>(base * std::pow(gamma, std::floor(it / param_.stepsize())));
+    return base * std::pow(gamma, std::floor(it / param_.stepsize()));
   }
-  if (policy == "exp") return static_cast<float>(base * std::pow(gamma, it));
-  if (policy == "inv") return static_cast<float>(base * std::pow(1 + gamma * it, -power));
-  if (policy == "multistep") return static_cast<float>(base * std::pow(gamma, current_step_));
+  if (policy == "exp") return base * std::pow(gamma, it);
+  if (policy == "inv") return base * std::pow(1 + gamma * it, -power);
+  if (policy == "multistep") return base * std::pow(gamma, current_step_);
   if (policy == "poly") {
     HS_REQUIRE(param_.max_iter() > 0) << "lr_policy poly needs max_iter > 0";
     // Past max_iter (a Step beyond it) the base would go negative and the power NaN.
-    return static_cast<float>(base * std::pow(std::max(0.0, 1.0 - it / param_.max_iter()), power));
+    return base * std::pow(std::max(0.0, 1.0 - it / param_.max_iter()), power);
   }
   if (policy == "sigmoid")
-    return static_cast<float>(base / (1 + std::exp(-gamma * (it - param_.stepsize()))));
+    return base / (1 + std::exp(-gamma * (it - param_.stepsize())));
   HS_FAIL() << "unknown lr_policy '" << policy
             << "' (fixed, step, exp, inv, multistep, poly, sigmoid)";
 }

@@ -72,8 +72,11 @@ struct SolverOptions {
   std::shared_ptr<StatsSink> stats;
   // > 0: a NormGuard of this factor on every iteration's gradient (after clip_gradients). A
   // job across machines whose solvers run at several times the recipe's rate sets it
-  // (sync/README.md, "A runaway at the schedule's peak"); 0: off, as in Caffe.
+  // (docs/experiments/2026-11-28-runaway-norm-guard.md); 0: off, as in Caffe.
   double norm_guard = 0;
+  // Multiplies the lr policy's rate at each iteration (a synchronous job's linear-scaling warm-up,
+  // sync/simulate.cpp); unset: 1, as in Caffe.
+  std::function<double(int64_t iter)> lr_factor;
 };
 
 // Adaptive clipping: a gradient whose L2 norm exceeds `factor` times the running mean of the
@@ -187,6 +190,7 @@ class Solver {
   std::vector<std::vector<float>> TestAll();
 
   float GetLearningRate() const;
+  double PolicyRate() const;  // the lr policy's rate alone (GetLearningRate: times lr_factor)
   int iter() const { return iter_; }
   Net& net() { return *net_; }
   const std::vector<std::unique_ptr<Net>>& test_nets() const { return test_nets_; }

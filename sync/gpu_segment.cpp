@@ -45,6 +45,9 @@ GpuSegment::GpuSegment(DeviceApi& api, float* master, float* device_w, size_t n,
   count_ = static_cast<uint32_t>(count);
   in_flight_.assign(count_, 0);
   last_update_.assign(count_, 0);
+  check_ = DeltaCheck(count_);
+  if (!opt_.aggregate) opt_.aggregate = DefaultAggregate();
+  if (opt_.aggregate->stateful()) opt_.aggregate->Bind(n_, count_);
   HS_REQUIRE(!opt_.updates || opt_.updates->count() == count_)
       << "a GPU segment of " << count_ << " chunks counting updates of " << opt_.updates->count();
   stream_ = api_.CreateStream();
@@ -95,23 +98,21 @@ bool GpuSegment::Complete(Slot& s) {
   // The delta is in pinned memory now (the event follows its copy on the stream).
   float* m = master_ + offset(s.chunk);
   const uint32_t len = length(s.chunk);
-  float weight = 1;
-  if (opt_.updates) {
-    const uint64_t now = opt_.updates->get(s.chunk);
-    const uint64_t prev = last_update_[s.chunk];
-    const uint64_t staleness = prev ? now - prev + 1 : 1;
-    last_update_[s.chunk] = opt_.updates->Bump(s.chunk);
-    if (opt_.weight_scale > 0) weight = std::min(1.f, opt_.weight_scale / static_cast<float>(staleness));
-  }
-  // A delta with an element that is not finite (the copy diverged) is not taken: the master
-  // stays sound for the copy to re-take (Retake), as the CPU master refuses one.
-  if (!AllFinite(s.delta_h, len)) {
+  // A delta with an element that is not finite (the copy diverged), or absurd, is not taken:
+  // the master stays sound for the copy to re-take (Retake), as a CPU master refuses one.
+  if (check_.Check(s.chunk, s.delta_h, m, len, opt_.aggregate->absurd()) != DeltaCheck::kOk) {
     refused_.fetch_add(1, std::memory_order_relaxed);
-  } else if (weight == 1) {
-    for (uint32_t i = 0; i < len; ++i) m[i] += s.delta_h[i];
   } else {
-    for (uint32_t i = 0; i < len; ++i) m[i] += weight * s.delta_h[i];
-    weighted_.fetch_add(1, std::memory_order_relaxed);
+    DeltaInfo info;
+    info.chunk = s.chunk;
+    if (opt_.updates) {
+      const uint64_t now = opt_.updates->get(s.chunk);
+      const uint64_t prev = last_update_[s.chunk];
+      info.staleness = prev ? now - prev + 1 : 1;
+      last_update_[s.chunk] = opt_.updates->Bump(s.chunk);
+    }
+    const float weight = opt_.aggregate->Take(info, m, s.delta_h, len, Access::kPlain);
+    if (weight < 1) weighted_.fetch_add(1, std::memory_order_relaxed);
   }
   s.state = State::kFree;
   in_flight_[s.chunk] = 0;

@@ -43,12 +43,13 @@ struct GpuSegmentOptions {
   double max_bytes_per_s = 0;     // positions + deltas per second (0: no cap)
   uint32_t idle_us = 50;          // the daemon's sleep when a Step found nothing to do
   // The master's update counts per chunk, shared with the other copies' segments (CPU ones
-  // too, sync/segment.hpp): each delta taken counts there. With weight_scale > 0 a delta is
-  // taken times min(1, weight_scale / staleness), the staleness counted as the CPU master
-  // counts it (the updates of its chunk since this copy's previous delta, plus one): private
-  // copies' rule from three up (sync/README.md). Null, or 0: every delta whole.
+  // too, sync/segment.hpp): each delta taken counts there, its staleness counted as the CPU
+  // master counts it (the updates of its chunk since this copy's previous delta, plus one).
   std::shared_ptr<ChunkUpdates> updates;
-  float weight_scale = 0;
+  // How the master takes each delta: the same rule, called the same way, as a CPU master's
+  // (sync/aggregate.hpp; private copies' default: min(1, 2 / staleness) from three up). Null:
+  // every delta whole. A delta is first checked as a CPU master checks it (DeltaCheck).
+  std::shared_ptr<AggregateRule> aggregate;
 };
 
 struct GpuSegmentStats {
@@ -57,8 +58,8 @@ struct GpuSegmentStats {
   uint64_t bytes = 0;      // positions and deltas moved
   uint64_t capped = 0;     // Steps that left a free slot idle for the bandwidth cap
   uint64_t master_runs = 0;  // RunOnMaster calls (the leader's tests and snapshots)
-  uint64_t weighted = 0;     // deltas taken at a weight below 1 (weight_scale)
-  uint64_t refused = 0;      // deltas not taken: an element was not finite (a diverged copy's)
+  uint64_t weighted = 0;     // deltas taken at a weight below 1 (the aggregation rule)
+  uint64_t refused = 0;      // deltas not taken: not finite (a diverged copy's) or absurd (DeltaCheck)
   uint64_t retakes = 0;      // Retake calls that re-took the master's values
 };
 
@@ -141,6 +142,7 @@ class GpuSegment {
   std::vector<Slot> slots_;
   std::vector<uint8_t> in_flight_;  // per chunk
   std::vector<uint64_t> last_update_;  // per chunk: the update count after this copy's previous delta
+  DeltaCheck check_;
   uint32_t next_ = 0;               // the next chunk to issue
   double tokens_ = 0;               // the cap's bucket, bytes
   std::chrono::steady_clock::time_point refilled_;

@@ -586,8 +586,13 @@ SegmentRule CopiesRule(const Run& r) {
   using PK = Policy::Kind;
   const Policy& local = r.plan.local;
   SegmentRule rule = local.Rule(r.updates);
-  if (!r.opt.net && local.kind != PK::kEasgd && local.kind != PK::kWeedout)
-    ParseAggregate(r.opt.aggregate, r.plan.n, &rule, 2.f);
+  if (!r.opt.net && local.kind != PK::kEasgd && local.kind != PK::kWeedout) {
+    AggregateSetting s;
+    s.machines = r.plan.n;
+    s.default_scale = 2;
+    s.policy_weights = local.weights();
+    rule.aggregate = MakeAggregate(r.opt.aggregate, s);
+  }
   return rule;
 }
 
@@ -619,8 +624,7 @@ void WirePrivateCopy(Run& r, int i) {
     // The master counts the GPU copies' deltas with the CPU copies' (one staleness clock per
     // chunk), and weighs them by the same rule (from three copies up, by default).
     gs.updates = r.updates;
-    const SegmentRule rule = CopiesRule(r);
-    gs.weight_scale = rule.staleness_weight ? rule.weight_scale : 0;
+    gs.aggregate = CopiesRule(r).aggregate;
     r.devices = std::make_unique<GpuCopies>(*api, r.master, net.param_buffer_size(), gs);
   }
   r.sync.arrive_and_wait();  // the policy's state (and the device copies' home) is made
@@ -688,7 +692,7 @@ void TrainOne(Run& r, int i) {
     // A GPU solver's copy on its device is updated there; a host copy (other policies) on the host.
     so.device_update = r.plan.device_copies;
     so.stats = r.stats;
-    if (opt.net && opt.net->share_speed() > 0) so.norm_guard = kShareNormGuard;
+    if (opt.net) so.norm_guard = opt.net->rule().aggregate->norm_guard();
     me.solver = CreateSolver(r.param, so);
     Net& net = me.solver->net();
     r.sync.arrive_and_wait();
@@ -804,27 +808,24 @@ HogwildReport MakeReport(const Run& r) {
 }  // namespace
 
 HogwildReport RunHogwild(const pb::SolverParameter& given, const HogwildOptions& opt) {
-  // --aggregate=share: a job across machines whose deltas are added whole shares its momentum
-  // (ShareMomentum).
+  // A job across machines: its aggregation rule sets the solvers' rates (the momentum share of
+  // --aggregate=share, sync/aggregate.hpp).
   pb::SolverParameter param = given;
   if (opt.device) param.set_solver_mode(pb::SolverParameter::CPU);  // (the fake's nets run on the host)
-  if (opt.net && opt.net->share_speed() > 0) {
-    const std::string line = ShareMomentum(opt.net->job_machines(), opt.net->share_speed(), &param);
-    LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
-    LOG_IF(INFO, opt.log) << "Network: each solver clips a gradient beyond " << kShareNormGuard
-                          << " times the mean of its recent norms (the machines' deltas are added whole)";
-  }
+  if (opt.net)
+    for (const std::string& line : opt.net->rule().aggregate->AdjustJobSolver(opt.net->job_machines(), &param))
+      LOG_IF(INFO, opt.log) << "Network: " << line;
   Plan plan = MakePlan(param, opt);
   // The machines agree on the settings before each one's own solver count scales its rates
   // (SolverLocalShare, EasgdSpeedUp).
   std::string agreed = SolverSettings(param);
   if (opt.net) {
-    const std::string line = SolverLocalShare(plan.n, opt.net->local_speed(), &param);
+    const std::string line = opt.net->rule().aggregate->AdjustLocalSolver(plan.n, &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Network: " << line;
   }
   if (plan.local.kind == Policy::Kind::kEasgd) {  // the centre averages the copies and trails them
     const int machines = opt.net ? opt.net->job_machines() : 1;
-    const double weight = opt.net ? EqualPaceWeight(machines, opt.net->rule()) : 1;
+    const double weight = opt.net ? opt.net->rule().aggregate->EqualPaceWeight(machines) : 1;
     const std::string line = EasgdSpeedUp(machines * plan.n, EasgdSpeed(machines, plan.n, weight), &param);
     LOG_IF(INFO, opt.log && !line.empty()) << "Sharing: " << line;
   }

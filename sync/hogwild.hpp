@@ -60,7 +60,7 @@ struct HogwildOptions {
   // How the private copies share their progress (sync/policy.hpp); anything but plain async
   // implies private copies.
   Policy policy;
-  // --aggregate for private copies (ParseAggregate; not for a job across machines, whose
+  // --aggregate for private copies (MakeAggregate, sync/aggregate.hpp; not for a job across machines, whose
   // NetJob has its own): from 3 copies up their deltas are weighted min(1, 2/staleness).
   std::string aggregate = "auto";
   size_t chunk_floats = 16384;  // segment chunk size (64 KiB)
@@ -114,7 +114,7 @@ struct HogwildReport {
 // of a synchronous group adds, min(mates, kJobSolverSpeed) / mates, so that the round moves at
 // min(mates, kJobSolverSpeed) steps of their mean (the linear scaling of larger batches, up
 // to the job speed that holds; the plain mean fell 1.6 to 2 points short at equal global
-// iterations: sync/README.md).
+// iterations: docs/experiments/2026-11-27-bsp-gsp-across-machines.md).
 float MachineRoundScale(int mates);
 
 // The seed of rank r's random stream in a job seeded with `base`: rank 0 gets `base` itself

@@ -82,80 +82,14 @@
 
 namespace hogstream {
 
-// --aggregate=TEXT: how a master takes the deltas of many machines (SegmentRule's ramp, age
-// damping, cool-down and value bounds; sync/README.md says why).
-//  - "auto" (or empty): the defaults for a job of `machines`. At 3 to kScheduleSpeed
-//    machines, "schedule" where it applies (the caller offers `share_speed`, `solver` is SGD or
-//    Nesterov with momentum, and neither a key nor --staleness-weight asks for the weights);
-//    otherwise 1/staleness weights from 3 machines up (the caller passes 1 for a policy whose rounds
-//    average the steps themselves).
-//  - "sum": every delta whole, as soon as it comes (values still checked).
-//  - "share" or "share=S": every delta whole and the momentum share, the job at S machines'
-//    steps (ShareMomentum; S from 1 to `machines`; "share" alone: min(machines,
-//    kShareMomentumSpeed)). An Error where the caller does not offer `share_speed`.
-//  - "schedule": the share at min(machines, kScheduleSpeed), the others' deltas ramped up from
-//    W over kScheduleWarmup global iterations (in every run; a short run's cool-down starts
-//    during the ramp, and the two multiply), damped beyond kScheduleBudget iterations of
-//    age, and cooled down to W from kScheduleCoolFrom to
-//    kScheduleCoolUntil of the run (`solver`'s max_iter); W = max(kScheduleWeight,
-//    1 / (machines - 1)). Only for SGD or Nesterov with momentum.
-//  - KEY=V,..., alone or after "share" or "schedule", each over the defaults: weight (1:
-//    1/staleness weights, 0: none; weight= or scale= leaves the default schedule out), scale
-//    (weights of min(1, scale/staleness)), warmup (global iterations of the ramp), from (the
-//    ramp's first weight), cool, cooled and to (the cool-down: weights falling linearly from 1
-//    at global iteration `cool` to `to` at `cooled`), budget (age in global iterations before a
-//    delta is damped), absurd (the RMS bound, 0 = none). warmup, cool and cooled may be "N%"
-//    of the run; local=F (a machine of n solvers moves at min(n, F) solvers' speed:
-//    SolverLocalShare; F >= 1).
-// A mistake is one line. `scale` defaults to `default_scale` (1 for machines; 2 for private
-// copies in one process, sync/hogwild.cpp). `share_speed` (may be null: not offered, as for
-// private copies in one process, easgd, bsp and gsp): set to the job's speed S where the
-// solvers take the momentum share, else 0. `solver` (may be null: no "schedule", no "N%"): the
-// run's solver, its max_iter the run's global iterations. `local` (may be null: not offered,
-// as with `share_speed`): set to F, by default max(1, kJobSolverSpeed / machines).
-void ParseAggregate(const std::string& text, int machines, SegmentRule* rule, float default_scale = 1,
-                    double* share_speed = nullptr, const pb::SolverParameter* solver = nullptr,
-                    double* local = nullptr);
-// What ParseAggregate chose, in one phrase for the log (e.g. "every delta whole at 4
-// machines' steps; the others' weight from 0.333 to 1 over 1000 global iterations, down to
-// 0.333 from 1500 to 3480; damped beyond 8 iterations of age").
-std::string AggregateLine(const SegmentRule& rule, double share_speed);
-// --aggregate=schedule's constants (measured at 4 and 8 machines: sync/README.md).
-constexpr int kScheduleSpeed = 4;              // top speed in machines' steps; the default up to 4 machines
-constexpr uint64_t kScheduleWarmup = 1000;     // global iterations of the ramp
-constexpr uint64_t kScheduleBudget = 8;        // age in global iterations before a delta is damped
-constexpr double kScheduleWeight = 1.0 / 3;    // the least weight of the others' deltas, early and late
-constexpr double kScheduleCoolFrom = 0.25;     // the cool-down's start and end, shares of the run
-constexpr double kScheduleCoolUntil = 0.58;
-// The momentum share of a job of `machines` whose deltas are added whole (sync/README.md,
-// "Many machines, one master"): each machine's solver takes momentum 1 - machines x
-// (1 - momentum) (at least 0), since the asynchrony between machines acts as the rest of the
-// momentum, and base_lr such that its speed, lr / (1 - momentum), is speed / machines of the
-// solver's: the job moves at `speed` times one machine's speed. Only for SGD and Nesterov with
-// momentum; returns one line saying what changed ("" = nothing).
-constexpr int kShareMomentumSpeed = 3;
-std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
-// Under the momentum share every solver also guards its gradient's norm (SolverOptions::
-// norm_guard, core/solver.hpp's NormGuard): a job at several times the recipe's rate, with
-// its machines' steps meeting late, can run away in a few dozen iterations, and at the
-// schedule's peak one run in about ten did (sync/README.md, "A runaway at the schedule's peak").
-constexpr double kShareNormGuard = 3;
-// Several solvers on one machine (sync/README.md, "Several solvers per machine"): its Hogwild
-// threads on one host copy reach the other machines as one delta; each at its full rate, the
-// machine would move at n solvers' speed and the job at n times a job of one-solver machines,
-// which diverges once it passes about kJobSolverSpeed solvers' speed. Each solver's base_lr
-// is scaled by min(n, speed) / n: the machine moves at min(n, speed) solvers' speed. Returns
-// one line saying what changed ("" = nothing: one solver, or speed >= n).
-constexpr double kJobSolverSpeed = 4;  // measured: 4 machines x 4 solvers, 2 x 4 and 4 x 2
-std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* param);
 // gsp across machines: the default `scale` of the 1/staleness weights between its machines,
 // min(machines - 1, kJobSolverSpeed - 1) (at least 1). At equal pace each delta reaches a master
 // after the other machines' (staleness about machines - 1), so a group mate's delta, which its
 // round already made synchronous, and the other groups' come whole; only a machine that falls
 // behind is weighted down. With scale 1 every delta was cut to about 1/3 at 4 machines, and gsp
-// ended 0.7-0.8 points short of one solver (sync/README.md).
+// ended 0.7-0.8 points short of one solver (docs/experiments/2026-11-27-bsp-gsp-across-machines.md).
 float GspWeightScale(int machines);
-// easgd's rate (sync/README.md, "easgd: a centre that trails its copies"). The centre is the
+// easgd's rate (docs/experiments/2026-11-27-easgd-centre-rate.md). The centre is the
 // mean of its copies, so at the recipe's rate a job of T copies ends where one solver is after
 // 1/T of the iterations; and it trails them: a copy drifting v per iteration, pulled toward the
 // centre every P iterations, moves the centre at K / (1 + K) v in the steady state, where K is
@@ -169,9 +103,6 @@ float GspWeightScale(int machines);
 // scaling of larger batches). 1 for a single copy.
 constexpr int kEasgdSpeed = 4;  // measured: 8 machines at 8 times the rate diverged in 1 of 3 runs
 double EasgdSpeed(int machines, int solvers, double weight);
-// The weight of another machine's delta at equal pace (staleness machines - 1 in updates) under
-// `rule`: 1 for whole deltas, min(1, scale / (machines - 1)) for the 1/staleness weights.
-double EqualPaceWeight(int machines, const SegmentRule& rule);
 // Multiplies base_lr by `speed` (EasgdSpeed); returns one line saying so ("" = nothing).
 std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
 
@@ -183,7 +114,7 @@ std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
 // cifar10_quick iteration at 0.4 core lasts as long as seven sweeps at the time limit alone.
 // Not on by default (NetJobOptions::sweeps_per_iter = 0): solvers that wait for the exchange
 // (bsp, gsp, a machine joining) step rarely, and with the limit their rounds crawl at the
-// trickle (sync/README.md, "A slow net's sweeps").
+// trickle (docs/experiments/2026-11-28-sweeps-per-iter.md).
 class SweepPacer {
  public:
   static constexpr double kIdleMs = 200;
@@ -212,12 +143,11 @@ struct NetJobOptions {
   uint32_t sweeps_per_iter = 0;    // ... and at most this often per local iteration (0: no limit)
   uint32_t window = 64;            // positions awaiting their delta, per destination
   uint32_t drain_ms = 5000;        // the leader's longest wait for the others' last deltas
-  // Codec and weights of every segment (--compress, --staleness-weight, --policy=weedout:N);
-  // its update counts are made per job (every master endpoint of this machine shares them).
+  // Codec, weed-out and aggregation of every segment (--compress, --policy=weedout:N,
+  // --aggregate: rule.aggregate, sync/aggregate.hpp); its update counts are made per job (every
+  // master endpoint of this machine shares them).
   SegmentRule rule;
   bool track_fresh = false;        // keep fresh_rounds() up to date (ssp, bsp, gsp across machines)
-  double share_speed = 0;          // > 0: the solvers take ShareMomentum at this speed (--aggregate=share)
-  double local_speed = 0;          // > 0: this machine's solvers take SolverLocalShare at this speed (--aggregate's local=)
   // bsp / gsp (Policy::MachineGroups): each machine's synchronous group, per rank. Then
   // slowest_other() is over the machines of this one's group only, by their iterations whose
   // progress has gone out, and a delta's staleness counts from its group's last one.
@@ -305,8 +235,6 @@ class NetJob {
   void Finish();
 
   int rank() const { return opt_.rank; }
-  double share_speed() const { return opt_.share_speed; }  // > 0: the solvers take ShareMomentum
-  double local_speed() const { return opt_.local_speed; }  // > 0: the solvers take SolverLocalShare
   const SegmentRule& rule() const { return opt_.rule; }
   // The machines the job's settings are made for (NetJobOptions::job_machines).
   int job_machines() const { return opt_.job_machines ? opt_.job_machines : opt_.machines; }

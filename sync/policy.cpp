@@ -118,7 +118,7 @@ bool Policy::needs_private() const { return kind != Kind::kAsync || staleness_we
 SegmentRule Policy::Rule(std::shared_ptr<ChunkUpdates> updates) const {
   SegmentRule r;
   r.codec = codec;
-  r.staleness_weight = staleness_weight || kind == Kind::kGsp;
+  r.aggregate = DefaultAggregate(weights());
   r.weedout = kind == Kind::kWeedout ? bound : 0;
   r.updates = std::move(updates);
   return r;
@@ -332,7 +332,7 @@ void PolicyRun::Round(int i) {
   const size_t lo = floats_ * k / stripes, hi = floats_ * (k + 1) / stripes, p = sound_in.size();
   // bsp in one process moves the master by twice the copies' mean step (at most their sum),
   // as private copies' asynchronous deltas do (min(1, 2/staleness) each): the mean alone is
-  // one copy's step with less noise, and fell short at equal global iterations (sync/README.md).
+  // one copy's step with less noise, and fell short at equal global iterations (docs/experiments/2026-11-2x-private-copies-rule.md).
   // gsp's groups average; across machines, the machine's share of the round (set_machine_rounds).
   const bool twice = policy_.kind == Policy::Kind::kBsp && !machine_rounds_;
   const float inv = p ? (twice ? std::min(2.f, static_cast<float>(p)) : scale_) / static_cast<float>(p) : 0.f;

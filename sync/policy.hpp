@@ -72,7 +72,11 @@ struct Policy {
   // Whether solvers of one process need private copies linked by segments (everything but
   // plain async without switches).
   bool needs_private() const;
-  // The segment rule (codec, weights) for the endpoints of one master buffer.
+  // Whether the policy asks for 1/staleness weights (--staleness-weight, gsp's between groups).
+  bool weights() const { return staleness_weight || kind == Kind::kGsp; }
+  // The segment rule for the endpoints of one master buffer: the codec, weed-out, and the
+  // aggregation the policy asks for (the 1/staleness weights or every delta whole; --aggregate
+  // replaces it, sync/aggregate.hpp).
   SegmentRule Rule(std::shared_ptr<ChunkUpdates> updates) const;
   // Checks the groups against `solvers` (gsp); a mistake is one line.
   void CheckGroups(int solvers) const;

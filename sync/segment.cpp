@@ -59,17 +59,6 @@ void SlaveRuleAtomic(float* w, float* __restrict last, const float* __restrict p
   }
 }
 
-// Master: w += d (or w += k d, a policy's weight). Per element: reads w, d; writes w.
-void MasterApply(float* __restrict w, const float* __restrict d, size_t n, Access a, float k = 1) {
-  if (a == Access::kPlain && k == 1) {
-    for (size_t i = 0; i < n; ++i) w[i] += d[i];
-  } else if (a == Access::kPlain) {
-    for (size_t i = 0; i < n; ++i) w[i] += k * d[i];
-  } else {
-    for (size_t i = 0; i < n; ++i) Store(w[i], Load(w[i]) + k * d[i]);
-  }
-}
-
 // Slave with a lossy codec, in two passes around the encoding: d = w - last into `delta`;
 // the caller encodes it, leaving e = decode(encode(d)) there; then w += pos - last and
 // last = pos + e, so d - e stays in w - last (error feedback).
@@ -95,19 +84,6 @@ void SlaveCatchUp(float* w, float* __restrict last, const float* __restrict pos,
   }
 }
 
-// Sum of squares, in 16 lanes (vectorised without reassociating flags); non-finite if any
-// element is (or if the sum overflows, which is as absurd).
-float SumSquares(const float* __restrict x, size_t n) {
-  float acc[16] = {};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (size_t k = 0; k < 16; ++k) acc[k] += x[i + k] * x[i + k];
-  float s = 0;
-  for (; i < n; ++i) s += x[i] * x[i];
-  for (float a : acc) s += a;
-  return s;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- ChunkLayout
@@ -122,6 +98,7 @@ ChunkLayout::ChunkLayout(size_t n_, uint32_t chunk_floats_, const std::vector<si
     count = static_cast<uint32_t>(c);
     return;
   }
+
   size_t piece = 0;  // where the current piece began
   for (size_t i = 0; i <= boundaries.size(); ++i) {
     const size_t end = i < boundaries.size() ? boundaries[i] : n;
@@ -207,12 +184,12 @@ MasterEndpoint::MasterEndpoint(float* master, const ChunkLayout& layout, Transpo
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count())),
       seq_(layout_.count, 0),
-      rms_(layout_.count, 0.f),
-      rms_seen_(layout_.count, 0),
+      check_(layout_.count),
       pending_(flow.window ? layout_.count : 0, 0),
       awaiting_(flow.window ? layout_.count : 0, 0),
       posted_(flow.window ? 2 * size_t{flow.window} : 0) {
   rule_.updates = std::make_shared<ChunkUpdates>(layout_.count);
+  rule_.aggregate = DefaultAggregate();
   HS_REQUIRE(std::min<size_t>(layout_.chunk_floats, layout_.n) * sizeof(float) <= t_->caps().max_payload)
       << "chunk of " << std::min<size_t>(layout_.chunk_floats, layout_.n) << " floats exceeds the transport's "
       << t_->caps().max_payload << " bytes";
@@ -238,6 +215,8 @@ void MasterEndpoint::set_rule(SegmentRule rule) {
   HS_REQUIRE(!rule.updates || rule.updates->count() == layout_.count)
       << "shared update counts for " << rule.updates->count() << " chunks, the layout has " << layout_.count;
   if (!rule.updates) rule.updates = std::make_shared<ChunkUpdates>(layout_.count);
+  if (!rule.aggregate) rule.aggregate = DefaultAggregate();
+  if (rule.aggregate->stateful()) rule.aggregate->Bind(layout_.n, layout_.count);
   CheckFits(rule.codec, rule.codec.position, layout_, t_->caps().max_payload);
   rule_ = std::move(rule);
   scratch_.resize(rule_.codec.compresses() ? layout_.chunk_floats : 0);
@@ -379,7 +358,7 @@ ChunkUpdates::ChunkUpdates(uint32_t count, std::vector<int> classes)
   if (most >= 0) class_last_.reset(new std::atomic<uint64_t>[static_cast<size_t>(most + 1) * count]());
 }
 
-float MasterEndpoint::Weigh(PeerId source, Replay& r, uint32_t c) {
+uint64_t MasterEndpoint::Count(PeerId source, Replay& r, uint32_t c) {
   const uint64_t now = rule_.updates->get(c);  // updates of chunk c so far, by every slave
   // The count just after this slave's previous delta (or its class's: a gsp group's).
   std::atomic<uint64_t>* group = rule_.updates->class_last(source, c);
@@ -393,46 +372,17 @@ float MasterEndpoint::Weigh(PeerId source, Replay& r, uint32_t c) {
   }
   r.last_update[c] = rule_.updates->Bump(c);
   if (group) group->store(r.last_update[c], kRelaxed);
-  return rule_.staleness_weight ? std::min(1.f, rule_.weight_scale / static_cast<float>(staleness)) : 1.f;
+  return staleness;
 }
 
 bool MasterEndpoint::Acceptable(PeerId source, uint32_t c, const float* d, uint32_t len) {
-  const float ss = SumSquares(d, len);
-  Refusal why = Refusal::kNonFinite;
-  if (std::isfinite(ss)) {
-    const float rms = std::sqrt(ss / static_cast<float>(std::max<uint32_t>(len, 1)));
-    bool absurd = rule_.absurd > 0 && rms_seen_[c] >= 8 && rms > rule_.absurd * rms_[c];
-    if (absurd) {  // beyond the recent deltas: absurd only if beyond the chunk's scale too
-      const float values = std::sqrt(SumSquares(w_ + layout_.offset(c), len) / static_cast<float>(std::max<uint32_t>(len, 1)));
-      absurd = !(rms <= rule_.absurd * values);
-    }
-    if (!absurd) {
-      if (rms > 0) {  // a zero delta (a machine with no progress) says nothing of the scale
-        rms_[c] = rms_seen_[c] ? 0.9f * rms_[c] + 0.1f * rms : rms;
-        if (rms_seen_[c] < 8) ++rms_seen_[c];
-      }
-      return true;
-    }
-    why = Refusal::kAbsurd;
-  }
+  const DeltaCheck::Verdict v = check_.Check(c, d, w_ + layout_.offset(c), len, rule_.aggregate->absurd());
+  if (v == DeltaCheck::kOk) return true;
+  const Refusal why = v == DeltaCheck::kNonFinite ? Refusal::kNonFinite : Refusal::kAbsurd;
   Add(why == Refusal::kNonFinite ? refused_nonfinite_ : refused_absurd_);
   if (auto it = replay_.find(source); it != replay_.end()) ++it->second.figures.refused;
   if (on_refused_) on_refused_(source, c, why);
   return false;
-}
-
-float MasterEndpoint::Damping(uint64_t age) const {
-  float k = 1;
-  if (rule_.warmup_until && clock_ < rule_.warmup_until)
-    k = rule_.warmup_from + (1 - rule_.warmup_from) * static_cast<float>(clock_) / static_cast<float>(rule_.warmup_until);
-  if (rule_.cool_until > rule_.cool_from && clock_ > rule_.cool_from) {
-    const float f = std::min(1.f, static_cast<float>(clock_ - rule_.cool_from) /
-                                      static_cast<float>(rule_.cool_until - rule_.cool_from));
-    k *= 1 - (1 - rule_.cool_to) * f;
-  }
-  if (rule_.stale_budget && age > rule_.stale_budget)
-    k *= static_cast<float>(rule_.stale_budget) / static_cast<float>(age);
-  return k;
 }
 
 bool MasterEndpoint::OnDelta(const Message& m) {
@@ -454,11 +404,15 @@ bool MasterEndpoint::OnDelta(const Message& m) {
     const uint32_t len = layout_.length(h.chunk);
     if (!Acceptable(h.source, h.chunk, d, len)) return false;
     Replay& from = replay_.find(h.source)->second;
-    float weight = Weigh(h.source, from, h.chunk);
-    if (weight == 0) return false;
+    DeltaInfo info;
+    info.source = h.source;
+    info.chunk = h.chunk;
+    info.staleness = Count(h.source, from, h.chunk);
+    if (info.staleness == 0) return false;  // weeded out
     const uint64_t stale = clock_ > h.clock ? clock_ - h.clock : 0;
-    weight *= Damping(stale);
-    MasterApply(w_ + layout_.offset(h.chunk), d, len, access_, weight);
+    info.age = stale;
+    info.clock = clock_;
+    const float weight = rule_.aggregate->Take(info, w_ + layout_.offset(h.chunk), d, len, access_);
     Add(weight_milli_, static_cast<uint64_t>(std::lround(weight * 1000)));
     Add(deltas_applied_);
     Add(staleness_sum_, stale);

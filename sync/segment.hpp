@@ -39,8 +39,9 @@
 // position pos' (fp16, int8) changes only the slave's copy: w moves by pos' - last and last
 // becomes pos' + e, so w - last is unchanged and the next position corrects the copy; no
 // error accumulates on either side.
-// Weights (--staleness-weight, --policy=weedout:N): the master may add k e with k < 1 (or drop
-// e); the slave still sets last = pos + e, so (1 - k) e is discarded by design, not resent.
+// Weights (--aggregate, sync/aggregate.hpp; --policy=weedout:N): the master may add k e with
+// k < 1 (or drop e); the slave still sets last = pos + e, so (1 - k) e is discarded by design,
+// not resent.
 //
 // Concurrency (Hogwild): solver threads write w on both sides while the rule reads and writes
 // it, without locks. A solver write that lands between the rule's read and write of an element
@@ -62,6 +63,7 @@
 #include <vector>
 
 #include "core/stats.hpp"  // kStalenessBuckets
+#include "sync/aggregate.hpp"
 #include "sync/codec.hpp"
 #include "sync/wire.hpp"
 
@@ -97,44 +99,21 @@ class ChunkUpdates {
   std::unique_ptr<std::atomic<uint64_t>[]> class_last_;
 };
 
-// The pluggable part of the rule, set by a policy (sync/policy.hpp): how messages are encoded
-// (the slave keeps what the encoding lost in w - last: see codec.hpp), and how much of each
-// delta the master takes. Staleness of a delta = the deltas of other slaves applied to its
-// chunk since this slave's previous one, + 1 (1 for a slave's first; with P slaves at equal
-// pace, about P).
+// The pluggable part of the rule: how messages are encoded (the policy's codec; the slave keeps
+// what the encoding lost in w - last: see codec.hpp), and how much of each delta the master
+// takes (the aggregation rule, sync/aggregate.hpp). Staleness of a delta = the deltas of other
+// slaves applied to its chunk since this slave's previous one, + 1 (1 for a slave's first;
+// with P slaves at equal pace, about P).
 struct SegmentRule {
   Codec codec;
-  // Master: apply each delta times 1 / staleness (MXNet-G's weighting).
-  bool staleness_weight = false;
   // Master: drop (and count) a delta whose staleness exceeds this, 0 = never: its sender's
   // previous report on that chunk is not among the chunk's last `weedout` (SpeeDO's weed-out).
   uint32_t weedout = 0;
   // Shared by the endpoints of one master buffer; null: this endpoint counts its own deltas.
   std::shared_ptr<ChunkUpdates> updates;
-  // Aggregation of many contributors (sync/README.md, "Many machines, one master"): the weight
-  // of a delta also ramps up over the first global iterations and falls with the delta's age,
-  //   k = ramp(clock) * cool(clock) * min(1, stale_budget / age)     (times the weights above)
-  // where age = the master's clock - the clock of the position the sender's progress started
-  // from (global iterations), ramp goes linearly from warmup_from at clock 0 to 1 at clock
-  // warmup_until, and cool from 1 at clock cool_from down to cool_to at clock cool_until
-  // (cool_to after it).
-  uint64_t stale_budget = 0;   // 0: no damping by age
-  uint64_t warmup_until = 0;   // 0: no ramp
-  float warmup_from = 1;
-  uint64_t cool_from = 0;      // cool_until <= cool_from: no cool-down
-  uint64_t cool_until = 0;
-  float cool_to = 1;
-  // Values: the master refuses (drops, counts, reports) a delta with a non-finite element, and
-  // one whose RMS exceeds `absurd` times both the RMS of that chunk's recent deltas (once 8
-  // have been seen) and the RMS of the chunk's own values (0: no such bound). A delta many
-  // steps long, after a machine or its link stalled, is far beyond the recent ones but not
-  // beyond the weights' scale; a diverging machine's is beyond both. A slave refuses a
-  // position with a non-finite element.
-  float absurd = 100;
-  // With staleness_weight: a delta's weight is min(1, weight_scale / staleness). 1 where the
-  // master's own solvers train it directly (a machine's host copy); 2 for private copies in one
-  // process, whose master moves only by their deltas (sync/README.md).
-  float weight_scale = 1;
+  // How the master takes each delta (sync/aggregate.hpp: its weight, any per-chunk state, the
+  // value bound); shared by the endpoints of one master buffer. Null: every delta whole.
+  std::shared_ptr<AggregateRule> aggregate;
 };
 
 // Why a master refused a delta or a slave a position (counted, and reported once per sender by
@@ -236,7 +215,7 @@ class MasterEndpoint {
   // must be the same (their messages in another encoding are counted malformed).
   void set_rule(SegmentRule rule);
   const SegmentRule& rule() const { return rule_; }
-  // Called on the driving thread for each delta refused by value (see SegmentRule::absurd).
+  // Called on the driving thread for each delta refused by value (DeltaCheck, sync/aggregate.hpp).
   void set_on_refused(RefusedFn fn) { on_refused_ = std::move(fn); }
 
   const ChunkLayout& layout() const { return layout_; }
@@ -253,7 +232,7 @@ class MasterEndpoint {
     uint64_t staleness_sum, staleness_max;
     uint64_t deltas_weeded;   // dropped by the weed-out rule
     uint64_t weight_milli;    // sum of the weights applied, in thousandths (mean = / deltas_applied)
-    uint64_t refused_nonfinite, refused_absurd;  // deltas refused by value (SegmentRule::absurd)
+    uint64_t refused_nonfinite, refused_absurd;  // deltas refused by value (DeltaCheck)
   };
   Stats stats() const;
 
@@ -296,14 +275,12 @@ class MasterEndpoint {
     std::vector<uint64_t> last_update;  // the chunk's update count after this slave's last delta; 0: none
     SourceStats figures;
   };
-  // The weight of a fresh delta from `r` on chunk c (0: weeded out), and its update counted.
-  float Weigh(PeerId source, Replay& r, uint32_t c);
+  // The staleness of a fresh delta from `r` on chunk c, its update counted (0: weeded out).
+  uint64_t Count(PeerId source, Replay& r, uint32_t c);
   // Whether delta d of chunk c may be applied (finite, not absurd); counts and reports if not.
   bool Acceptable(PeerId source, uint32_t c, const float* d, uint32_t len);
-  float Damping(uint64_t age) const;  // the ramp and the age factor of SegmentRule
   RefusedFn on_refused_;
-  std::vector<float> rms_;         // per chunk: the recent RMS of its accepted non-zero deltas
-  std::vector<uint8_t> rms_seen_;  // per chunk: how many went into it (up to 8)
+  DeltaCheck check_;
   std::unordered_map<PeerId, Replay> replay_;
   // The window: pending_[c] = seq of chunk c's position awaiting its delta (0 = none);
   // posted_ = (chunk, seq, time posted) oldest first, entries no longer pending skipped lazily.

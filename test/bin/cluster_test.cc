@@ -1169,7 +1169,7 @@ TEST_F(Cluster, BetweenNamespacesFourMachinesLearnEachOthersClasses) {
       std::vector<std::string> args{"netns", "exec", net.ns(i), HS_HOGSTREAM_BIN, "train", "--solver=" + solver,
                                     "--solvers=1", "--iterations=4000", "--peers=" + peers,
                                     "--job=four" + std::to_string(cut), "--start_timeout=30", "--sweep_ms=5"};
-      // ssp bounds how far a machine runs ahead on its own class (sync/README.md); cut, no
+      // ssp bounds how far a machine runs ahead on its own class (sync/README.md, "Policies and speeds"); cut, no
       // policy waits on an exchange that never comes.
       args.push_back(cut ? "--loss=0.99999" : "--policy=ssp:2");
       m.push_back(std::make_unique<Child>("/usr/sbin/ip", args, scratch_, (cut ? "cut" : "four") + std::to_string(i)));

@@ -377,12 +377,12 @@ INSTANTIATE_TEST_SUITE_P(Delays, GpuCopiesLedger, testing::Values(0u, 300u),
 
 // The private copies' rule from three copies up, as the CPU master applies it: a delta counts
 // in the chunk's update clock shared with the other copies' segments, and is taken times
-// min(1, weight_scale / staleness), its staleness the chunk's updates since this copy's previous
+// min(1, scale / staleness) (the same aggregation rule, sync/aggregate.hpp), its staleness the chunk's updates since this copy's previous
 // delta, plus one. Two copies of 8 floats, each +4 in turn; the first's second delta comes
 // after one update of the other's: staleness 2, taken at weight 1/2.
 TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
   for (const float scale : {1.f, 0.f}) {
-    SCOPED_TRACE(::testing::Message() << "weight_scale " << scale);
+    SCOPED_TRACE(::testing::Message() << "scale " << scale << " (0: every delta whole)");
     FakeDevice dev;
     const size_t n = 8;
     std::vector<float> master(n, 0.f);
@@ -390,7 +390,7 @@ TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
     GpuSegmentOptions so;
     so.chunk_floats = 8;
     so.updates = std::make_shared<ChunkUpdates>(1);
-    so.weight_scale = scale;
+    if (scale > 0) so.aggregate = MakeAggregate("staleness,scale=" + std::to_string(scale), AggregateSetting{});
     GpuSegment sa(dev, master.data(), a.p, n, so), sb(dev, master.data(), b.p, n, so);
     auto step = [&](DeviceBuffer& w) {
       dev.Launch(w.s, "solver", [p = w.p] {
@@ -408,6 +408,41 @@ TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
     for (float v : master) ASSERT_EQ(v, scale > 0 ? 10.f : 12.f);
     EXPECT_EQ(sa.stats().weighted, scale > 0 ? 1u : 0u);
     EXPECT_EQ(sb.stats().weighted, 0u);
+  }
+}
+
+// A rule with per-chunk state (outer momentum) takes a GPU copy's deltas as it takes a CPU
+// master's: two copies' deltas of +4, a, b, a, through their segments, against the same rule
+// fed the same deltas by hand (lr 1, momentum 0.5, a step every 2 deltas: 4, 8 + 0.5 x 8, 16).
+TEST(GpuSegmentTest, AStatefulRuleTakesTheCopiesDeltasAsOnTheHost) {
+  FakeDevice dev;
+  const size_t n = 8;
+  std::vector<float> master(n, 0.f), host(n, 0.f);
+  DeviceBuffer a(dev, n), b(dev, n);
+  GpuSegmentOptions so;
+  so.chunk_floats = 8;
+  so.updates = std::make_shared<ChunkUpdates>(1);
+  so.aggregate = MakeAggregate("outer,momentum=0.5,every=2", AggregateSetting{});
+  GpuSegment sa(dev, master.data(), a.p, n, so), sb(dev, master.data(), b.p, n, so);
+  auto step = [&](DeviceBuffer& w) {
+    dev.Launch(w.s, "solver", [p = w.p] {
+      for (size_t i = 0; i < n; ++i) p[i] += 4.f;
+    });
+    dev.Synchronize(w.s);
+  };
+  auto by_hand = MakeAggregate("outer,momentum=0.5,every=2", AggregateSetting{});
+  by_hand->Bind(n, 1);
+  const std::vector<float> four(n, 4.f);
+  DeviceBuffer* order[] = {&a, &b, &a};
+  GpuSegment* segment[] = {&sa, &sb, &sa};
+  for (int k = 0; k < 3; ++k) {
+    step(*order[k]);
+    segment[k]->Sweep();
+    by_hand->Take(DeltaInfo{}, host.data(), four.data(), static_cast<uint32_t>(n), Access::kPlain);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(master[i], host[i]) << i;
+    ASSERT_EQ(master[i], 16.f) << i;
   }
 }
 

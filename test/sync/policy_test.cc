@@ -40,7 +40,9 @@ TEST(PolicyParse, EveryFormAndItsName) {
   ASSERT_EQ(g.groups.size(), 2u);
   EXPECT_EQ(g.groups[1], (std::vector<int>{2, 3}));
   EXPECT_EQ(g.name(), "gsp:0,1;2,3 --compress=fp16");
-  EXPECT_TRUE(g.Rule(nullptr).staleness_weight) << "gsp weighs groups by 1 / staleness";
+  EXPECT_EQ(g.Rule(nullptr).aggregate->name(), "staleness") << "gsp weighs groups by 1 / staleness";
+  EXPECT_EQ(Policy::Parse("ssp:2").Rule(nullptr).aggregate->name(), "sum");
+  EXPECT_EQ(Policy::Parse("ssp:2", true).Rule(nullptr).aggregate->name(), "staleness");
   EXPECT_EQ(Policy::Parse("weedout:5").Rule(nullptr).weedout, 5u);
   const std::string file = testing::TempDir() + "/groups_" + std::to_string(TestSeed());
   std::ofstream(file) << "# two groups\n0, 2\n1,3  # the slow pair\n";

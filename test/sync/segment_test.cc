@@ -855,7 +855,7 @@ TEST(SegmentRuleTest, StalenessWeightsEachDeltaByTheUpdatesSinceItsSendersLast) 
   ScriptedTransport ta(4 * sizeof(float)), tb(4 * sizeof(float));
   MasterEndpoint a(w.data(), 4, 4, &ta, Dest::Peer(1)), b(w.data(), 4, 4, &tb, Dest::Peer(2));
   SegmentRule rule;
-  rule.staleness_weight = true;
+  rule.aggregate = MakeAggregate("staleness", AggregateSetting{});
   rule.updates = std::make_shared<ChunkUpdates>(1);
   a.set_rule(rule);
   b.set_rule(rule);
@@ -899,12 +899,11 @@ struct ThreeMasterLinks {
   }
 };
 
-// With weight_scale 2 (private copies in one process), a delta weighs min(1, 2 / staleness):
+// With the staleness weights' scale 2 (private copies in one process), a delta weighs min(1, 2 / staleness):
 // whole up to staleness 2, then 2/3, 2/4... Three links, hand-computed in exact fractions.
 TEST(SegmentRuleTest, AScaledStalenessWeightIsTwoOverStalenessAtMostOne) {
   SegmentRule rule;
-  rule.staleness_weight = true;
-  rule.weight_scale = 2;
+  rule.aggregate = MakeAggregate("staleness,scale=2", AggregateSetting{});
   rule.updates = std::make_shared<ChunkUpdates>(1);
   ThreeMasterLinks links(rule);
   auto deliver = [&](int i, float v) { ASSERT_EQ(links.Deliver(i, v), 1u); };
@@ -923,7 +922,7 @@ TEST(SegmentRuleTest, AScaledStalenessWeightIsTwoOverStalenessAtMostOne) {
 // stale to it, while the other group's is. Hand-computed, in exact binary fractions.
 TEST(SegmentRuleTest, StalenessCountsFromTheSendersGroupsLastDelta) {
   SegmentRule rule;
-  rule.staleness_weight = true;
+  rule.aggregate = MakeAggregate("staleness", AggregateSetting{});
   // peer 0 is the master's own machine; 1 and 2 one group; 3 (past the list's end) a class of its own
   rule.updates = std::make_shared<ChunkUpdates>(1, std::vector<int>{-1, 0, 0});
   ThreeMasterLinks links(rule);
@@ -1158,14 +1157,12 @@ class RuleMaster {
   float expect_ = 0;
 };
 
-// The ramp and the age damping of SegmentRule, hand-computed: at clock 0 a delta counts
+// The ramp and the age damping of the rules' envelope (sync/aggregate.hpp) through a master, hand-computed: at clock 0 a delta counts
 // warmup_from, half-way up the ramp halfway between, past it whole; a delta older than the
 // budget counts budget / age.
 TEST(SegmentRuleTest, RampAndAgeDampTheWeight) {
   SegmentRule rule;
-  rule.warmup_from = 0.25f;
-  rule.warmup_until = 100;
-  rule.stale_budget = 10;
+  rule.aggregate = MakeAggregate("sum,from=0.25,warmup=100,budget=10", AggregateSetting{});
   RuleMaster m(rule);
   m.Deliver(0, 0, 1.f, 0.25f);
   m.Deliver(50, 45, 2.f, 0.625f);
@@ -1174,16 +1171,11 @@ TEST(SegmentRuleTest, RampAndAgeDampTheWeight) {
   m.Deliver(300, 300, 16.f, 1.f);
 }
 
-// The cool-down of SegmentRule, hand-computed: whole before cool_from, cool_to past
-// cool_until, linearly between; with the ramp and the age damping multiplied in.
+// The cool-down of the rules' envelope through a master, hand-computed: whole before cool=, to=
+// past cooled=, linearly between; with the ramp and the age damping multiplied in.
 TEST(SegmentRuleTest, CoolDownLowersTheWeightAfterItsStart) {
   SegmentRule rule;
-  rule.warmup_from = 0.5f;
-  rule.warmup_until = 100;
-  rule.cool_from = 200;
-  rule.cool_until = 400;
-  rule.cool_to = 0.2f;
-  rule.stale_budget = 10;
+  rule.aggregate = MakeAggregate("sum,from=0.5,warmup=100,cool=200,cooled=400,to=0.2,budget=10", AggregateSetting{});
   RuleMaster m(rule);
   m.Deliver(50, 50, 1.f, 0.75f);          // on the ramp
   m.Deliver(200, 200, 2.f, 1.f);          // the cool-down's start

@@ -1,0 +1,155 @@
+// The job simulator (sync/simulate.hpp): machines that share through the real segments learn
+// what none of them sees alone, one seed gives one result bit for bit, and a crossing is found.
+#include <gtest/gtest.h>
+#include <google/protobuf/text_format.h>
+
+#include <random>
+
+#include "core/proto/hogstream.pb.h"
+#include "sync/simulate.hpp"
+#include "test/data/data_test_util.hpp"
+#include "test/test_seed.hpp"
+
+namespace hogstream {
+namespace {
+
+constexpr int kClasses = 4;
+
+// Records of 4 classes, each a bright 4x4 block at its own place in an 8x8 image over noise;
+// sorted by class, so that machine r of 4 (its partition the r-th quarter) sees class r alone.
+void WriteClasses(const std::string& path, int per_class, std::mt19937& gen) {
+  std::uniform_int_distribution<int> noise(0, 90);
+  std::vector<pb::Datum> data;
+  for (int k = 0; k < kClasses; ++k)
+    for (int i = 0; i < per_class; ++i) {
+      std::string px(64, '\0');
+      for (int y = 0; y < 8; ++y)
+        for (int x = 0; x < 8; ++x) {
+          const bool block = (y / 4) * 2 + (x / 4) == k;
+          px[y * 8 + x] = static_cast<char>(noise(gen) + (block ? 120 : 0));
+        }
+      data.push_back(testing::MakeDatum(1, 8, 8, px, k));
+    }
+  testing::WriteLmdb(path, data);
+}
+
+pb::SolverParameter Solver(const std::string& train, const std::string& test, int max_iter) {
+  const std::string data = R"(type: "Data" top: "x" top: "label"
+      transform_param { scale: 0.00390625 } )";
+  const std::string text = R"(
+    net_param {
+      layer { name: "train" )" + data + R"( include { phase: TRAIN }
+              data_param { source: ")" + train + R"(" batch_size: 8 backend: LMDB } }
+      layer { name: "test" )" + data + R"( include { phase: TEST }
+              data_param { source: ")" + test + R"(" batch_size: 50 backend: LMDB } }
+      layer { name: "ip" type: "InnerProduct" bottom: "x" top: "h"
+              inner_product_param { num_output: 16 weight_filler { type: "xavier" } } }
+      layer { name: "relu" type: "ReLU" bottom: "h" top: "h" }
+      layer { name: "ip2" type: "InnerProduct" bottom: "h" top: "score"
+              inner_product_param { num_output: 4 weight_filler { type: "xavier" } } }
+      layer { name: "loss" type: "SoftmaxWithLoss" bottom: "score" bottom: "label" top: "loss" }
+      layer { name: "accuracy" type: "Accuracy" bottom: "score" bottom: "label" top: "accuracy"
+              include { phase: TEST } }
+    }
+    base_lr: 0.02 momentum: 0.9 lr_policy: "fixed" solver_mode: CPU random_seed: 3
+    test_iter: 4 test_interval: 1000 max_iter: )" + std::to_string(max_iter);
+  pb::SolverParameter p;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &p));
+  return p;
+}
+
+class SimulateJob : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::mt19937 gen(TestSeed());
+    WriteClasses(dir_ / "train", 64, gen);
+    WriteClasses(dir_ / "test", 50, gen);
+  }
+  testing::TempDir dir_;
+};
+
+// Each of 4 machines trains on one class only: a copy scores about 1/4 alone (it answers its
+// own class), and nearly every record only with the others' progress, which reaches it
+// through the segments, the simulated network and the aggregation rule.
+TEST_F(SimulateJob, MachinesLearnTogetherWhatNoneSeesAlone) {
+  SimulateOptions o;
+  o.machines = kClasses;
+  o.test_every = 100;
+  o.sweep_ms = 20;
+  o.step_ms = 10;
+  const SimulateResult r = Simulate(Solver(dir_ / "train", dir_ / "test", 600), o);
+  ASSERT_FALSE(r.curve.empty());
+  EXPECT_EQ(r.iterations, 600);
+  EXPECT_GE(r.curve.back().score, 0.9) << "machine 0's copy did not learn the classes it never saw";
+  EXPECT_GT(r.deltas_applied, 0u);
+  EXPECT_GT(r.bytes, 0u);
+  uint64_t histogram = 0;
+  for (uint64_t b : r.staleness) histogram += b;
+  EXPECT_EQ(histogram, r.deltas_applied) << "every delta applied has a staleness";
+}
+
+// One seed: the same curve and the same weights, bit for bit, with jitter, a straggler and
+// loss in play; another seed: another run.
+TEST_F(SimulateJob, OneSeedGivesOneResult) {
+  SimulateOptions o;
+  o.machines = 3;
+  o.test_every = 50;
+  o.jitter = 0.2;
+  o.stragglers = 1;
+  o.link.loss = 0.05;
+  o.seed = TestSeed() % 1000 + 1;
+  const pb::SolverParameter param = Solver(dir_ / "train", dir_ / "test", 200);
+  const SimulateResult a = Simulate(param, o);
+  const SimulateResult b = Simulate(param, o);
+  EXPECT_EQ(a.weights_hash, b.weights_hash);
+  ASSERT_EQ(a.curve.size(), b.curve.size());
+  for (size_t k = 0; k < a.curve.size(); ++k) {
+    EXPECT_EQ(a.curve[k].score, b.curve[k].score) << "score " << k;
+    EXPECT_EQ(a.curve[k].virtual_s, b.curve[k].virtual_s) << "score " << k;
+  }
+  EXPECT_EQ(a.bytes, b.bytes);
+  EXPECT_EQ(a.lost, b.lost);
+  EXPECT_GT(a.lost, 0u);
+  o.seed += 1;
+  EXPECT_NE(Simulate(param, o).weights_hash, a.weights_hash) << "another seed, the same run";
+}
+
+// A target is crossed between two scores: the crossing lies between them, and the run stops
+// at the last target.
+TEST_F(SimulateJob, ACrossingIsInterpolatedAndTheRunStopsThere) {
+  SimulateOptions o;
+  o.machines = 2;
+  o.test_every = 20;
+  o.targets = {0.6};
+  const SimulateResult r = Simulate(Solver(dir_ / "train", dir_ / "test", 2000), o);
+  ASSERT_EQ(r.crossings.size(), 1u);
+  const SimulateResult::Crossing& c = r.crossings[0];
+  ASSERT_GE(c.iter, 0) << "0.6 never reached in 2000 iterations";
+  ASSERT_GE(r.curve.size(), 2u);
+  const auto& last = r.curve.back();
+  const auto& before = r.curve[r.curve.size() - 2];
+  EXPECT_GE(last.score, 0.6);
+  EXPECT_LT(before.score, 0.6);
+  EXPECT_GT(c.iter, static_cast<double>(before.iter));
+  EXPECT_LE(c.iter, static_cast<double>(last.iter));
+  EXPECT_EQ(r.iterations, last.iter) << "the run went on past its last target";
+}
+
+TEST_F(SimulateJob, BadSettingsAreOneLine) {
+  const pb::SolverParameter param = Solver(dir_ / "train", dir_ / "test", 100);
+  SimulateOptions o;
+  o.machines = 0;
+  EXPECT_THROW(Simulate(param, o), Error);
+  o = {};
+  o.score = "no_such_output";
+  EXPECT_THROW(Simulate(param, o), Error);
+  o = {};
+  o.aggregate = "no_such_rule";
+  EXPECT_THROW(Simulate(param, o), Error);
+  o = {};
+  o.jitter = 1;
+  EXPECT_THROW(Simulate(param, o), Error);
+}
+
+}  // namespace
+}  // namespace hogstream
