@@ -394,6 +394,20 @@ int PlotCommand(int argc, char** argv) {
   return 0;
 }
 
+// `s` as the inside of a JSON string.
+std::string JsonEscaped(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
 // A number from a flag, within [min, max] (max exclusive where `open`).
 double NumberFlag(const Flags& f, const std::string& name, double min, double max, bool open = false) {
   const std::string text = f.get(name);
@@ -471,9 +485,9 @@ int SimulateCommand(int argc, char** argv) {
     for (uint64_t b : r.staleness) deltas += b;
     if (json) {
       std::ostringstream os;
-      os << "{\"machines\":" << n << ",\"bsp\":" << (run.bsp ? run.bsp_lr : 0) << ",\"rule\":\"" << r.rule
+      os << "{\"machines\":" << n << ",\"bsp\":" << (run.bsp ? run.bsp_lr : 0) << ",\"rule\":\"" << JsonEscaped(r.rule)
          << "\",\"seed\":" << run.seed << ",\"jitter\":" << run.jitter << ",\"stragglers\":" << run.stragglers
-         << ",\"iterations\":" << r.iterations << ",\"virtual_s\":" << r.virtual_s << ",\"bytes\":" << r.bytes
+         << ",\"ended_early\":\"" << JsonEscaped(r.ended_early) << "\",\"iterations\":" << r.iterations << ",\"virtual_s\":" << r.virtual_s << ",\"bytes\":" << r.bytes
          << ",\"lost\":" << r.lost << ",\"deltas\":" << r.deltas_applied << ",\"refused\":" << r.deltas_refused
          << ",\"weights_hash\":\"" << std::hex << r.weights_hash << std::dec << "\",\"targets\":[";
       for (size_t k = 0; k < r.crossings.size(); ++k)
@@ -492,6 +506,7 @@ int SimulateCommand(int argc, char** argv) {
     os << std::fixed;
     os << n << " machine" << (n == 1 ? "" : "s") << " (" << r.rule << "): " << r.iterations << " global iterations, "
        << std::setprecision(1) << r.virtual_s << " s virtual";
+    if (!r.ended_early.empty()) os << "\n  ended early: " << r.ended_early;
     for (size_t k = 0; k < r.crossings.size(); ++k) {
       const SimulateResult::Crossing& c = r.crossings[k];
       os << "\n  " << run.score << " " << std::setprecision(4) << c.target << ": ";
@@ -523,9 +538,12 @@ int SimulateCommand(int argc, char** argv) {
   auto progress = [json](const std::string& line) {
     if (!json) std::cerr << line << "\n";
   };
+  const int stragglers = o.stragglers;
   for (int n : sizes) {
     o.machines = n;
     o.bsp = false;
+    // A straggler is one of several: the reference, one machine, runs at the common speed.
+    o.stragglers = std::min(stragglers, n - 1);
     SimulateResult r = Simulate(param, o, progress);
     if (!one) one = r;
     print(r, o);

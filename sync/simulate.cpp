@@ -134,7 +134,12 @@ class Simulation {
       } else {
         now_us_ = t_step;
         if (net_) net_->AdvanceTo(t_step);
-        StepOne(machines_[stepper]);
+        try {
+          StepOne(machines_[stepper]);
+        } catch (const Error& e) {  // a diverged machine ends the job (a result, not a failure)
+          r.ended_early = "machine " + std::to_string(stepper) + ": " + e.what();
+          break;
+        }
         // (a bsp step counts N global iterations: scored when it passes a multiple)
         if (group_.Reached() / opt_.test_every != last_scored_ / opt_.test_every || group_.Reached() >= max_iter_) Score(r);
       }

@@ -71,6 +71,9 @@ struct SimulateResult {
     double target, iter = -1, virtual_s = 0;
   };
   std::vector<Crossing> crossings;
+  // Why the job ended before max_iter and its targets (a machine's loss went non-finite, say:
+  // the solver's one line); empty: it did not.
+  std::string ended_early;
   int64_t iterations = 0;   // global iterations run
   double virtual_s = 0;     // virtual time at the end
   uint64_t bytes = 0, lost = 0;

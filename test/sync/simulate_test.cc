@@ -135,6 +135,22 @@ TEST_F(SimulateJob, ACrossingIsInterpolatedAndTheRunStopsThere) {
   EXPECT_EQ(r.iterations, last.iter) << "the run went on past its last target";
 }
 
+// A machine whose loss goes non-finite ends the job early: a result that says so (and where),
+// not an exception, so that a table of job sizes goes on to the next.
+TEST_F(SimulateJob, ADivergedJobIsAResult) {
+  pb::SolverParameter param = Solver(dir_ / "train", dir_ / "test", 400);
+  param.set_base_lr(1e30f);
+  SimulateOptions o;
+  o.machines = 3;
+  o.test_every = 50;
+  SimulateResult r;
+  ASSERT_NO_THROW(r = Simulate(param, o));
+  EXPECT_NE(r.ended_early.find("machine "), std::string::npos) << r.ended_early;
+  EXPECT_NE(r.ended_early.find("nan"), std::string::npos) << r.ended_early;
+  EXPECT_LT(r.iterations, 400);
+  EXPECT_TRUE(Simulate(Solver(dir_ / "train", dir_ / "test", 100), o).ended_early.empty());
+}
+
 TEST_F(SimulateJob, BadSettingsAreOneLine) {
   const pb::SolverParameter param = Solver(dir_ / "train", dir_ / "test", 100);
   SimulateOptions o;
