@@ -10,6 +10,8 @@
 #   env: COUNTS="4 8 16"  RULES="auto"  PROFILES="homog jitter"  (jitter: +-20% per step and one
 #        machine 2x slower)  SEEDS="1"  TARGETS (lenet 0.87,0.88,0.89; cifar 0.70,0.75)
 #        ITER (global iterations at most; lenet 10000, cifar 5000)  TEST_EVERY=100
+#        BSP="sqrt half n" (the synchronous reference's lr multipliers after each N; "" for none)
+#        BSP_WARMUP=500 (its linear warm-up, global iterations)
 #        EXTRA="more simulate flags"  BUILD_DIR=build  OUT=out/simulate (JSON lines kept there)
 set -euo pipefail
 HS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +22,8 @@ RULES=${RULES:-auto}
 PROFILES=${PROFILES:-homog jitter}
 SEEDS=${SEEDS:-1}
 TEST_EVERY=${TEST_EVERY:-100}
+BSP=${BSP-sqrt half n}
+BSP_WARMUP=${BSP_WARMUP:-500}
 BUILD_DIR=${BUILD_DIR:-build}
 OUT=${OUT:-out/simulate}
 case $NET in
@@ -43,9 +47,10 @@ for seed in $SEEDS; do
     for rule in $RULES; do
       tag="$NET.$rule.$profile.s$seed"
       agg=(); [[ $rule == auto ]] || agg=(--aggregate="$rule")
+      bsp=(); [[ -z $BSP ]] || bsp=(--bsp="$(echo $BSP | tr ' ' ',')" --bsp_warmup="$BSP_WARMUP")
       # shellcheck disable=SC2086
       "$BUILD_DIR/hogstream" simulate --solver="$SOLVER" --machines="$machines" --targets="$TARGETS" \
-        --max_iter="$ITER" --test_every="$TEST_EVERY" --seed="$seed" "${speed[@]}" "${agg[@]}" ${EXTRA:-} --json \
+        --max_iter="$ITER" --test_every="$TEST_EVERY" --seed="$seed" "${speed[@]}" "${agg[@]}" "${bsp[@]}" ${EXTRA:-} --json \
         > "$OUT/$tag.jsonl"
       python3 - "$OUT/$tag.jsonl" "$rule" "$profile" "$seed" <<'PY'
 import json, sys
@@ -60,7 +65,10 @@ for r in rows:
         ratio = t["virtual_s"] / o["virtual_s"] if o["iter"] >= 0 and o["virtual_s"] > 0 else float("nan")
         cells.append(f"{t['target']}: {t['iter']:.0f} it SE {t['se']:.2f} time {ratio:.3f}x")
     st = r["staleness"]; n = sum(st) or 1
-    print(f"{sys.argv[2]:>10} {sys.argv[3]:>6} s{sys.argv[4]} N={r['machines']:<3} " + " | ".join(cells)
+    rule = f"bsp x{r['bsp']:.3g}" if r["bsp"] > 0 else sys.argv[2]
+    if r["ended_early"]:
+        cells.append("ended early: " + r["ended_early"])
+    print(f"{rule:>10} {sys.argv[3]:>6} s{sys.argv[4]} N={r['machines']:<3} " + " | ".join(cells)
           + f" | final {r['curve'][-1][2]:.4f} at {r['iterations']}")
 PY
     done

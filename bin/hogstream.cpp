@@ -487,7 +487,8 @@ int SimulateCommand(int argc, char** argv) {
       std::ostringstream os;
       os << "{\"machines\":" << n << ",\"bsp\":" << (run.bsp ? run.bsp_lr : 0) << ",\"rule\":\"" << JsonEscaped(r.rule)
          << "\",\"seed\":" << run.seed << ",\"jitter\":" << run.jitter << ",\"stragglers\":" << run.stragglers
-         << ",\"ended_early\":\"" << JsonEscaped(r.ended_early) << "\",\"iterations\":" << r.iterations << ",\"virtual_s\":" << r.virtual_s << ",\"bytes\":" << r.bytes
+         << ",\"ended_early\":\"" << JsonEscaped(r.ended_early) << "\",\"iterations\":" << r.iterations
+         << ",\"virtual_s\":" << r.virtual_s << ",\"bytes\":" << r.bytes
          << ",\"lost\":" << r.lost << ",\"deltas\":" << r.deltas_applied << ",\"refused\":" << r.deltas_refused
          << ",\"weights_hash\":\"" << std::hex << r.weights_hash << std::dec << "\",\"targets\":[";
       for (size_t k = 0; k < r.crossings.size(); ++k)
@@ -524,11 +525,14 @@ int SimulateCommand(int argc, char** argv) {
     }
     if (n > 1 && !run.bsp) {
       os << "\n  " << r.deltas_applied << " deltas applied (" << r.deltas_refused << " refused), "
-         << std::setprecision(1) << r.bytes / 1e6 << " MB sent, " << r.lost << " frames lost; staleness (global iterations):";
+         << std::setprecision(1) << r.bytes / 1e6 << " MB sent, " << r.lost
+         << " frames lost; staleness (global iterations):";
       for (size_t b = 0; b < kStalenessBuckets; ++b) {
         if (!r.staleness[b]) continue;
-        os << " " << (b + 1 < kStalenessBuckets ? "<=" + std::to_string(kStalenessBounds[b]) : ">" + std::to_string(kStalenessBounds[b - 1]))
-           << " " << std::setprecision(0) << 100.0 * static_cast<double>(r.staleness[b]) / static_cast<double>(deltas) << "%";
+        const std::string bucket = b + 1 < kStalenessBuckets ? "<=" + std::to_string(kStalenessBounds[b])
+                                                             : ">" + std::to_string(kStalenessBounds[b - 1]);
+        os << " " << bucket << " " << std::setprecision(0)
+           << 100.0 * static_cast<double>(r.staleness[b]) / static_cast<double>(deltas) << "%";
       }
       for (const std::string& line : r.solver_lines) os << "\n  solver: " << line;
     }

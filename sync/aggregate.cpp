@@ -110,7 +110,7 @@ void AggregateRule::Set(const std::string& key, const std::string& value) {
     HS_REQUIRE(number && v >= 1) << "--aggregate=" << item
                                  << ": a machine of n solvers moves at min(n, F) solvers' speed, F from 1";
   }
-  HS_REQUIRE(number && v >= 0 && (!percent || v <= 100))
+  HS_REQUIRE(number && v >= std::min(0.0, it->min) && (!percent || v <= 100))
       << "--aggregate: '" << item << "' is not KEY=NUMBER (" << key << ": " << it->help
       << (it->run_share ? "; may be N% of the run" : "") << ")";
   if (percent) {
@@ -258,13 +258,15 @@ class ShareRule : public AggregateRule {
     HS_REQUIRE(s.offers_share) << "--aggregate=" << name << ": only for a job across machines whose deltas are added "
                                   "(not easgd, bsp or gsp, nor private copies in one process)";
     Field("share", &speed_, 1, std::max(s.machines, 1), "the job's speed in machines' steps");
+    Field("floor", &floor_, -0.99, 0, "the least momentum a machine's solver takes (below 0: negative momentum)");
   }
   double share_speed() const override { return setting_.machines >= 2 ? speed_ : 0; }
   double norm_guard() const override { return share_speed() > 0 ? kShareNormGuard : 0; }
   std::vector<std::string> AdjustJobSolver(int job_machines, pb::SolverParameter* param) const override {
     std::vector<std::string> lines;
     if (share_speed() <= 0) return lines;
-    if (std::string l = ShareMomentum(job_machines, share_speed(), param); !l.empty()) lines.push_back(std::move(l));
+    if (std::string l = ShareMomentum(job_machines, share_speed(), param, floor_); !l.empty())
+      lines.push_back(std::move(l));
     std::ostringstream os;
     os << "each solver clips a gradient beyond " << kShareNormGuard
        << " times the mean of its recent norms (the machines' deltas are added whole)";
@@ -280,7 +282,7 @@ class ShareRule : public AggregateRule {
     return os.str();
   }
 
-  double speed_;
+  double speed_, floor_ = 0;
 };
 HS_REGISTER_AGGREGATE("share", "every delta whole, the solvers sharing their momentum (share=S: S machines' steps)",
                       ShareRule);
@@ -464,10 +466,10 @@ std::shared_ptr<AggregateRule> DefaultAggregate(bool policy_weights, float scale
   return MakeAggregate(policy_weights ? "staleness" : "sum", s);
 }
 
-std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param) {
+std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param, double floor) {
   const float mu = param->momentum();
   if (machines < 2 || !MomentumShareable(*param)) return "";
-  const double shared = std::max(0.0, 1.0 - machines * (1.0 - mu));
+  const double shared = std::max(floor, 1.0 - machines * (1.0 - mu));
   // lr / (1 - momentum), each machine's speed, times speed / machines: the job moves at
   // `speed` times one machine's.
   const double scale = (1 - shared) / (1 - mu) * speed / machines;

@@ -173,7 +173,9 @@ constexpr double kScheduleCoolUntil = 0.58;
 // machine's speed. Only for SGD and Nesterov with momentum; returns one line saying what
 // changed ("" = nothing).
 constexpr int kShareMomentumSpeed = 3;
-std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param);
+// `floor` (<= 0): the least momentum a solver takes; below 0 where the asynchrony between many
+// machines acts as more momentum than the recipe's (1 - machines x (1 - momentum) < 0).
+std::string ShareMomentum(int machines, double speed, pb::SolverParameter* param, double floor = 0);
 // Under the momentum share every solver also guards its gradient's norm (core/solver.hpp's
 // NormGuard): a job at several times the recipe's rate, its machines' steps meeting late, can
 // run away in a few dozen iterations.

@@ -100,7 +100,8 @@ class Simulation {
   Simulation(const pb::SolverParameter& solver, const SimulateOptions& opt,
              const std::function<void(const std::string&)>& progress)
       : opt_(opt), progress_(progress), param_(solver) {
-    HS_REQUIRE(opt.machines >= 1 && opt.machines <= 4096) << "simulate: --machines from 1 to 4096, not " << opt.machines;
+    HS_REQUIRE(opt.machines >= 1 && opt.machines <= 4096)
+        << "simulate: --machines from 1 to 4096, not " << opt.machines;
     HS_REQUIRE(opt.step_ms > 0) << "simulate: --step_ms must be > 0";
     HS_REQUIRE(opt.jitter >= 0 && opt.jitter < 1) << "simulate: --jitter in [0, 1)";
     HS_REQUIRE(opt.stragglers >= 0 && opt.stragglers <= opt.machines) << "simulate: --stragglers from 0 to --machines";
@@ -141,7 +142,8 @@ class Simulation {
           break;
         }
         // (a bsp step counts N global iterations: scored when it passes a multiple)
-        if (group_.Reached() / opt_.test_every != last_scored_ / opt_.test_every || group_.Reached() >= max_iter_) Score(r);
+        const int64_t reached = group_.Reached();
+        if (reached / opt_.test_every != last_scored_ / opt_.test_every || reached >= max_iter_) Score(r);
       }
     }
     r.iterations = group_.Reached();
@@ -258,7 +260,8 @@ class Simulation {
       bsp_factors_.push_back(m >= n - opt_.stragglers ? opt_.straggler_factor : 1.0);
     }
     const double bytes = static_cast<double>(me.solver->net().param_buffer_size()) * sizeof(float);
-    allreduce_us_ = n > 1 ? 2.0 * (n - 1) / n * bytes * 8 / (opt_.link.gbit_per_s * 1000) + 2.0 * (n - 1) * opt_.link.latency_us : 0;
+    if (n > 1)
+      allreduce_us_ = 2.0 * (n - 1) / n * bytes * 8 / (opt_.link.gbit_per_s * 1000) + 2.0 * (n - 1) * opt_.link.latency_us;
     me.next_step_us = BspStepUs();
   }
 
