@@ -353,6 +353,18 @@ TEST(AggregateTest, ShareMomentumKeepsEachMachinesSpeed) {
   pb::SolverParameter one;
   one.set_momentum(0.9f);
   EXPECT_EQ(ShareMomentum(1, 1, &one), "");
+  // floor=F (<= 0): the momentum may go below 0, down to F, at the same speed.
+  for (const double floor : {-0.3, -0.9}) {
+    pb::SolverParameter many;
+    many.set_momentum(0.9f);
+    many.set_base_lr(0.01f);
+    auto rule = Make("share=4,floor=" + std::to_string(floor), 16, 1, true);
+    rule->AdjustJobSolver(16, &many);
+    const double want = std::max(floor, 1 - 16 * 0.1);  // 1 - 16 x 0.1 = -0.6
+    EXPECT_NEAR(many.momentum(), want, 1e-6) << floor;
+    EXPECT_NEAR(many.base_lr() / (1 - many.momentum()), 0.01 / 0.1 * 4 / 16, 1e-6) << floor;
+  }
+  EXPECT_NE(ErrorOf([] { Make("share,floor=-1", 8, 1, true); }), "") << "a floor of -1 or below";
 }
 
 // gsp across machines: the 1/staleness weights between its machines take a delta of the
