@@ -151,6 +151,38 @@ TEST_F(SimulateJob, ADivergedJobIsAResult) {
   EXPECT_TRUE(Simulate(Solver(dir_ / "train", dir_ / "test", 100), o).ended_early.empty());
 }
 
+// The synchronous reference: N machines' batches averaged each step are one solver on N x the
+// batch, its base_lr times the multiplier (lr_factor), each step counting N global iterations.
+TEST_F(SimulateJob, TheBspReferenceIsOneSolverOnTheMachinesBatches) {
+  auto solver = [&](int batch, float lr, int max_iter) {
+    pb::SolverParameter p = Solver(dir_ / "train", dir_ / "test", max_iter);
+    p.set_base_lr(lr);
+    for (auto& l : *p.mutable_net_param()->mutable_layer())
+      if (l.name() == "train") l.mutable_data_param()->set_batch_size(batch);
+    return p;
+  };
+  SimulateOptions one;
+  one.machines = 1;
+  one.test_every = 40;
+  SimulateOptions bsp = one;
+  bsp.machines = 3;
+  bsp.bsp = true;
+  bsp.bsp_lr = 2;
+  bsp.test_every = 120;
+  const SimulateResult a = Simulate(solver(8, 0.01f, 120), bsp);
+  const SimulateResult b = Simulate(solver(24, 0.02f, 40), one);
+  EXPECT_EQ(a.iterations, 120);
+  EXPECT_EQ(b.iterations, 40);
+  EXPECT_EQ(a.weights_hash, b.weights_hash) << "bsp x2 at 3 machines is not one solver on batch 24 at lr x 2";
+  EXPECT_NE(Simulate(solver(8, 0.01f, 120), [&] {
+              SimulateOptions w = bsp;
+              w.bsp_warmup = 60;  // from lr x 1 up: another run
+              return w;
+            }()).weights_hash,
+            a.weights_hash);
+  EXPECT_NE(a.rule.find("bsp"), std::string::npos) << a.rule;
+}
+
 TEST_F(SimulateJob, BadSettingsAreOneLine) {
   const pb::SolverParameter param = Solver(dir_ / "train", dir_ / "test", 100);
   SimulateOptions o;
