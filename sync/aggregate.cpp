@@ -250,6 +250,19 @@ class StalenessRule : public AggregateRule {
 };
 HS_REGISTER_AGGREGATE("staleness", "each delta times min(1, scale / its staleness)", StalenessRule);
 
+// The solvers' changes under the momentum share at `speed` machines' steps (ShareMomentum), and
+// the norm guard that goes with it: one line each.
+std::vector<std::string> ShareLines(int job_machines, double speed, double floor, pb::SolverParameter* param) {
+  std::vector<std::string> lines;
+  if (speed <= 0) return lines;
+  if (std::string l = ShareMomentum(job_machines, speed, param, floor); !l.empty()) lines.push_back(std::move(l));
+  std::ostringstream os;
+  os << "each solver clips a gradient beyond " << kShareNormGuard
+     << " times the mean of its recent norms (the machines' deltas are added whole)";
+  lines.push_back(os.str());
+  return lines;
+}
+
 // Every delta whole and the momentum share (ShareMomentum): the job at `share` machines' steps.
 class ShareRule : public AggregateRule {
  public:
@@ -263,15 +276,7 @@ class ShareRule : public AggregateRule {
   double share_speed() const override { return setting_.machines >= 2 ? speed_ : 0; }
   double norm_guard() const override { return share_speed() > 0 ? kShareNormGuard : 0; }
   std::vector<std::string> AdjustJobSolver(int job_machines, pb::SolverParameter* param) const override {
-    std::vector<std::string> lines;
-    if (share_speed() <= 0) return lines;
-    if (std::string l = ShareMomentum(job_machines, share_speed(), param, floor_); !l.empty())
-      lines.push_back(std::move(l));
-    std::ostringstream os;
-    os << "each solver clips a gradient beyond " << kShareNormGuard
-       << " times the mean of its recent norms (the machines' deltas are added whole)";
-    lines.push_back(os.str());
-    return lines;
+    return ShareLines(job_machines, share_speed(), floor_, param);
   }
 
  protected:
@@ -330,8 +335,16 @@ class OuterRule : public AggregateRule {
     Field("lr", &lr_, 1e-6, 1, "the outer learning rate: each delta's weight");
     Field("momentum", &momentum_, 0, 0.999, "the outer momentum");
     Field("every", &every_, 1, 1e6, "deltas of a chunk between its momentum steps (default: machines - 1)");
+    if (s.offers_share)
+      Field("share", &speed_, 0, std::max(s.machines, 1),
+            "the solvers' momentum shared as share=S does, at S machines' steps (0: each keeps its own)");
   }
   bool stateful() const override { return true; }
+  double share_speed() const override { return setting_.machines >= 2 ? speed_ : 0; }
+  double norm_guard() const override { return share_speed() > 0 ? kShareNormGuard : 0; }
+  std::vector<std::string> AdjustJobSolver(int job_machines, pb::SolverParameter* param) const override {
+    return ShareLines(job_machines, share_speed(), 0, param);
+  }
   void Bind(size_t n, uint32_t chunks) override {
     velocity_.assign(n, 0.f);
     pending_.assign(n, 0.f);
@@ -345,6 +358,7 @@ class OuterRule : public AggregateRule {
     std::ostringstream os;
     os << std::setprecision(3) << "outer Nesterov momentum " << momentum_ << " at the chunk's owner, lr " << lr_
        << ", a momentum step every " << every_ << " deltas of a chunk";
+    if (share_speed() > 0) os << "; the solvers' momentum shared at " << share_speed() << " machines' steps";
     return os.str();
   }
   void Apply(const DeltaInfo& d, float weight, float* master, const float* delta, uint32_t len,
@@ -373,7 +387,7 @@ class OuterRule : public AggregateRule {
 
  private:
   static constexpr size_t kUnbound = ~size_t{0};
-  double lr_ = 1, momentum_ = 0.5, every_;
+  double lr_ = 1, momentum_ = 0.5, every_, speed_ = 0;
   std::vector<float> velocity_, pending_;
   std::vector<uint32_t> count_;
   std::vector<size_t> offset_;

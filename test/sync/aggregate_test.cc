@@ -279,6 +279,18 @@ TEST(AggregateTest, OuterMomentumStepsEveryKDeltasOfAChunk) {
     }
   }
   for (size_t i = 0; i < 12; ++i) EXPECT_NEAR(master[i], ref[i], 1e-4) << i;
+  // With share=S (where offered) the solvers' momentum is shared as share=S shares it.
+  pb::SolverParameter a, b;
+  a.set_momentum(0.9f);
+  a.set_base_lr(0.01f);
+  b = a;
+  EXPECT_EQ(Make("outer,share=4", 8, 1, true)->AdjustJobSolver(8, &a),
+            Make("share=4", 8, 1, true)->AdjustJobSolver(8, &b));
+  EXPECT_EQ(a.momentum(), b.momentum());
+  EXPECT_EQ(a.base_lr(), b.base_lr());
+  EXPECT_EQ(Make("outer,share=4", 8, 1, true)->norm_guard(), kShareNormGuard);
+  EXPECT_TRUE(Make("outer", 8, 1, true)->AdjustJobSolver(8, &a).empty());
+  EXPECT_EQ(Make("outer", 8, 1, true)->norm_guard(), 0);
   // Its default: a momentum step per round of the others' answers (machines - 1 deltas).
   EXPECT_EQ(FieldOf(*Make("outer", 8), "every"), 7);
   EXPECT_EQ(Make("outer", 8)->Agreement(), Make("outer,every=7", 8)->Agreement());
