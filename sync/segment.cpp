@@ -98,7 +98,6 @@ ChunkLayout::ChunkLayout(size_t n_, uint32_t chunk_floats_, const std::vector<si
     count = static_cast<uint32_t>(c);
     return;
   }
-
   size_t piece = 0;  // where the current piece began
   for (size_t i = 0; i <= boundaries.size(); ++i) {
     const size_t end = i < boundaries.size() ? boundaries[i] : n;

@@ -87,8 +87,6 @@ struct Machine {
   std::unique_ptr<SlaveEndpoint> slave;
   std::unique_ptr<Wire> wire;  // the daemon's reader of this machine's endpoint
   SweepPacer pacer{0, 0};
-  double factor = 1;           // its step time, in step_ms
-  std::mt19937_64 rng;         // its steps' jitter
   double next_step_us = 0, next_sweep_us = 0, last_sweep_us = 0;
   int64_t steps = 0, swept_at_steps = 0;
 };
@@ -136,7 +134,7 @@ class Simulation {
         now_us_ = t_step;
         if (net_) net_->AdvanceTo(t_step);
         try {
-          StepOne(machines_[stepper]);
+          StepOne(stepper);
         } catch (const Error& e) {  // a diverged machine ends the job (a result, not a failure)
           r.ended_early = "machine " + std::to_string(stepper) + ": " + e.what();
           break;
@@ -177,6 +175,11 @@ class Simulation {
     max_iter_ = opt_.max_iter > 0 ? opt_.max_iter : param.max_iter();
     HS_REQUIRE(max_iter_ > 0) << "simulate: no max_iter (the solver's, or --max_iter)";
     param.set_max_iter(static_cast<int>(std::min<int64_t>(max_iter_, std::numeric_limits<int>::max())));
+    // Each machine's speed: a straggler factor and its own stream of jitter (bsp draws all N).
+    for (int m = 0; m < n; ++m)
+      speeds_.push_back({m >= n - opt_.stragglers ? opt_.straggler_factor : 1.0,
+                         std::mt19937_64(opt_.seed * 0x100000001B3ULL + static_cast<uint64_t>(m))});
+    base_seed_ = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : 0;
     if (opt_.bsp) {
       SetUpBsp(param);
       return;
@@ -189,12 +192,10 @@ class Simulation {
       aggregate_ = MakeAggregate(opt_.aggregate, as);
       solver_lines_ = aggregate_->AdjustJobSolver(n, &param);
     }
-    const uint64_t base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : 0;
     machines_.resize(n);
     for (int m = 0; m < n; ++m) {
       Machine& me = machines_[m];
-      me.ctx = std::make_unique<Context>(Mode::CPU, 0, SolverSeed(base_seed + opt_.seed, m));
-      me.ctx->set_threads(1);
+      SolverOptions so = Options(me, m);
       me.ctx->set_data_partition(static_cast<double>(m) / n, 1.0 / n);
       pb::SolverParameter mine = param;
       if (m > 0) {  // only machine 0's copy is scored
@@ -204,16 +205,9 @@ class Simulation {
         mine.clear_test_state();
         mine.set_test_interval(0);
       }
-      SolverOptions so;
-      so.log = opt_.log;
-      so.reseed = false;
-      so.group = &group_;
-      so.rank = m;
       if (aggregate_) so.norm_guard = aggregate_->norm_guard();
       ContextScope scope(me.ctx.get());
       me.solver = CreateSolver(mine, so);
-      me.factor = m >= n - opt_.stragglers ? opt_.straggler_factor : 1.0;
-      me.rng.seed(opt_.seed * 0x100000001B3ULL + static_cast<uint64_t>(m));
     }
     // Every copy starts from machine 0's weights (a real job's machines take the leader's).
     Net& net0 = machines_[0].solver->net();
@@ -223,8 +217,20 @@ class Simulation {
       HS_CHECK_EQ(net.param_buffer_size(), floats);
       std::copy(net0.param_data(), net0.param_data() + floats, net.param_data());
     }
-    for (Machine& me : machines_) me.next_step_us = StepUs(me);
+    for (int m = 0; m < n; ++m) machines_[m].next_step_us = StepUs(m);
     if (n > 1) Connect(net0);
+  }
+
+  // Machine `rank`'s Context (one BLAS thread, its own seed) and the options of its solver.
+  SolverOptions Options(Machine& me, int rank) {
+    me.ctx = std::make_unique<Context>(Mode::CPU, 0, SolverSeed(base_seed_ + opt_.seed, rank));
+    me.ctx->set_threads(1);
+    SolverOptions so;
+    so.log = opt_.log;
+    so.reseed = false;
+    so.group = &group_;
+    so.rank = rank;
+    return so;
   }
 
   // The synchronous reference: one solver on the N machines' batches at once.
@@ -237,15 +243,9 @@ class Simulation {
     os << "bsp: " << n << " x the batch, base_lr x " << opt_.bsp_lr;
     if (opt_.bsp_warmup > 0) os << " after a linear warm-up over " << opt_.bsp_warmup << " global iterations";
     bsp_line_ = os.str();
-    const uint64_t base_seed = param.random_seed() >= 0 ? static_cast<uint64_t>(param.random_seed()) : 0;
     machines_.resize(1);
     Machine& me = machines_[0];
-    me.ctx = std::make_unique<Context>(Mode::CPU, 0, SolverSeed(base_seed + opt_.seed, 0));
-    me.ctx->set_threads(1);
-    SolverOptions so;
-    so.log = opt_.log;
-    so.reseed = false;
-    so.group = &group_;
+    SolverOptions so = Options(me, 0);
     const double mult = opt_.bsp_lr;
     const auto warmup = static_cast<double>(opt_.bsp_warmup);
     so.lr_factor = [mult, warmup](int64_t it) {
@@ -255,23 +255,22 @@ class Simulation {
     me.solver = CreateSolver(param, so);
     // The slowest machine's step, then a ring all-reduce: 2 (N - 1) / N of the gradient's
     // bytes over each link, and 2 (N - 1) latencies.
-    for (int m = 0; m < n; ++m) {
-      bsp_rngs_.emplace_back(opt_.seed * 0x100000001B3ULL + static_cast<uint64_t>(m));
-      bsp_factors_.push_back(m >= n - opt_.stragglers ? opt_.straggler_factor : 1.0);
-    }
     const double bytes = static_cast<double>(me.solver->net().param_buffer_size()) * sizeof(float);
     if (n > 1)
       allreduce_us_ = 2.0 * (n - 1) / n * bytes * 8 / (opt_.link.gbit_per_s * 1000) + 2.0 * (n - 1) * opt_.link.latency_us;
     me.next_step_us = BspStepUs();
   }
 
+  // Machine m's next step time, in step_ms: its factor, with its jitter drawn.
+  double Draw(size_t m) {
+    Speed& s = speeds_[m];
+    if (opt_.jitter <= 0) return s.factor;
+    return s.factor * (1 + std::uniform_real_distribution<double>(-opt_.jitter, opt_.jitter)(s.rng));
+  }
+
   double BspStepUs() {
     double slowest = 0;
-    for (size_t m = 0; m < bsp_rngs_.size(); ++m) {
-      double f = bsp_factors_[m];
-      if (opt_.jitter > 0) f *= 1 + std::uniform_real_distribution<double>(-opt_.jitter, opt_.jitter)(bsp_rngs_[m]);
-      slowest = std::max(slowest, f);
-    }
+    for (size_t m = 0; m < speeds_.size(); ++m) slowest = std::max(slowest, Draw(m));
     return now_us_ + opt_.step_ms * 1000.0 * slowest + allreduce_us_;
   }
 
@@ -315,19 +314,16 @@ class Simulation {
     }
   }
 
-  double StepUs(Machine& me) {
-    double f = me.factor;
-    if (opt_.jitter > 0) f *= 1 + std::uniform_real_distribution<double>(-opt_.jitter, opt_.jitter)(me.rng);
-    return now_us_ + opt_.step_ms * 1000.0 * f;
-  }
+  double StepUs(size_t m) { return now_us_ + opt_.step_ms * 1000.0 * Draw(m); }
 
-  void StepOne(Machine& me) {
+  void StepOne(size_t m) {
+    Machine& me = machines_[m];
     {
       ContextScope scope(me.ctx.get());
       me.solver->Step(1);
     }
     ++me.steps;
-    me.next_step_us = opt_.bsp ? BspStepUs() : StepUs(me);
+    me.next_step_us = opt_.bsp ? BspStepUs() : StepUs(m);
   }
 
   // The daemon's sweep: as NetJob::Post, on virtual time.
@@ -420,8 +416,12 @@ class Simulation {
   int score_slot_ = -1;
   int64_t last_scored_ = 0;
   std::string bsp_line_;
-  std::vector<std::mt19937_64> bsp_rngs_;  // bsp: each machine's jitter
-  std::vector<double> bsp_factors_;
+  struct Speed {
+    double factor;         // its step time, in step_ms
+    std::mt19937_64 rng;   // its steps' jitter
+  };
+  std::vector<Speed> speeds_;  // per machine (bsp: the N machines its one solver stands for)
+  uint64_t base_seed_ = 0;     // the solver's random_seed (0: none)
   double allreduce_us_ = 0;
 };
 
