@@ -2,6 +2,7 @@
 // every Error ends here as one line on stderr and exit status 1. `hogstream --help` lists the
 // commands and `hogstream COMMAND --help` a command's flags, declared in bin/commands.cpp.
 #include <glog/logging.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <climits>
@@ -394,20 +395,6 @@ int PlotCommand(int argc, char** argv) {
   return 0;
 }
 
-// `s` as the inside of a JSON string.
-std::string JsonEscaped(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += ' ';
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 // A number from a flag, within [min, max] (max exclusive where `open`).
 double NumberFlag(const Flags& f, const std::string& name, double min, double max, bool open = false) {
   const std::string text = f.get(name);
@@ -483,24 +470,33 @@ int SimulateCommand(int argc, char** argv) {
     };
     uint64_t deltas = 0;
     for (uint64_t b : r.staleness) deltas += b;
-    if (json) {
-      std::ostringstream os;
-      os << "{\"machines\":" << n << ",\"bsp\":" << (run.bsp ? run.bsp_lr : 0) << ",\"rule\":\"" << JsonEscaped(r.rule)
-         << "\",\"seed\":" << run.seed << ",\"jitter\":" << run.jitter << ",\"stragglers\":" << run.stragglers
-         << ",\"ended_early\":\"" << JsonEscaped(r.ended_early) << "\",\"iterations\":" << r.iterations
-         << ",\"virtual_s\":" << r.virtual_s << ",\"bytes\":" << r.bytes
-         << ",\"lost\":" << r.lost << ",\"deltas\":" << r.deltas_applied << ",\"refused\":" << r.deltas_refused
-         << ",\"weights_hash\":\"" << std::hex << r.weights_hash << std::dec << "\",\"targets\":[";
+    if (json) {  // one object per job size (nlohmann, as bench --json)
+      std::ostringstream hash;
+      hash << std::hex << r.weights_hash;
+      nlohmann::ordered_json j = {{"machines", n},
+                                  {"bsp", run.bsp ? run.bsp_lr : 0},
+                                  {"rule", r.rule},
+                                  {"seed", run.seed},
+                                  {"jitter", run.jitter},
+                                  {"stragglers", run.stragglers},
+                                  {"ended_early", r.ended_early},
+                                  {"iterations", r.iterations},
+                                  {"virtual_s", r.virtual_s},
+                                  {"bytes", r.bytes},
+                                  {"lost", r.lost},
+                                  {"deltas", r.deltas_applied},
+                                  {"refused", r.deltas_refused},
+                                  {"weights_hash", hash.str()}};
+      j["targets"] = nlohmann::ordered_json::array();
       for (size_t k = 0; k < r.crossings.size(); ++k)
-        os << (k ? "," : "") << "{\"target\":" << r.crossings[k].target << ",\"iter\":" << r.crossings[k].iter
-           << ",\"virtual_s\":" << r.crossings[k].virtual_s << ",\"se\":" << se(k) << "}";
-      os << "],\"staleness\":[";
-      for (size_t b = 0; b < kStalenessBuckets; ++b) os << (b ? "," : "") << r.staleness[b];
-      os << "],\"curve\":[";
-      for (size_t k = 0; k < r.curve.size(); ++k)
-        os << (k ? "," : "") << "[" << r.curve[k].iter << "," << r.curve[k].virtual_s << "," << r.curve[k].score << "]";
-      os << "]}";
-      std::cout << os.str() << std::endl;
+        j["targets"].push_back({{"target", r.crossings[k].target},
+                                {"iter", r.crossings[k].iter},
+                                {"virtual_s", r.crossings[k].virtual_s},
+                                {"se", se(k)}});
+      j["staleness"] = std::vector<uint64_t>(std::begin(r.staleness), std::end(r.staleness));
+      j["curve"] = nlohmann::ordered_json::array();
+      for (const SimulateResult::Point& p : r.curve) j["curve"].push_back({p.iter, p.virtual_s, p.score});
+      std::cout << j.dump() << std::endl;
       return;
     }
     std::ostringstream os;
