@@ -26,6 +26,7 @@
 #include "core/io.hpp"
 #include "sync/simulate.hpp"
 #include "data/convert.hpp"
+#include "data/data_layer.hpp"
 #include "data/lmdb.hpp"
 #include "observe/plot.hpp"
 #include "bin/link_bench.hpp"
@@ -436,6 +437,7 @@ int SimulateCommand(int argc, char** argv) {
   o.sweeps_per_iter = static_cast<uint32_t>(f.int_in("sweeps_per_iter", 0, 1000));
   o.chunk_floats = static_cast<uint32_t>(f.int_in("chunk_floats", 0, 1 << 20));
   o.aggregate = f.get("aggregate");
+  o.epoch = [&param] { return EpochIterations(param); };
   if (f.has("max_iter")) o.max_iter = f.get_int("max_iter", 0, 1, INT_MAX);
   o.test_every = f.int_in("test_every", 1, INT_MAX);
   o.score = f.get("score");

@@ -6,6 +6,7 @@
 #include "transport/frame.hpp"
 
 #include "core/signals.hpp"
+#include "data/data_layer.hpp"
 #include "observe/metrics.hpp"
 #include "observe/stats_json.hpp"
 
@@ -192,6 +193,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   as.policy_weights = policy.weights();
   as.offers_share = !rounds && policy.kind != Policy::Kind::kEasgd;  // deltas added: share and local offered
   as.solver = &solver;
+  as.epoch = [&solver] { return EpochIterations(solver); };
   n.rule.aggregate = MakeAggregate(aggregate, as);
   if (job_machines > 1) LOG(INFO) << "Network: aggregation: " << n.rule.aggregate->Line();
   n.track_fresh = policy.kind == Policy::Kind::kSsp;

@@ -35,10 +35,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "core/context.hpp"
 #include "core/device_api.hpp"
+#include "core/io.hpp"
+#include "core/net.hpp"
 #include "data/device_prefetch.hpp"
 #include "data/image.hpp"
 
@@ -432,5 +436,44 @@ DataLayer::Settings WindowDataLayer::Configure() {
 }
 
 HS_REGISTER_LAYER(WindowData, WindowDataLayer);
+
+uint64_t EpochIterations(const pb::SolverParameter& solver) {
+  try {
+    pb::NetParameter net;
+    if (solver.has_train_net_param()) net = solver.train_net_param();
+    else if (solver.has_train_net()) net = ReadNetText(solver.train_net());
+    else if (solver.has_net_param()) net = solver.net_param();
+    else if (solver.has_net()) net = ReadNetText(solver.net());
+    else return 0;
+    pb::NetState state;
+    state.set_phase(pb::TRAIN);
+    if (solver.has_train_state()) state = solver.train_state();
+    state.set_phase(pb::TRAIN);
+    const pb::NetParameter train = FilterNet(net, state);
+    for (const pb::LayerParameter& l : train.layer()) {
+      uint64_t records = 0, batch = 0;
+      if (l.type() == "Data") {
+        const pb::DataParameter& dp = l.data_param();
+        batch = dp.batch_size();
+        for (const std::string& src : dp.source()) {
+          if (!std::filesystem::is_directory(src)) return 0;  // LevelDB would create it
+          records += dp.backend() == pb::DataParameter::LMDB ? OpenLmdbRecords(src, ColorMode::kNative)->size()
+                                                             : OpenLevelDbRecords(src, ColorMode::kNative)->size();
+        }
+      } else if (l.type() == "ImageData") {
+        batch = l.image_data_param().batch_size();
+        std::ifstream list(l.image_data_param().source());
+        if (!list) return 0;
+        for (std::string line; std::getline(list, line);) records += line.find_first_not_of(" \t\r") != std::string::npos;
+      } else {
+        continue;
+      }
+      return batch > 0 ? records / batch : 0;
+    }
+  } catch (const std::exception&) {
+    // an unreadable net or source: unknown here; the solver's own set-up says why
+  }
+  return 0;
+}
 
 }  // namespace hogstream

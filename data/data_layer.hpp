@@ -107,4 +107,10 @@ class WindowDataLayer : public DataLayer {
   const char* type_param() const override { return "window_data_param"; }
 };
 
+// One epoch of a solver's training data, in iterations of one solver: the records of the first
+// Data layer of its TRAIN net (every source: LMDB or LevelDB) or the lines of ImageData's list,
+// over that layer's batch size. 0 where it has neither, or a source does not exist or cannot be
+// read (the net's own errors say why, later). Opens nothing it would create.
+uint64_t EpochIterations(const pb::SolverParameter& solver);
+
 }  // namespace hogstream

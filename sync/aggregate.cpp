@@ -98,7 +98,8 @@ void AggregateRule::Set(const std::string& key, const std::string& value) {
                       << ")";
   }
   const bool percent = it->run_share && !value.empty() && value.back() == '%';
-  const std::string digits = percent ? value.substr(0, value.size() - 1) : value;
+  const bool epochs = it->run_share && value.size() > 2 && value.compare(value.size() - 2, 2, "ep") == 0;
+  const std::string digits = percent ? value.substr(0, value.size() - 1) : epochs ? value.substr(0, value.size() - 2) : value;
   char* end = nullptr;
   double v = std::strtod(digits.c_str(), &end);
   const bool number = !digits.empty() && end && *end == 0 && std::isfinite(v);
@@ -112,10 +113,17 @@ void AggregateRule::Set(const std::string& key, const std::string& value) {
   }
   HS_REQUIRE(number && v >= std::min(0.0, it->min) && (!percent || v <= 100))
       << "--aggregate: '" << item << "' is not KEY=NUMBER (" << key << ": " << it->help
-      << (it->run_share ? "; may be N% of the run" : "") << ")";
+      << (it->run_share ? "; may be N% of the run, or Nep: N epochs of the training data" : "") << ")";
   if (percent) {
     HS_REQUIRE(run_) << "--aggregate: '" << item << "' is a share of the run, which has no length here (max_iter)";
     v = std::round(static_cast<double>(run_) * v / 100);
+  }
+  if (epochs) {
+    const uint64_t epoch = setting_.epoch ? setting_.epoch() : 0;
+    HS_REQUIRE(epoch) << "--aggregate: '" << item
+                      << "' is in epochs of the training data, whose size is not known here (the train net's first "
+                         "Data or ImageData layer)";
+    v = std::round(static_cast<double>(epoch) * v);
   }
   *it->value = std::clamp(v, it->min, it->max);
 }

@@ -43,6 +43,9 @@ struct AggregateSetting {
   bool policy_weights = false;  // the policy asks for 1/staleness weights (--staleness-weight, gsp)
   bool offers_share = false;    // deltas added whole across machines: the momentum share and local= apply
   const pb::SolverParameter* solver = nullptr;  // the run's solver (max_iter: the run's global iterations)
+  // Global iterations in one epoch of the training data (data/'s EpochIterations; 0 or unset:
+  // unknown), asked only when a field is given in epochs (a source is opened only then).
+  std::function<uint64_t()> epoch;
 };
 
 // One delta as a rule sees it.
@@ -97,10 +100,10 @@ class AggregateRule {
     std::string key, help;
     double* value;
     double min, max;
-    bool run_share;  // may be "N%" of the run's global iterations
+    bool run_share;  // may be "N%" of the run's global iterations, or "Nep": N epochs of the training data
   };
   const std::vector<FieldInfo>& fields() const { return fields_; }
-  // Sets a field from text ("N", or "N%" where allowed); a mistake is one line naming it.
+  // Sets a field from text ("N", or "N%" and "Nep" where allowed); a mistake is one line naming it.
   void Set(const std::string& key, const std::string& value);
   // After the fields are set: checks them together (one line on a mistake).
   virtual void Check() const;

@@ -189,6 +189,7 @@ class Simulation {
       as.machines = n;
       as.offers_share = true;
       as.solver = &param;
+      as.epoch = opt_.epoch;
       aggregate_ = MakeAggregate(opt_.aggregate, as);
       solver_lines_ = aggregate_->AdjustJobSolver(n, &param);
     }

@@ -41,6 +41,7 @@ struct SimulateOptions {
   uint32_t sweeps_per_iter = 0;
   uint32_t chunk_floats = 0;   // 0: as many as one message carries
   std::string aggregate;       // --aggregate's text ("" = auto)
+  std::function<uint64_t()> epoch;  // global iterations per epoch of the data (AggregateSetting::epoch)
   int64_t max_iter = 0;        // global iterations at most (0: the solver's max_iter)
   int64_t test_every = 100;    // global iterations between scores of machine 0's copy
   std::string score = "accuracy";  // the test net output to score

@@ -8,6 +8,8 @@
 #include <leveldb/db.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <set>
 
@@ -62,6 +64,47 @@ TEST(DataLayerTest, ShapesAndTransformParam) {
   auto only = CreateLayer(p);
   only->SetUp({}, {&t.data});
   only->Forward({}, {&t.data});
+}
+
+// An epoch in one solver's iterations: the TRAIN net's first Data layer (its sources' records
+// over its batch), or ImageData's list lines; 0 where there is none or a source is missing, and
+// a missing LevelDB is not created by the look.
+TEST(DataLayerTest, EpochIterationsOfTheTrainNet) {
+  TempDir dir;
+  testing::WriteLmdb(dir / "a", Numbered(50));
+  testing::WriteLmdb(dir / "b", Numbered(21));
+  pb::SolverParameter solver;
+  pb::NetParameter* net = solver.mutable_net_param();
+  auto layer = [](pb::LayerParameter p, pb::Phase phase) {
+    p.clear_phase();
+    p.add_include()->set_phase(phase);
+    return p;
+  };
+  *net->add_layer() = layer(testing::DataParam({dir / "a"}, 5), pb::TEST);  // the test net's: not this one
+  *net->add_layer() = layer(testing::DataParam({dir / "a", dir / "b"}, 8), pb::TRAIN);
+  EXPECT_EQ(EpochIterations(solver), (50u + 21u) / 8);
+  net->mutable_layer(1)->mutable_data_param()->set_batch_size(10);
+  EXPECT_EQ(EpochIterations(solver), 7u);
+  // A missing LevelDB: unknown, and nothing left behind.
+  net->mutable_layer(1)->mutable_data_param()->set_backend(pb::DataParameter::LEVELDB);
+  net->mutable_layer(1)->mutable_data_param()->set_source(0, dir / "none");
+  EXPECT_EQ(EpochIterations(solver), 0u);
+  EXPECT_FALSE(std::filesystem::exists(dir / "none"));
+  // ImageData: the list's lines (blank ones not counted).
+  {
+    std::ofstream list(dir / "list.txt");
+    for (int i = 0; i < 13; ++i) list << "img" << i << ".png " << i % 3 << "\n";
+    list << "\n";
+  }
+  pb::LayerParameter images;
+  images.set_type("ImageData");
+  images.mutable_image_data_param()->set_source(dir / "list.txt");
+  images.mutable_image_data_param()->set_batch_size(4);
+  net->mutable_layer(1)->Swap(&images);
+  EXPECT_EQ(EpochIterations(solver), 3u);
+  net->clear_layer();
+  EXPECT_EQ(EpochIterations(solver), 0u);
+  EXPECT_EQ(EpochIterations(pb::SolverParameter()), 0u);
 }
 
 // rand_skip starts somewhere in [0, rand_skip) and reads on in order from there.

@@ -239,6 +239,30 @@ TEST(AggregateTest, WeightsOfTheRulesAndTheirEnvelope) {
   for (size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(master[i], 1 + w * delta[i]);
 }
 
+// The envelope's iteration fields in epochs of the training data ("Nep"): the setting's epoch
+// asked only then, and a clear line where it is not known.
+TEST(AggregateTest, TheRampInEpochsOfTheTrainingData) {
+  int asked = 0;
+  AggregateSetting s;
+  s.machines = 8;
+  s.epoch = [&asked] { return ++asked, uint64_t{300}; };
+  auto r = MakeAggregate("staleness,scale=8,from=0.2,warmup=1.5ep", s);
+  EXPECT_EQ(asked, 1);
+  EXPECT_DOUBLE_EQ(FieldOf(*r, "warmup"), 450);
+  DeltaInfo d;
+  d.staleness = 1, d.clock = 225;
+  EXPECT_FLOAT_EQ(r->Weight(d), 0.2f + 0.8f * 0.5f);
+  MakeAggregate("staleness,warmup=450", s);
+  EXPECT_EQ(asked, 1);  // not asked for a plain number
+  s.epoch = [] { return uint64_t{0}; };
+  EXPECT_NE(ErrorOf([&] { MakeAggregate("staleness,warmup=1ep", s); }).find("'warmup=1ep' is in epochs of the training data"),
+            std::string::npos);
+  s.epoch = nullptr;
+  EXPECT_NE(ErrorOf([&] { MakeAggregate("staleness,warmup=2ep", s); }).find("epochs"), std::string::npos);
+  s.epoch = [] { return uint64_t{300}; };
+  EXPECT_NE(ErrorOf([&] { MakeAggregate("staleness,scale=2ep", s); }).find("not KEY=NUMBER"), std::string::npos);
+}
+
 // outer: each delta goes in at once times lr; every `every` deltas of a chunk its momentum
 // takes their sum, v = momentum v + pending, and the chunk moves by momentum x v too (delayed
 // Nesterov), per chunk, against a reference in doubles on random deltas to two chunks of
