@@ -169,7 +169,7 @@ def snapshot(model, snap_dir, it):
 def score(net_name, snap_dir):
     """--score: every snap_dir/iter_*.pt in global-iteration order, one "<it> <accuracy>" line
     each on stdout ("nan" where the weights are not finite)."""
-    torch.set_num_threads(1)
+    torch.set_num_threads(os.cpu_count() or 1)  # outside the job: every core
     paths = {int(os.path.basename(p)[5:-3]): p for p in glob.glob(os.path.join(snap_dir, "iter_*.pt"))
              if os.path.basename(p)[5:-3].isdigit()}
     if not paths:

@@ -22,7 +22,7 @@
 #        DDP="n" (the DDP rows, one per variant: n, half, sqrt, one = the base rate times N, N/2,
 #        sqrt N, 1 after a warm-up of DDP_WARMUP=500 global iterations; local = PyTorch's
 #        post-local SGD, the models averaged every DDP_LOCAL_H=8 steps after the warm-up)
-#        BASE=0 (no 1-machine baseline: the counts' rows only, without speed-up)
+#        HOGSTREAM=0 (the DDP rows alone)  BASE=0 (no 1-machine baseline: the counts' rows only, without speed-up)
 #        OUT=out/scaleout  DEADLINE=1800 (seconds per run)  RUNS_ONLY=1 (no table: divergence
 #        counts; prints one line per run)  DDP_STOP=1 (SNAP=0 only: the DDP twin ends at its first test at
 #        TARGET, its "final" is then that accuracy: its engine is several times slower per core
@@ -330,8 +330,9 @@ if [[ ${RUNS_ONLY:-0} == 1 ]]; then  # repeated runs of each N, one line each (d
   exit 0
 fi
 
-# The systems: hogstream, and with PEER=1 a DDP row per variant in DDP (ddp_run).
-systems=(hogstream)
+# The systems: hogstream (HOGSTREAM=0: left out), and with PEER=1 a DDP row per variant in DDP (ddp_run).
+systems=()
+[[ ${HOGSTREAM:-1} == 1 ]] && systems+=(hogstream)
 if [[ $PEER == 1 ]]; then
   if /usr/bin/python3 -c "import torch" 2>/dev/null; then
     for v in $DDP; do systems+=("ddp-$v"); done
