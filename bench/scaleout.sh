@@ -233,6 +233,20 @@ curve_figures() {
 DEAD=${DEAD:-0.15}
 dead_net() { [[ -n $1 && $1 != nan && $1 != - ]] && awk -v a="$1" -v d="$DEAD" 'BEGIN { exit !(a < d) }'; }
 
+# run_figures SYSTEM TAG T0: "t_target final it_target rate" of a finished run: from its
+# snapshots' curve (SNAP; OUT/TAG.curve is kept), else from the leader's own tests (the last
+# two "-").
+run_figures() {
+  local sys=$1 tag=$2 t0=$3 tt acc ix=- rate=-
+  if ((SNAP > 0)); then
+    snapshot_curve "$sys" "$OUT/$tag.snap" "$t0" > "$OUT/$tag.curve"
+    read -r ix tt acc rate < <(curve_figures "$OUT/$tag.curve")
+  else
+    tt=$(time_to_target "$OUT/$tag.m0.log"); acc=$(final_accuracy "$OUT/$tag.m0.log" || true)
+  fi
+  echo "$tt ${acc:--} $ix $rate"
+}
+
 # One hogstream run of n machines (round r): prints "time_to_target final wall staleness bytes
 # diverged it_target rate cpu" (the last three "-" without SNAP).
 hogstream_run() {
@@ -267,14 +281,10 @@ hogstream_run() {
   local lead=$OUT/$tag.m0.log
   local diverged=no
   grep -qE "loss is (nan|-?inf)|diverged|every copy" "$OUT"/$tag.m*.log && diverged=yes
-  local tt acc ix=- rate=-
-  if ((SNAP > 0)); then
-    snapshot_curve hogstream "$OUT/$tag.snap" "$t0" > "$OUT/$tag.curve"
-    read -r ix tt acc rate < <(curve_figures "$OUT/$tag.curve")
-    [[ $acc == - ]] && acc=
-  else
-    tt=$(time_to_target "$lead"); acc=$(final_accuracy "$lead" || true); cpu=-
-  fi
+  local tt acc ix rate
+  read -r tt acc ix rate < <(run_figures hogstream "$tag" "$t0")
+  [[ $acc == - ]] && acc=
+  ((SNAP > 0)) || cpu=-
   [[ -z $acc || $acc == nan ]] && diverged=yes
   [[ $diverged == no ]] && dead_net "$acc" && diverged=dead
   local st by
@@ -305,14 +315,10 @@ ddp_run() {
   local wall; wall=$(echo "$(date +%s.%N) - $t0" | bc)
   local cpu; cpu=$(cpu_share "$n" "$share" "$wall")
   cleanup
-  local lead=$OUT/$tag.m0.log diverged=no tt acc ix=- rate=-
-  if ((SNAP > 0)); then
-    snapshot_curve ddp "$dir" "$t0" > "$OUT/$tag.curve"
-    read -r ix tt acc rate < <(curve_figures "$OUT/$tag.curve")
-    [[ $acc == - ]] && acc=
-  else
-    tt=$(time_to_target "$lead"); acc=$(final_accuracy "$lead" || true); cpu=-
-  fi
+  local lead=$OUT/$tag.m0.log diverged=no tt acc ix rate
+  read -r tt acc ix rate < <(run_figures ddp "$tag" "$t0")
+  [[ $acc == - ]] && acc=
+  ((SNAP > 0)) || cpu=-
   [[ -z $acc || $acc == nan ]] && diverged=yes
   grep -qiE "nan|diverged" "$lead" && diverged=yes
   [[ $diverged == no ]] && dead_net "$acc" && diverged=dead
@@ -364,7 +370,8 @@ for ((r = 1; r <= ROUNDS; ++r)); do
       elif [[ -z ${base[$key]:-} ]]; then
         read -r t acc wall st by dv ix rate cpu < <(run_system "$sys" 1 "$share" "r$r.${sys%%-*}.base$share" "$r")
         base[$key]=$t base_it[$key]=$ix base_rate[$key]=$rate
-        row=("${sys%%-*}" 1 "$share" "$t" 1.00 1.00 "$acc" "$wall" "$st" "$by" "$dv" "$ix" 1.00 1.00 "$cpu" 1.00 1.00)
+        one=1.00; [[ $ix == - ]] && one=-  # no snapshots (SNAP=0): no SE or HE
+        row=("${sys%%-*}" 1 "$share" "$t" 1.00 1.00 "$acc" "$wall" "$st" "$by" "$dv" "$ix" "$one" "$one" "$cpu" "$one" 1.00)
         # shellcheck disable=SC2059
         printf "$FMT" "${row[@]}" | tee -a "$ROWS"
       fi
