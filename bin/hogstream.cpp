@@ -428,6 +428,8 @@ int SimulateCommand(int argc, char** argv) {
   o.seed = static_cast<uint64_t>(f.int_in("seed", 0, INT64_MAX));
   o.step_ms = NumberFlag(f, "step_ms", 1e-3, 1e6);
   o.jitter = NumberFlag(f, "jitter", 0, 1, /*open=*/true);
+  o.drift = NumberFlag(f, "drift", 0, 1);
+  o.drift_steps = NumberFlag(f, "drift_steps", 1, 1e9);
   o.stragglers = static_cast<int>(f.int_in("stragglers", 0, 4096));
   o.straggler_factor = NumberFlag(f, "straggler_factor", 1, 1e3);
   o.link.latency_us = NumberFlag(f, "latency_us", 0, 1e7);

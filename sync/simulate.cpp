@@ -102,6 +102,8 @@ class Simulation {
         << "simulate: --machines from 1 to 4096, not " << opt.machines;
     HS_REQUIRE(opt.step_ms > 0) << "simulate: --step_ms must be > 0";
     HS_REQUIRE(opt.jitter >= 0 && opt.jitter < 1) << "simulate: --jitter in [0, 1)";
+    HS_REQUIRE(opt.drift >= 0 && opt.drift <= 1) << "simulate: --drift in [0, 1]";
+    HS_REQUIRE(opt.drift_steps >= 1) << "simulate: --drift_steps from 1";
     HS_REQUIRE(opt.stragglers >= 0 && opt.stragglers <= opt.machines) << "simulate: --stragglers from 0 to --machines";
     HS_REQUIRE(opt.straggler_factor >= 1) << "simulate: --straggler_factor must be >= 1";
     HS_REQUIRE(opt.test_every > 0) << "simulate: --test_every must be > 0";
@@ -262,11 +264,18 @@ class Simulation {
     me.next_step_us = BspStepUs();
   }
 
-  // Machine m's next step time, in step_ms: its factor, with its jitter drawn.
+  // Machine m's next step time, in step_ms: its factor, its drift moved on a step, with its
+  // jitter drawn.
   double Draw(size_t m) {
     Speed& s = speeds_[m];
-    if (opt_.jitter <= 0) return s.factor;
-    return s.factor * (1 + std::uniform_real_distribution<double>(-opt_.jitter, opt_.jitter)(s.rng));
+    double f = s.factor;
+    if (opt_.drift > 0) {
+      const double rho = std::exp(-1.0 / opt_.drift_steps);
+      s.drift = rho * s.drift + opt_.drift * std::sqrt(1 - rho * rho) * std::normal_distribution<double>()(s.rng);
+      f *= std::exp(s.drift);
+    }
+    if (opt_.jitter <= 0) return f;
+    return f * (1 + std::uniform_real_distribution<double>(-opt_.jitter, opt_.jitter)(s.rng));
   }
 
   double BspStepUs() {
@@ -419,7 +428,8 @@ class Simulation {
   std::string bsp_line_;
   struct Speed {
     double factor;         // its step time, in step_ms
-    std::mt19937_64 rng;   // its steps' jitter
+    std::mt19937_64 rng;   // its steps' jitter and drift
+    double drift = 0;      // its log-speed drift now (SimulateOptions::drift)
   };
   std::vector<Speed> speeds_;  // per machine (bsp: the N machines its one solver stands for)
   uint64_t base_seed_ = 0;     // the solver's random_seed (0: none)

@@ -34,6 +34,11 @@ struct SimulateOptions {
   uint64_t seed = 1;
   double step_ms = 25;         // one machine's iteration, in virtual milliseconds
   double jitter = 0;           // each step's time is step_ms x (1 + U(-jitter, jitter))
+  // ... and x exp(d), where each machine's d drifts (an AR(1) walk per step, stationary
+  // standard deviation `drift`, correlated over about `drift_steps` of its steps): machines
+  // slow and fast for seconds at a time, as cgroup-shared ones are (0: none).
+  double drift = 0;
+  double drift_steps = 25;
   int stragglers = 0;          // the last `stragglers` machines are slower ...
   double straggler_factor = 2; // ... by this factor
   SimLinkOptions link;

@@ -88,13 +88,15 @@ TEST_F(SimulateJob, MachinesLearnTogetherWhatNoneSeesAlone) {
   EXPECT_EQ(histogram, r.deltas_applied) << "every delta applied has a staleness";
 }
 
-// One seed: the same curve and the same weights, bit for bit, with jitter, a straggler and
-// loss in play; another seed: another run.
+// One seed: the same curve and the same weights, bit for bit, with jitter, drift, a straggler
+// and loss in play; another seed: another run; the drift moves the machines' times.
 TEST_F(SimulateJob, OneSeedGivesOneResult) {
   SimulateOptions o;
   o.machines = 3;
   o.test_every = 50;
   o.jitter = 0.2;
+  o.drift = 0.3;
+  o.drift_steps = 10;
   o.stragglers = 1;
   o.link.loss = 0.05;
   o.seed = TestSeed() % 1000 + 1;
@@ -110,6 +112,10 @@ TEST_F(SimulateJob, OneSeedGivesOneResult) {
   EXPECT_EQ(a.bytes, b.bytes);
   EXPECT_EQ(a.lost, b.lost);
   EXPECT_GT(a.lost, 0u);
+  SimulateOptions drifting = o, still = o;  // no jitter: only the drift can move the times
+  drifting.jitter = still.jitter = still.drift = 0;
+  EXPECT_NE(Simulate(param, drifting).curve.back().virtual_s, Simulate(param, still).curve.back().virtual_s)
+      << "the drift moved nothing";
   o.seed += 1;
   EXPECT_NE(Simulate(param, o).weights_hash, a.weights_hash) << "another seed, the same run";
 }
@@ -196,6 +202,12 @@ TEST_F(SimulateJob, BadSettingsAreOneLine) {
   EXPECT_THROW(Simulate(param, o), Error);
   o = {};
   o.jitter = 1;
+  EXPECT_THROW(Simulate(param, o), Error);
+  o = {};
+  o.drift = 1.5;
+  EXPECT_THROW(Simulate(param, o), Error);
+  o = {};
+  o.drift_steps = 0.5;
   EXPECT_THROW(Simulate(param, o), Error);
 }
 
