@@ -301,5 +301,6 @@ def main():
     log("Optimization Done.")
     dist.destroy_process_group()
 
+
 if __name__ == "__main__":
     main()

@@ -445,9 +445,7 @@ uint64_t EpochIterations(const pb::SolverParameter& solver) {
     else if (solver.has_net_param()) net = solver.net_param();
     else if (solver.has_net()) net = ReadNetText(solver.net());
     else return 0;
-    pb::NetState state;
-    state.set_phase(pb::TRAIN);
-    if (solver.has_train_state()) state = solver.train_state();
+    pb::NetState state = solver.train_state();  // (the default state where none is given)
     state.set_phase(pb::TRAIN);
     const pb::NetParameter train = FilterNet(net, state);
     for (const pb::LayerParameter& l : train.layer()) {
