@@ -26,4 +26,14 @@ hs_ensure_packages
 hs_build
 echo "== test"
 cd "$BUILD_DIR"
-ctest --output-on-failure -j "$JOBS" "$@"
+rc=0
+ctest --output-on-failure -j "$JOBS" "$@" || rc=$?
+if (( rc != 0 )); then
+  # The failures' own lines once more, last: a log read from its tail shows which assertion
+  # failed and the seed that replays it, not only the failing tests' names.
+  echo "== the failed assertions (from $BUILD_DIR/Testing/Temporary/LastTest.log)"
+  grep -E -A8 ': Failure$' Testing/Temporary/LastTest.log | cut -c1-300 | head -n 150 || true
+  echo "== in short: where each failed, and the seeds that replay them"
+  grep -E ': Failure$|^\[  SEED    \]' Testing/Temporary/LastTest.log | cut -c1-300 | head -n 40 || true
+fi
+exit "$rc"
