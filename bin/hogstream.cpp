@@ -430,6 +430,7 @@ int SimulateCommand(int argc, char** argv) {
   o.jitter = NumberFlag(f, "jitter", 0, 1, /*open=*/true);
   o.drift = NumberFlag(f, "drift", 0, 1);
   o.drift_steps = NumberFlag(f, "drift_steps", 1, 1e9);
+  o.read_at = NumberFlag(f, "read_at", 0, 1);
   o.stragglers = static_cast<int>(f.int_in("stragglers", 0, 4096));
   o.straggler_factor = NumberFlag(f, "straggler_factor", 1, 1e3);
   o.link.latency_us = NumberFlag(f, "latency_us", 0, 1e7);
@@ -482,6 +483,7 @@ int SimulateCommand(int argc, char** argv) {
                                   {"rule", r.rule},
                                   {"seed", run.seed},
                                   {"jitter", run.jitter},
+                                  {"read_at", run.read_at},
                                   {"stragglers", run.stragglers},
                                   {"ended_early", r.ended_early},
                                   {"iterations", r.iterations},

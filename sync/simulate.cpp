@@ -1,8 +1,9 @@
 // The job simulator (simulate.hpp): N machines, one thread, one virtual clock.
 // Events, earliest first (ties: deliveries, then daemons' sweeps, then steps; lower machine
 // first): a frame arrives (the receiver's daemon answers positions and applies deltas at once),
-// a daemon sweeps (PostPositions as much as its SweepPacer allows), a machine steps (one
-// iteration of its solver, whose global count is the job's).
+// a daemon sweeps (PostPositions as much as its SweepPacer allows), a machine reads its weights
+// for its step (read_at < 1), a machine steps (one iteration of its solver, whose global count
+// is the job's).
 #include "sync/simulate.hpp"
 
 #include <algorithm>
@@ -80,6 +81,8 @@ pb::SolverParameter WithBatchTimes(pb::SolverParameter param, int times) {
   return param;
 }
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 struct Machine {
   std::unique_ptr<Context> ctx;
   std::unique_ptr<Solver> solver;
@@ -88,10 +91,11 @@ struct Machine {
   std::unique_ptr<Wire> wire;  // the daemon's reader of this machine's endpoint
   SweepPacer pacer{0, 0};
   double next_step_us = 0, next_sweep_us = 0, last_sweep_us = 0;
+  double next_read_us = kInf;  // when its step reads the weights (read_at < 1; kInf: not before its end)
+  std::vector<float> read;     // the weights as its step read them (read_at < 1)
+  std::vector<float> landed;   // the weights at its step's end, what arrived meanwhile included
   int64_t steps = 0, swept_at_steps = 0;
 };
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 class Simulation {
  public:
@@ -104,6 +108,7 @@ class Simulation {
     HS_REQUIRE(opt.jitter >= 0 && opt.jitter < 1) << "simulate: --jitter in [0, 1)";
     HS_REQUIRE(opt.drift >= 0 && opt.drift <= 1) << "simulate: --drift in [0, 1]";
     HS_REQUIRE(opt.drift_steps >= 1) << "simulate: --drift_steps from 1";
+    HS_REQUIRE(opt.read_at >= 0 && opt.read_at <= 1) << "simulate: --read_at in [0, 1]";
     HS_REQUIRE(opt.stragglers >= 0 && opt.stragglers <= opt.machines) << "simulate: --stragglers from 0 to --machines";
     HS_REQUIRE(opt.straggler_factor >= 1) << "simulate: --straggler_factor must be >= 1";
     HS_REQUIRE(opt.test_every > 0) << "simulate: --test_every must be > 0";
@@ -120,18 +125,22 @@ class Simulation {
     while (group_.Reached() < max_iter_ && !AllCrossed(r)) {
       PeerId to = 0;
       const double t_net = net_ ? net_->NextDelivery(&to) : kInf;
-      size_t sweeper = 0, stepper = 0;
-      double t_sweep = kInf, t_step = kInf;
+      size_t sweeper = 0, reader = 0, stepper = 0;
+      double t_sweep = kInf, t_read = kInf, t_step = kInf;
       for (size_t m = 0; m < machines_.size(); ++m) {
         if (net_ && machines_[m].next_sweep_us < t_sweep) t_sweep = machines_[m].next_sweep_us, sweeper = m;
+        if (machines_[m].next_read_us < t_read) t_read = machines_[m].next_read_us, reader = m;
         if (machines_[m].next_step_us < t_step) t_step = machines_[m].next_step_us, stepper = m;
       }
-      if (t_net <= t_sweep && t_net <= t_step) {
+      if (t_net <= t_sweep && t_net <= t_read && t_net <= t_step) {
         net_->AdvanceTo(t_net);
         Deliver(machines_[to]);
-      } else if (t_sweep <= t_step) {
+      } else if (t_sweep <= t_read && t_sweep <= t_step) {
         net_->AdvanceTo(t_sweep);
         Sweep(machines_[sweeper], t_sweep);
+      } else if (t_read <= t_step) {
+        net_->AdvanceTo(t_read);
+        Read(machines_[reader]);
       } else {
         now_us_ = t_step;
         if (net_) net_->AdvanceTo(t_step);
@@ -220,7 +229,7 @@ class Simulation {
       HS_CHECK_EQ(net.param_buffer_size(), floats);
       std::copy(net0.param_data(), net0.param_data() + floats, net.param_data());
     }
-    for (int m = 0; m < n; ++m) machines_[m].next_step_us = StepUs(m);
+    for (int m = 0; m < n; ++m) Schedule(m);
     if (n > 1) Connect(net0);
   }
 
@@ -324,16 +333,44 @@ class Simulation {
     }
   }
 
-  double StepUs(size_t m) { return now_us_ + opt_.step_ms * 1000.0 * Draw(m); }
+  // Machine m's next step, from now: when it ends and, where the step reads the weights before
+  // its end (read_at < 1, in a job of several machines), when it reads them.
+  void Schedule(size_t m) {
+    Machine& me = machines_[m];
+    const double took = opt_.step_ms * 1000.0 * Draw(m);
+    me.next_step_us = now_us_ + took;
+    me.next_read_us = opt_.read_at < 1 && opt_.machines > 1 ? now_us_ + opt_.read_at * took : kInf;
+  }
+
+  // The weights the machine's step computes its gradient on.
+  void Read(Machine& me) {
+    const Net& net = me.solver->net();
+    me.read.assign(net.param_data(), net.param_data() + net.param_buffer_size());
+    me.next_read_us = kInf;
+  }
 
   void StepOne(size_t m) {
     Machine& me = machines_[m];
+    float* w = me.solver->net().param_data();
+    const size_t floats = me.solver->net().param_buffer_size();
+    const bool stale = !me.read.empty();
+    if (stale) {  // the step on the weights it read; its update onto what landed since
+      me.landed.assign(w, w + floats);
+      std::copy(me.read.begin(), me.read.end(), w);
+    }
     {
       ContextScope scope(me.ctx.get());
       me.solver->Step(1);
     }
+    if (stale) {
+      for (size_t i = 0; i < floats; ++i) w[i] = me.landed[i] + (w[i] - me.read[i]);
+      me.read.clear();
+    }
     ++me.steps;
-    me.next_step_us = opt_.bsp ? BspStepUs() : StepUs(m);
+    if (opt_.bsp)
+      me.next_step_us = BspStepUs();
+    else
+      Schedule(m);
   }
 
   // The daemon's sweep: as NetJob::Post, on virtual time.

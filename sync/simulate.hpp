@@ -11,7 +11,8 @@
 // (membership, leaders, leave and join are not simulated: every machine lives to the end).
 //
 // Model (what the virtual clock charges): a step, and nothing else (bsp: also its all-reduce); a delta is answered the
-// moment its position arrives, a delta applied the moment it arrives (a daemon that keeps up).
+// moment its position arrives, a delta applied the moment it arrives (a daemon that keeps up),
+// into the weights a step may have read before (read_at).
 // The global iteration is known to every machine exactly (a real job's view lags by a heartbeat).
 #pragma once
 
@@ -39,6 +40,11 @@ struct SimulateOptions {
   // slow and fast for seconds at a time, as cgroup-shared ones are (0: none).
   double drift = 0;
   double drift_steps = 25;
+  // Where in its step a machine reads the weights that its gradient is computed on, as a
+  // fraction of the step (1: at its end, the moment it updates; 0: at its start). What others
+  // send during the step lands in the weights meanwhile and stays under the update, as the
+  // daemon's writes land during a real solver's forward and backward passes (Hogwild).
+  double read_at = 1;
   int stragglers = 0;          // the last `stragglers` machines are slower ...
   double straggler_factor = 2; // ... by this factor
   SimLinkOptions link;

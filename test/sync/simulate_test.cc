@@ -70,26 +70,33 @@ class SimulateJob : public ::testing::Test {
 
 // Each of 4 machines trains on one class only: a copy scores about 1/4 alone (it answers its
 // own class), and nearly every record only with the others' progress, which reaches it
-// through the segments, the simulated network and the aggregation rule.
+// through the segments, the simulated network and the aggregation rule. So too where each step
+// computes on the weights it read at its start (read_at 0): what the others sent during the
+// step must stay in the weights under the step's update, or the copy keeps to its own class.
 TEST_F(SimulateJob, MachinesLearnTogetherWhatNoneSeesAlone) {
-  SimulateOptions o;
-  o.machines = kClasses;
-  o.test_every = 100;
-  o.sweep_ms = 20;
-  o.step_ms = 10;
-  const SimulateResult r = Simulate(Solver(dir_ / "train", dir_ / "test", 600), o);
-  ASSERT_FALSE(r.curve.empty());
-  EXPECT_EQ(r.iterations, 600);
-  EXPECT_GE(r.curve.back().score, 0.9) << "machine 0's copy did not learn the classes it never saw";
-  EXPECT_GT(r.deltas_applied, 0u);
-  EXPECT_GT(r.bytes, 0u);
-  uint64_t histogram = 0;
-  for (uint64_t b : r.staleness) histogram += b;
-  EXPECT_EQ(histogram, r.deltas_applied) << "every delta applied has a staleness";
+  for (const double read_at : {1.0, 0.0}) {
+    SCOPED_TRACE("read_at " + std::to_string(read_at));
+    SimulateOptions o;
+    o.machines = kClasses;
+    o.test_every = 100;
+    o.sweep_ms = 20;
+    o.step_ms = 10;
+    o.read_at = read_at;
+    const SimulateResult r = Simulate(Solver(dir_ / "train", dir_ / "test", 600), o);
+    ASSERT_FALSE(r.curve.empty());
+    EXPECT_EQ(r.iterations, 600);
+    EXPECT_GE(r.curve.back().score, 0.9) << "machine 0's copy did not learn the classes it never saw";
+    EXPECT_GT(r.deltas_applied, 0u);
+    EXPECT_GT(r.bytes, 0u);
+    uint64_t histogram = 0;
+    for (uint64_t b : r.staleness) histogram += b;
+    EXPECT_EQ(histogram, r.deltas_applied) << "every delta applied has a staleness";
+  }
 }
 
-// One seed: the same curve and the same weights, bit for bit, with jitter, drift, a straggler
-// and loss in play; another seed: another run; the drift moves the machines' times.
+// One seed: the same curve and the same weights, bit for bit, with jitter, drift, a straggler,
+// loss and mid-step reads in play; another seed: another run; the drift moves the machines'
+// times, and where a step reads its weights moves the weights.
 TEST_F(SimulateJob, OneSeedGivesOneResult) {
   SimulateOptions o;
   o.machines = 3;
@@ -97,6 +104,7 @@ TEST_F(SimulateJob, OneSeedGivesOneResult) {
   o.jitter = 0.2;
   o.drift = 0.3;
   o.drift_steps = 10;
+  o.read_at = 0.5;
   o.stragglers = 1;
   o.link.loss = 0.05;
   o.seed = TestSeed() % 1000 + 1;
@@ -116,6 +124,9 @@ TEST_F(SimulateJob, OneSeedGivesOneResult) {
   drifting.jitter = still.jitter = still.drift = 0;
   EXPECT_NE(Simulate(param, drifting).curve.back().virtual_s, Simulate(param, still).curve.back().virtual_s)
       << "the drift moved nothing";
+  SimulateOptions at_end = o;
+  at_end.read_at = 1;
+  EXPECT_NE(Simulate(param, at_end).weights_hash, a.weights_hash) << "reading the weights mid-step changed nothing";
   o.seed += 1;
   EXPECT_NE(Simulate(param, o).weights_hash, a.weights_hash) << "another seed, the same run";
 }
@@ -208,6 +219,9 @@ TEST_F(SimulateJob, BadSettingsAreOneLine) {
   EXPECT_THROW(Simulate(param, o), Error);
   o = {};
   o.drift_steps = 0.5;
+  EXPECT_THROW(Simulate(param, o), Error);
+  o = {};
+  o.read_at = -0.1;
   EXPECT_THROW(Simulate(param, o), Error);
 }
 
