@@ -1,6 +1,7 @@
 #include "core/context.hpp"
 
 #include <omp.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -70,6 +71,10 @@ uint64_t FreshSeed() {
   auto t = std::chrono::high_resolution_clock::now().time_since_epoch().count();
   auto tid = std::hash<std::thread::id>()(std::this_thread::get_id());
   return static_cast<uint64_t>(t) * 6364136223846793005ULL ^ tid;
+}
+
+void NameThisThread(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());  // (a name is a courtesy: a failure is not)
 }
 
 Context::Context(Mode mode, int device, uint64_t seed)

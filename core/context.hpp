@@ -105,6 +105,11 @@ class ContextScope {
 // A seed from the clock and the thread, for random_seed = -1.
 uint64_t FreshSeed();
 
+// Names the calling thread as `top -H`, `ps -L` and /proc/PID/task/TID/comm show it (at most
+// 15 characters kept): "hs-net", "hs-solver-2"... Not for the main thread (whose name is the
+// process's, what pgrep and killall find).
+void NameThisThread(const std::string& name);
+
 // True on CUDA builds when at least one GPU is visible.
 bool GpuAvailable();
 // How many GPUs are visible (0 on builds without CUDA), and whether this is a CUDA build.

@@ -9,6 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/context.hpp"
+
 namespace hogstream {
 
 namespace {
@@ -35,6 +37,7 @@ sigset_t TrainingSignals() {
 
 // The one thread that takes the signals: it only turns them into pending requests.
 void WaitForSignals() {
+  NameThisThread("hs-signals");
   const sigset_t set = TrainingSignals();
   int stops = 0;
   while (true) {

@@ -127,6 +127,7 @@ struct DataLayer::Source {
   void Read(const DataTransformer& transformer, std::vector<int> datum_shape,
             std::vector<int> item_shape, uint32_t skip, double shard, double part, Context::Takeover takeover,
             Context::Repartition repartition) {
+    NameThisThread("hs-data");
     std::string where;  // the record being read, for messages
     try {
       // A partition: records [first, first + count), then back to `first` (the cursor wraps at

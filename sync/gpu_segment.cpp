@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/common.hpp"
+#include "core/context.hpp"
 
 namespace hogstream {
 
@@ -177,7 +178,10 @@ void GpuSegment::Run() {
 void GpuSegment::Start() {
   if (thread_.joinable()) return;
   quit_.store(false);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hs-gpu-segment");
+    Run();
+  });
 }
 
 void GpuSegment::Stop() {
@@ -329,7 +333,10 @@ void GpuCopies::Run() {
 void GpuCopies::Start() {
   if (thread_.joinable()) return;
   quit_.store(false);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hs-gpu-copies");
+    Run();
+  });
 }
 
 void GpuCopies::Stop() {

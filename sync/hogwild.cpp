@@ -668,6 +668,7 @@ void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
 // pass never looks like death.
 void StartHeartbeat(Run& r) {
   r.heartbeat = std::thread([&r] {
+    NameThisThread("hs-heartbeat");
     while (!r.heartbeat_stop.load()) {
       const int64_t now = HeartbeatNowMs();
       for (int k = r.base_rank; k < r.base_rank + r.plan.n; ++k) r.group->heartbeat_ms[k].store(now);
@@ -680,6 +681,7 @@ void StartHeartbeat(Run& r) {
 void TrainOne(Run& r, int i) {
   const HogwildOptions& opt = r.opt;
   Local& me = r.locals[i];
+  if (i > 0) NameThisThread("hs-solver-" + std::to_string(i));  // (solver 0 runs on the main thread)
   try {
     ContextScope scope(me.ctx.get());
     // A. Every solver builds its nets: fillers draw from its own stream. Data readers start

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "base/common.hpp"
+#include "core/context.hpp"
 #include "transport/inproc/device.hpp"
 
 namespace hogstream {
@@ -57,7 +58,10 @@ Segment::~Segment() { Stop(); }
 void Segment::Start() {
   if (running()) return;
   stop_.store(false, kRelaxed);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hs-segment");
+    Run();
+  });
 }
 
 void Segment::Stop() {

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "base/common.hpp"
+#include "core/context.hpp"
 #include "sync/svb.hpp"
 
 namespace hogstream {
@@ -221,7 +222,10 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
   attached_at_ = Clock::now();
   g_->SetLeads(opt_.machines == 1);
   if (opt_.admit) transport_->set_admit([this](PeerId r, const std::string& address) { return Admit(r, address); });
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hs-net");
+    Run();
+  });
   while (!start_ok_.load() && !start_failed_.load()) {
     if (stop && stop()) {
       quit_.store(true);

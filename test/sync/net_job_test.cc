@@ -10,6 +10,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <chrono>
 #include <functional>
@@ -233,8 +235,21 @@ void NetJobTest::FinishAll() {
     if (m.job) m.job->Finish();
 }
 
+// This process's threads whose name (/proc/self/task/TID/comm) is `name`.
+int ThreadsNamed(const std::string& name) {
+  int n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "comm");
+    std::string comm;
+    n += std::getline(in, comm) && comm == name;
+  }
+  return n;
+}
+
+// (Each machine's daemon thread is named, as `top -H` shows it.)
 TEST_F(NetJobTest, SharesTheChunksCountsTheGlobalIterationAndDrainsBeforeTheSnapshot) {
   AttachAll();
+  EXPECT_EQ(ThreadsNamed("hs-net"), kMachines) << "each machine's daemon, named";
   TrainAllAndCheckTheLedger();
   FinishAll();
 }
