@@ -485,16 +485,9 @@ size_t NetJob::Receive() {
 bool NetJob::Dispatch(const Message& m) {
   switch (m.h.kind) {
     case MsgKind::kPosition:
-      if (!slave_->Answer(m)) {
-        t_->Flush();
-        if (!slave_->Answer(m)) return false;  // no slot for its delta yet
-      }
-      break;
-    case MsgKind::kDelta: {
-      MasterEndpoint* master = MasterFor(m);
-      if (master) master->OnDelta(m);
-      break;
-    }
+      return TakeData(m, *slave_, nullptr, *t_);  // false: no slot for its delta yet
+    case MsgKind::kDelta:
+      return TakeData(m, *slave_, MasterFor(m), *t_);
     case MsgKind::kIteration:
       OnControl(m);
       break;

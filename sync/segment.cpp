@@ -727,4 +727,14 @@ SlaveEndpoint::Stats SlaveEndpoint::stats() const {
           bytes_sent_.load(kRelaxed), positions_foreign_.load(kRelaxed), positions_refused_.load(kRelaxed)};
 }
 
+bool TakeData(const Message& m, SlaveEndpoint& slave, MasterEndpoint* master, Wire& t) {
+  if (m.h.kind == MsgKind::kPosition) {
+    if (slave.Answer(m)) return true;
+    t.Flush();
+    return slave.Answer(m);
+  }
+  if (m.h.kind == MsgKind::kDelta && master) master->OnDelta(m);
+  return true;
+}
+
 }  // namespace hogstream

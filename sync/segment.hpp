@@ -421,4 +421,10 @@ class SlaveEndpoint {
       positions_foreign_{0}, positions_refused_{0};
 };
 
+// A machine daemon's data plane, one code path for NetJob and the simulator: a POSITION is
+// answered by `slave` (flushing `t` once if no send slot is free; false: still none, the frame
+// waits and nothing changed), a DELTA is applied by `master`, the master of its chunk here (none:
+// the frame is dropped). True for every other kind too: those are the caller's.
+bool TakeData(const Message& m, SlaveEndpoint& slave, MasterEndpoint* master, Wire& t);
+
 }  // namespace hogstream

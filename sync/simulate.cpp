@@ -386,7 +386,7 @@ class Simulation {
     if (allowed > 0) me.pacer.Spent(me.master->PostPositions(allowed));
   }
 
-  // The daemon's receive: as NetJob's dispatch, every frame that has arrived.
+  // The daemon's receive: every frame that has arrived, through NetJob's data plane (TakeData).
   void Deliver(Machine& me) {
     Message batch[64];
     for (;;) {
@@ -394,12 +394,9 @@ class Simulation {
       if (got == 0) break;
       for (size_t i = 0; i < got; ++i) {
         const Message& m = batch[i];
-        if (m.h.kind == MsgKind::kPosition) {
-          HS_CHECK(me.slave->Answer(m)) << "simulate: the simulated network ran out of send slots";
-        } else if (m.h.kind == MsgKind::kDelta && me.master) {
-          me.master->set_clock(static_cast<uint64_t>(group_.Reached()));
-          me.master->OnDelta(m);
-        }
+        if (m.h.kind == MsgKind::kDelta && me.master) me.master->set_clock(static_cast<uint64_t>(group_.Reached()));
+        HS_CHECK(TakeData(m, *me.slave, me.master.get(), *me.wire))
+            << "simulate: the simulated network ran out of send slots";
       }
       me.wire->Release(got);
       me.wire->Flush();
