@@ -221,7 +221,7 @@ std::vector<Command> MakeHogstreamCommands() {
         {"jitter", "F", "0", "each step takes step_ms x (1 + U(-F, F)), F in [0, 1)"},
         {"drift", "F", "0", "... and x exp(d), each machine's d drifting with standard deviation F in [0, 1]"},
         {"drift_steps", "K", "25", "... correlated over about K of its steps (machines slow or fast for a while)"},
-        {"read_at", "F", "1", "where in its step a machine reads its weights (0: the start, 1: the end); what arrives later lands under its update"},
+        {"read_at", "F", "0", "where in its step a machine reads its weights (0: the start, 1: the end); what arrives later lands under its update"},
         {"stragglers", "K", "0", "the last K machines of a job (at most N - 1) are slower ..."},
         {"straggler_factor", "F", "2", "... by F"},
         {"latency_us", "US", "50", "one-way latency of a frame"},

@@ -41,10 +41,13 @@ struct SimulateOptions {
   double drift = 0;
   double drift_steps = 25;
   // Where in its step a machine reads the weights that its gradient is computed on, as a
-  // fraction of the step (1: at its end, the moment it updates; 0: at its start). What others
+  // fraction of the step (0: at its start; 1: at its end, the moment it updates). What others
   // send during the step lands in the weights meanwhile and stays under the update, as the
-  // daemon's writes land during a real solver's forward and backward passes (Hogwild).
-  double read_at = 1;
+  // daemon's writes land during a real solver's forward and backward passes (Hogwild). 0, the
+  // default, is what the namespace runs agree with: at 1 the simulator held rules at 8 machines
+  // that diverged there, and its SE at 2 and 4 came out 0.13-0.16 high
+  // (docs/experiments/2026-12-06-mid-pass-reads-daemon-bytes.md).
+  double read_at = 0;
   int stragglers = 0;          // the last `stragglers` machines are slower ...
   double straggler_factor = 2; // ... by this factor
   SimLinkOptions link;
