@@ -90,8 +90,8 @@ Specs NetJobFlags() {
        "(udp, with the job's --job-key)"},
       {"loss", "P", "", "drop this fraction of the data messages, to see how a job takes it (default: 0)"},
       {"sweep_ms", "MS", std::to_string(n.sweep_ms), "a master sweeps its chunks at most once per MS"},
-      {"sweeps_per_iter", "N", "auto",
-       "... and at most N times per iteration of this machine's solvers (0: none; auto: 1 under async, else 0)"},
+      {"sweeps_per_iter", "N", std::to_string(n.sweeps_per_iter),
+       "... and at most N times per iteration of this machine's solvers (0: no limit)"},
       {"window", "N", std::to_string(n.window), "positions a master has awaiting their delta, per receiver (0: no limit)"},
       {"dead_ms", "MS", std::to_string(n.dead_ms), "silence after which a machine is dead"},
       {"quorum_ms", "MS", "0", "how long a machine cut off from a majority of the job waits before it gives up "
@@ -228,7 +228,7 @@ std::vector<Command> MakeHogstreamCommands() {
         {"gbit", "G", "10", "each machine's link, Gbit/s"},
         {"loss", "P", "0", "probability that a frame is lost"},
         {"sweep_ms", "MS", std::to_string(sim.sweep_ms), "a master sweeps its chunks at most once per MS (as train's)"},
-        {"sweeps_per_iter", "N", std::to_string(sim.sweeps_per_iter), "... and at most N times per local iteration (0: no limit)"},
+        {"sweeps_per_iter", "N", "0", "... and at most N times per local iteration (0: no limit)"},
         {"chunk_floats", "N", "0", "floats per chunk (0: as many as a frame carries)"},
         {"bsp", "M[,M...]", "", "after each N, the synchronous reference at each lr multiplier M: n, sqrt, half or "
                                 "a number (default: none)"},

@@ -198,13 +198,7 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   if (job_machines > 1) LOG(INFO) << "Network: aggregation: " << n.rule.aggregate->Line();
   n.track_fresh = policy.kind == Policy::Kind::kSsp;
   n.sweep_ms = static_cast<uint32_t>(f.int_in("sweep_ms", 0, 60000));
-  // An asynchronous job's masters sweep at most once per step of their machine unless told: more
-  // sweeps than steps send fractions of steps, and the daemon's cost is its bytes
-  // (docs/experiments/2026-12-06-mid-pass-reads-daemon-bytes.md). Under the other policies
-  // machines wait for the exchange (rounds, bounds) or weed stale deltas out: not there.
-  const bool async = policy.kind == Policy::Kind::kAsync;
-  n.sweeps_per_iter = static_cast<uint32_t>(
-      f.get("sweeps_per_iter") == "auto" ? (async ? 1 : 0) : f.get_int("sweeps_per_iter", 0, 0, 1000));
+  n.sweeps_per_iter = static_cast<uint32_t>(f.int_in("sweeps_per_iter", 0, 1000));
   n.window = static_cast<uint32_t>(f.int_in("window", 0, 1 << 20));
   n.dead_ms = static_cast<uint32_t>(f.int_in("dead_ms", 100, 3600000));
   n.quorum_ms = static_cast<uint32_t>(f.int_in("quorum_ms", 0, 86400000));  // 0: 30 x dead_ms

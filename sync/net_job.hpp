@@ -112,11 +112,9 @@ std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
 // no solver steps (the start, a joiner taking the weights, a recovery). A sweep
 // faster than the solvers step carries little that is new and takes the cores from them: a
 // cifar10_quick iteration at 0.4 core lasts as long as seven sweeps at the time limit alone.
-// Off in NetJobOptions (sweeps_per_iter = 0): solvers that wait for the exchange (bsp, gsp, a
-// machine joining) step rarely, and with the limit their rounds crawl at the trickle
-// (docs/experiments/2026-11-28-sweeps-per-iter.md). `hogstream train` sets 1 under
-// --policy=async, where a machine's daemon was a fifth of it for its bytes
-// (docs/experiments/2026-12-06-mid-pass-reads-daemon-bytes.md).
+// Not on by default (NetJobOptions::sweeps_per_iter = 0): solvers that wait for the exchange
+// (bsp, gsp, a machine joining) step rarely, and with the limit their rounds crawl at the
+// trickle (docs/experiments/2026-11-28-sweeps-per-iter.md).
 class SweepPacer {
  public:
   static constexpr double kIdleMs = 200;

@@ -52,7 +52,7 @@ struct SimulateOptions {
   double straggler_factor = 2; // ... by this factor
   SimLinkOptions link;
   uint32_t sweep_ms = 20;      // as NetJobOptions: a master sweeps at most once per sweep_ms
-  uint32_t sweeps_per_iter = 1;  // (as an asynchronous job's `train`)
+  uint32_t sweeps_per_iter = 0;
   uint32_t chunk_floats = 0;   // 0: as many as one message carries
   std::string aggregate;       // --aggregate's text ("" = auto)
   std::function<uint64_t()> epoch;  // global iterations per epoch of the data (AggregateSetting::epoch)

@@ -342,8 +342,7 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
   }
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < kMachines; ++r) {
-    // (--sweeps_per_iter given: auto's choice here, a number where the default is a word)
-    std::vector<std::string> flags = {"--aggregate=share", "--sweeps_per_iter=1", "--stats_json=" + StatsFile(r)};
+    std::vector<std::string> flags = {"--aggregate=share", "--stats_json=" + StatsFile(r)};
     if (MetricsAvailable()) flags.push_back("--metrics=127.0.0.1:" + std::to_string(ports[r]));
     m.push_back(Start(r, 300000, "", flags));
   }
