@@ -1,9 +1,9 @@
 // The job simulator (simulate.hpp): N machines, one thread, one virtual clock.
 // Events, earliest first (ties: deliveries, then daemons' sweeps, then reads, then steps; lower
-// machine first): a frame arrives (the receiver's daemon answers positions and applies deltas at once),
-// a daemon sweeps (PostPositions as much as its SweepPacer allows), a machine reads its weights
-// for its step (read_at < 1), a machine steps (one iteration of its solver, whose global count
-// is the job's).
+// machine first): a frame arrives (the receiver's daemon answers positions and applies deltas
+// at once), a daemon sweeps (PostPositions as much as its SweepPacer allows), a machine reads
+// its weights for its step (read_at < 1), a machine steps (one iteration of its solver, whose
+// global count is the job's).
 #include "sync/simulate.hpp"
 
 #include <algorithm>
