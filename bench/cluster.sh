@@ -204,7 +204,7 @@ printf "wall time: %.1f s\n" "$(echo "$t1 - $t0" | bc)"
 for f in "$OUT"/m*.log "$OUT"/f*.log; do
   [[ -f $f ]] || continue
   m=$(basename "$f" .log)
-  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|Left the job.*|raw.bin: .*|hogstream: .*" "$f" | tail -1 || true)
+  end=$(grep -hoE "Optimization Done.*|Optimization stopped early|(Stopped|Ended) early: .*|Left the job.*|raw.bin: .*|hogstream: .*" "$f" | tail -1 || true)
   acc=$(grep "Test net output #0: accuracy" "$f" | tail -1 | sed 's/.*accuracy = //' || true)
   net=$(grep "Network: machine [0-9]* leads" "$f" | tail -1 | sed 's/.*\] //' || true)
   echo "$m: ${end:-(no end: killed)}${acc:+; last test accuracy $acc}"

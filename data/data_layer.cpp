@@ -35,7 +35,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -455,7 +454,6 @@ uint64_t EpochIterations(const pb::SolverParameter& solver) {
         const pb::DataParameter& dp = l.data_param();
         batch = dp.batch_size();
         for (const std::string& src : dp.source()) {
-          if (!std::filesystem::is_directory(src)) return 0;  // LevelDB would create it
           records += dp.backend() == pb::DataParameter::LMDB ? OpenLmdbRecords(src, ColorMode::kNative)->size()
                                                              : OpenLevelDbRecords(src, ColorMode::kNative)->size();
         }

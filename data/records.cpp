@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -60,6 +61,12 @@ class LevelDbHandle {
     static std::map<std::string, std::weak_ptr<leveldb::DB>> open;
     std::lock_guard<std::mutex> lock(mu);
     if (auto db = open[path].lock()) return db;
+    // Look before opening: LevelDB's Open makes the folder and writes LOCK and LOG into it
+    // before it finds no database there, even when told not to create one.
+    std::error_code ec;
+    HS_REQUIRE(std::filesystem::is_directory(path, ec)) << "cannot open LevelDB '" << path << "': no such folder";
+    HS_REQUIRE(std::filesystem::is_regular_file(std::filesystem::path(path) / "CURRENT", ec))
+        << "cannot open LevelDB '" << path << "': not a LevelDB database (no CURRENT file)";
     leveldb::Options options;
     options.create_if_missing = false;
     options.max_open_files = 100;

@@ -764,8 +764,18 @@ void FinishRun(Run& r) {
     HS_REQUIRE(!ok || failed.empty()) << failed;
     if (ok && job->left() && r.opt.log)
       LOG(INFO) << "Left the job. (machine " << job->rank() << ", on notice; the job goes on without it)";
-    else if (ok && !job->leads() && r.opt.log)
-      LOG(INFO) << "Optimization Done. (machine " << job->rank() << "; the final test and snapshot are the leader's)";
+    else if (ok && !job->leads() && r.opt.log) {
+      // A job ended before its last iteration says so, and on whose word: a stop, or a forged
+      // "done" in a job without a key, reads differently from a finished run.
+      const int64_t last = r.param.max_iter();
+      if (job->ended_by() >= 0 && job->ended_at() < last)
+        LOG(WARNING) << (job->stopped() ? "Stopped early: " : "Ended early: ") << job->Name(job->ended_by())
+                     << ", the leader, ended the job at global iteration " << job->ended_at() << " of " << last
+                     << (job->stopped() ? " on a stop request" : " without a stop request")
+                     << ". (machine " << job->rank() << ")";
+      else
+        LOG(INFO) << "Optimization Done. (machine " << job->rank() << "; the final test and snapshot are the leader's)";
+    }
   }
   for (auto& e : r.errors)
     if (e) std::rethrow_exception(e);

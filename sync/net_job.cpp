@@ -788,6 +788,7 @@ void NetJob::PassRequests() {
 void NetJob::PassRequestsOf(int r) {
   NetMember& p = members_[r];
   if (p.flags & kNetStop) {
+    if (r == members_.leader()) stopped_.store(true);  // a stop request ends the job early
     g_->Request(SolverAction::STOP);
     if (r == members_.leader()) g_->Stop();
   }
@@ -799,6 +800,10 @@ void NetJob::PassRequestsOf(int r) {
     p.snapshots_taken = p.snapshots;
   }
   if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
+    if (!done_ && ended_by_.load() < 0) {  // who ended it, and where (FinishRun says so if early)
+      ended_at_.store(g_->shared().iter.load());
+      ended_by_.store(r);
+    }
     if (p.flags & kNetKeep) g_->SetFailedElsewhere();  // before job_done: Finish reads it then
     g_->EndJob();
     done_ = true;  // and says so back, so the leader knows it was heard

@@ -244,6 +244,12 @@ class NetJob {
   bool leads() const;
   // This machine left the job on notice (its chunks handed over): from any thread.
   bool left() const { return left_.load(); }
+  // The machine whose word ended this one's training, and the global iteration then (-1 and 0:
+  // none; this machine led, left, or the job never ended), from any thread. Its name: Name.
+  int ended_by() const { return ended_by_.load(); }
+  int64_t ended_at() const { return ended_at_.load(); }
+  bool stopped() const { return stopped_.load(); }  // ... on the leader's stop (a request)
+  std::string Name(int r) const;
   // The clocks a sharing policy bounds (sync/policy.hpp), from any thread: the fewest
   // iterations per solver any other live machine still training has run (its solvers' count
   // over its solver count; this machine's own when none), and how many times every chunk this machine does not own
@@ -332,7 +338,6 @@ class NetJob {
   void BeginRecovery(const char* why);  // daemon: give up the owned chunks, re-take them all
   void Refused(PeerId from, uint32_t chunk, Refusal why, const char* what);  // names a sender once
   uint32_t Flags() const;
-  std::string Name(int r) const;
 
   std::unique_ptr<Transport> transport_;
   Wire wire_;         // the transport, with sync's header on every message
@@ -393,6 +398,9 @@ class NetJob {
   std::atomic<bool> joined_running_{false};
   std::atomic<bool> all_done_{false};  // done, and every live machine has said so too
   std::atomic<bool> left_{false};      // Leave::kLeft
+  std::atomic<int> ended_by_{-1};      // ended_by()
+  std::atomic<int64_t> ended_at_{0};
+  std::atomic<bool> stopped_{false};
   std::atomic<int> machines_now_{0};   // opt_.machines, for other threads
   std::atomic<int> lead_{-1};
   std::atomic<int64_t> slowest_other_{0};

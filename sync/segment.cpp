@@ -322,32 +322,40 @@ size_t MasterEndpoint::PostPositions(size_t max) {
   return posted;
 }
 
-bool MasterEndpoint::Fresh(PeerId from, uint32_t c, uint64_t seq) {
+MasterEndpoint::Replay& MasterEndpoint::Window(PeerId from) {
   auto it = replay_.find(from);
   if (it == replay_.end()) {  // a slave's first delta: its window (seq 0 is never sent: applied)
     it = replay_.emplace(from, Replay{std::vector<uint64_t>(layout_.count, 0), std::vector<uint64_t>(layout_.count, 1),
                                       std::vector<uint64_t>(layout_.count, 0), SourceStats{}}).first;
   }
-  uint64_t& high = it->second.high[c];
-  uint64_t& seen = it->second.seen[c];
-  if (seq > high) {
-    const uint64_t shift = seq - high;
-    seen = shift >= 64 ? 1 : (seen << shift) | 1;
-    high = seq;
-    return true;
-  }
+  return it->second;
+}
+
+bool MasterEndpoint::Fresh(const Replay& r, uint32_t c, uint64_t seq) {
+  const uint64_t high = r.high[c];
+  if (seq > high) return true;
   const uint64_t back = high - seq;
   if (back >= 64) {
     Add(deltas_too_old_);
     return false;
   }
-  const uint64_t bit = uint64_t{1} << back;
-  if (seen & bit) {
+  if (r.seen[c] & (uint64_t{1} << back)) {
     Add(deltas_duplicate_);
     return false;
   }
-  seen |= bit;
   return true;
+}
+
+void MasterEndpoint::Mark(Replay& r, uint32_t c, uint64_t seq) {
+  uint64_t& high = r.high[c];
+  uint64_t& seen = r.seen[c];
+  if (seq > high) {
+    const uint64_t shift = seq - high;
+    seen = shift >= 64 ? 1 : (seen << shift) | 1;
+    high = seq;
+  } else {
+    seen |= uint64_t{1} << (high - seq);
+  }
 }
 
 ChunkUpdates::ChunkUpdates(uint32_t count, std::vector<int> classes)
@@ -397,12 +405,14 @@ bool MasterEndpoint::OnDelta(const Message& m) {
   } else if (enc != Encoding::kFloat32 &&
              !rule_.codec.Decode(enc, m.payload, h.length, layout_.length(h.chunk), scratch_.data())) {
     Add(malformed_);  // checksummed, but not a payload of this codec
-  } else if (Fresh(h.source, h.chunk, h.seq)) {  // (a duplicate answers nothing twice)
+  } else if (Replay& from = Window(h.source); Fresh(from, h.chunk, h.seq)) {  // (a duplicate answers nothing twice)
     Answered(h.chunk, h.seq);
     const float* d = enc == Encoding::kFloat32 ? m.floats() : scratch_.data();
     const uint32_t len = layout_.length(h.chunk);
+    // Its seq is marked only once its values pass: a refused delta (a forged one that came
+    // first) must not make the real answer to the same position a duplicate.
     if (!Acceptable(h.source, h.chunk, d, len)) return false;
-    Replay& from = replay_.find(h.source)->second;
+    Mark(from, h.chunk, h.seq);
     DeltaInfo info;
     info.source = h.source;
     info.chunk = h.chunk;

@@ -249,8 +249,6 @@ class MasterEndpoint {
  private:
   // Chunk c's values and header (a new seq) in `slot`, as a message of `kind`.
   Header Values(uint32_t c, MsgKind kind, std::byte* slot);
-  // Marks (from, chunk, seq) applied; false if that slave's delta was seen or is too old.
-  bool Fresh(PeerId from, uint32_t chunk, uint64_t seq);
   void Answered(uint32_t chunk, uint64_t seq);  // a fresh delta for (chunk, seq) came back
   void Expire();  // stops counting positions unanswered for answer_timeout_us
 
@@ -275,6 +273,10 @@ class MasterEndpoint {
     std::vector<uint64_t> last_update;  // the chunk's update count after this slave's last delta; 0: none
     SourceStats figures;
   };
+  Replay& Window(PeerId from);  // that slave's window (made at its first delta)
+  // Whether delta seq of chunk c is new to window r (a duplicate or one too old is counted).
+  bool Fresh(const Replay& r, uint32_t c, uint64_t seq);
+  void Mark(Replay& r, uint32_t c, uint64_t seq);  // seq applied: a later copy is a duplicate
   // The staleness of a fresh delta from `r` on chunk c, its update counted (0: weeded out).
   uint64_t Count(PeerId source, Replay& r, uint32_t c);
   // Whether delta d of chunk c may be applied (finite, not absurd); counts and reports if not.

@@ -432,8 +432,10 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
   }
   EXPECT_NE(f[0].err.find("Network: all 3 machines heard from"), std::string::npos) << f[0].err;
   EXPECT_NE(f[0].err.find("Optimization stopped early."), std::string::npos) << f[0].err;
-  for (int r = 1; r < kMachines; ++r)
-    EXPECT_NE(f[r].err.find("Optimization Done. (machine " + std::to_string(r)), std::string::npos) << f[r].err;
+  for (int r = 1; r < kMachines; ++r) {  // the others say whose stop ended their run early
+    EXPECT_NE(f[r].err.find("Stopped early: machine 0 "), std::string::npos) << f[r].err;
+    EXPECT_NE(f[r].err.find("on a stop request. (machine " + std::to_string(r) + ")"), std::string::npos) << f[r].err;
+  }
   // The leader's snapshot at the stop, named by the global iteration it stopped at.
   static const std::regex snapped("Snapshotting to binary proto file [^\n]*snap_iter_([0-9]+)\\.caffemodel");
   std::smatch at;
@@ -708,7 +710,8 @@ TEST_F(Cluster, ANewMachineJoinsTheRunningJob) {
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
   EXPECT_NE(f3.err.find("it joins the running job as a new machine"), std::string::npos) << f3.err;
   EXPECT_NE(f3.err.find("joins a running job at iteration"), std::string::npos) << f3.err;
-  EXPECT_NE(f3.err.find("Optimization Done. (machine 3"), std::string::npos) << f3.err;
+  EXPECT_NE(f3.err.find("Stopped early: machine 0 "), std::string::npos) << f3.err;
+  EXPECT_NE(f3.err.find("on a stop request. (machine 3)"), std::string::npos) << f3.err;
   static const std::regex ran("Network: machine 3 \\([^)]*\\) ran ([0-9]+) iterations");
   std::smatch n;
   ASSERT_TRUE(std::regex_search(f3.err, n, ran)) << f3.err;
@@ -1243,7 +1246,8 @@ TEST_F(Cluster, BetweenNamespacesAStragglerALeaveAJoinAndTheLeadersLeave) {
   const Finished& lead = f[0];
   EXPECT_NE(lead.err.find("Optimization stopped early."), std::string::npos) << lead.err;
   EXPECT_EQ(lead.err.find("silent for"), std::string::npos) << "nobody was taken for dead:\n" << lead.err;
-  EXPECT_NE(f[2].err.find("Optimization Done. (machine 4"), std::string::npos) << f[2].err;
+  EXPECT_NE(f[2].err.find("Stopped early: machine 2 "), std::string::npos) << f[2].err;
+  EXPECT_NE(f[2].err.find("on a stop request. (machine 4)"), std::string::npos) << f[2].err;
   EXPECT_GE(FinalAccuracy(lead.err), 0.9) << "the job learned every class\n" << lead.err;
 }
 

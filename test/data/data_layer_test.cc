@@ -246,6 +246,12 @@ TEST(DataLayerTest, SetUpErrorsNameTheSource) {
   p.mutable_data_param()->clear_backend();  // LEVELDB, Caffe's default
   e = error_of(p);
   EXPECT_NE(e.find("cannot open LevelDB '" + dir / "small" + "'"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir / "small") / "LOCK")) << "LevelDB's files written into an LMDB";
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(dir / "small") / "LOG"));
+  p.mutable_data_param()->set_source(0, dir / "missing");  // a LevelDB that is not there: not made
+  e = error_of(p);
+  EXPECT_NE(e.find("cannot open LevelDB '" + dir / "missing" + "': no such folder"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(dir / "missing"));
   e = error_of(DataParam({dir / "small"}, 0));
   EXPECT_NE(e.find("batch_size"), std::string::npos) << e;
 }

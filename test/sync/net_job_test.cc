@@ -830,22 +830,25 @@ TEST_F(NetJobTest, FramesFromAnAddressNotInTheJobAreRefusedWhateverTheyClaim) {
 // are sealed here.
 class HandPlayed {
  public:
-  explicit HandPlayed(int machines = 2, uint32_t start_ms = 10000) : fmt(0x7e58, Key()) {
+  // The job is machine `rank` (0 or 1) of `machines`; the other of 0 and 1 is `one`, the
+  // others (2 up) `more`.
+  explicit HandPlayed(int machines = 2, uint32_t start_ms = 10000, int rank = 0)
+      : other(rank == 0 ? 1 : 0), fmt(0x7e58, Key()) {
     UdpOptions uo;
     uo.job = 0x7e58;
     uo.key = Key();
     uo.heartbeat_ms = 0;  // liveness is the job's
     uo.max_payload = kWireHeaderBytes + kChunk * sizeof(float);
-    auto t = UdpDevice(uo).Open(0);
+    auto t = UdpDevice(uo).Open(static_cast<PeerId>(rank));
     auto* udp = static_cast<UdpEndpoint*>(t.get());
-    udp->AddPeer(1, "127.0.0.1", one.port());
+    udp->AddPeer(other, "127.0.0.1", one.port());
     for (int r = 2; r < machines; ++r) {
       more.push_back(std::make_unique<test::Forger>());
       udp->AddPeer(static_cast<PeerId>(r), "127.0.0.1", more.back()->port());
     }
     port0 = udp->port();
     NetJobOptions o;
-    o.rank = 0;
+    o.rank = rank;
     o.machines = machines;
     o.chunk_floats = kChunk;
     o.heartbeat_ms = 10;
@@ -873,16 +876,17 @@ class HandPlayed {
     key[0] = 42;
     return key;
   }
-  // A control message of machine `from`'s run `nonce`, echoing machine 0's `echo`; `epoch`: the
-  // first master epoch of that run; `view`: its view of the global iteration (default: clock).
+  // A control message of machine `from`'s run `nonce` (default: `other`'s), echoing the job's
+  // `echo`; `epoch`: the first master epoch of that run; `view`: its view of the global
+  // iteration (default: clock).
   std::vector<std::byte> Control(uint64_t nonce, uint64_t echo, uint32_t flags, uint64_t clock, uint32_t epoch = 0,
-                                 PeerId from = 1, int64_t view = -1) {
+                                 PeerId from = kNoPeer, int64_t view = -1) {
     NetControl b;
     b.nonce = nonce;
     b.echo[0] = echo;
     b.counter = ++counter;
     Header h;
-    h.source = from;
+    h.source = from == kNoPeer ? other : from;
     h.kind = MsgKind::kIteration;
     h.epoch = epoch;
     h.chunk = flags;
@@ -929,6 +933,7 @@ class HandPlayed {
 
   test::Forger& From(PeerId r) { return r == 1 ? one : *more.at(r - 2); }
 
+  PeerId other;
   test::Forger one;
   std::vector<std::unique_ptr<test::Forger>> more;
   FrameFormat fmt;
@@ -974,16 +979,41 @@ TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining | kNetDone, 0)));
   EXPECT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kNotLeader) > 0; }, 5s));
   EXPECT_EQ(m.g.shared().job_done.load(), 0) << "a machine that does not lead ended the job";
-  // 5. A clock of 1e9: taken only as far as a machine could have run (1 024 + 8 x 1 000 it/s).
+  // 5. A clock of 1e9: taken only as far as a machine could have run (64 + 4 x 1 000 it/s while
+  // no rate is known).
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining, 1000000000)));
   EXPECT_TRUE(WaitFor([&] { return m.job->stats().clock_clamped > 0; }, 5s));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() + 10;
-  EXPECT_LT(m.g.shared().iter.load(), 1024 + 8000 * secs) << "a forged clock moved the global iteration";
+  EXPECT_LT(m.g.shared().iter.load(), 64 + 4000 * secs) << "a forged clock moved the global iteration";
   // 6. An earlier run's "stop", now: still not believed.
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(0x01d, 0xbad, kNetReady | kNetStop, 0)));
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(m.g.shared().stop_requested.load(), 0);
+}
+
+// A follower whose job the leader's "done" ends knows on whose word and at which global
+// iteration (FinishRun says so in one line where that is before the run's last iteration; a
+// stop request is told apart): here the leader is played by hand, its "done" at 144.
+TEST(NetJobSteerTest, AFollowerEndedByTheLeaderKnowsWhoEndedItAndWhen) {
+  HandPlayed m(2, 10000, 1);
+  ASSERT_TRUE(m.one.ok());
+  const uint64_t nonce1 = m.MachineZeroNonce();  // (the job's, machine 1's here)
+  ASSERT_NE(nonce1, 0u) << "the job sent no control message";
+  const uint64_t mine = 0x5eed;
+  m.Prove(mine, nonce1, kNetReady);
+  m.attach.join();
+  ASSERT_EQ(m.attach_error, "");
+  EXPECT_EQ(m.job->ended_by(), -1);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce1, kNetReady | kNetTraining, 100 + i)));
+  ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce1, kNetReady | kNetTraining | kNetDone, 144)));
+  ASSERT_TRUE(WaitFor([&] { return m.g.shared().job_done.load() != 0; }, 5s)) << "the leader's done was not taken";
+  EXPECT_EQ(m.job->ended_by(), 0);
+  EXPECT_FALSE(m.job->stopped()) << "no stop request came";
+  EXPECT_GE(m.job->ended_at(), 100);
+  EXPECT_LE(m.job->ended_at(), 144);
+  EXPECT_EQ(m.job->Name(m.job->ended_by()), "machine 0");
 }
 
 // Positions are bound to the run of their sender that proved itself: before any run of

@@ -1044,6 +1044,32 @@ TEST(SegmentValuesTest, MasterRefusesNonFiniteAndAbsurdDeltas) {
   }
 }
 
+// A forged non-finite delta that answers a position before the real slave does (an attacker who
+// spoofs the slave's address and copies the run's numbering) is refused and leaves the seq
+// unmarked: the real answer that follows is applied, and only a second copy of it is a duplicate.
+TEST(SegmentValuesTest, ARefusedDeltaDoesNotMakeTheRealAnswerADuplicate) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(4, gen);
+  const std::vector<float> w0 = w;
+  ScriptedTransport t(4 * sizeof(float));
+  MasterEndpoint me(w.data(), 4, 4, &t, Dest::Peer(1));
+  me.set_epoch(1);
+  ASSERT_EQ(me.PostPositions(1), 1u);
+  const uint64_t seq = t.sent.back().h.seq;
+  std::vector<float> forged = RandomVector(4, gen);
+  forged[1] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> real = RandomVector(4, gen);
+  t.Deliver(Delta(0, seq, 1), 1, forged);
+  t.Deliver(Delta(0, seq, 1), 1, real);
+  t.Deliver(Delta(0, seq, 1), 1, real);
+  EXPECT_EQ(me.PollDeltas(), 1u) << "the real delta, after the forged one was refused";
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(w[i], w0[i] + real[i], 1e-6) << i;
+  const auto st = me.stats();
+  EXPECT_EQ(st.refused_nonfinite, 1u);
+  EXPECT_EQ(st.deltas_applied, 1u);
+  EXPECT_EQ(st.deltas_duplicate, 1u);
+}
+
 // A delta far beyond the chunk's recent ones but within its weights' scale (a machine whose
 // link stalled sends many steps at once) is applied; one beyond both is refused.
 TEST(SegmentValuesTest, ALongDeltaWithinTheWeightsScaleIsNotAbsurd) {
