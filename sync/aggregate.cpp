@@ -331,6 +331,34 @@ class ScheduleRule : public ShareRule {
 };
 HS_REGISTER_AGGREGATE("schedule", "the share, ramped up, damped by age and cooled down over the run", ScheduleRule);
 
+// Where a stateful rule keeps a chunk's state: chunks laid end to end in the order first seen
+// (Take sees the chunk's values, not its offset in the master buffer).
+class ChunkSlots {
+ public:
+  void Bind(size_t n, uint32_t chunks) {
+    n_ = n;
+    offset_.assign(chunks, kUnbound);
+    bound_ = 0;
+  }
+  bool bound() const { return !offset_.empty(); }
+  // The offset of chunk c's `len` floats of state; `fresh`: seen for the first time.
+  size_t Slot(uint32_t c, uint32_t len, bool* fresh) {
+    HS_CHECK(c < offset_.size()) << "aggregation: chunk " << c << " beyond the bound " << offset_.size();
+    *fresh = offset_[c] == kUnbound;
+    if (*fresh) {
+      HS_CHECK_LE(bound_ + len, n_) << "aggregation: chunks beyond the bound buffer";
+      offset_[c] = bound_;
+      bound_ += len;
+    }
+    return offset_[c];
+  }
+
+ private:
+  static constexpr size_t kUnbound = ~size_t{0};
+  size_t n_ = 0, bound_ = 0;
+  std::vector<size_t> offset_;
+};
+
 // Outer momentum at the chunk's owner (delayed Nesterov, as in streaming local SGD with an outer
 // optimizer): each delta goes in at once times `lr` (and the envelope), and is summed into the chunk's pending
 // progress; once `every` deltas have come (one round of the others' answers at equal pace), the
@@ -357,7 +385,7 @@ class OuterRule : public AggregateRule {
     velocity_.assign(n, 0.f);
     pending_.assign(n, 0.f);
     count_.assign(chunks, 0);
-    offset_.assign(chunks, kUnbound);
+    slots_.Bind(n, chunks);
   }
 
  protected:
@@ -371,16 +399,11 @@ class OuterRule : public AggregateRule {
   }
   void Apply(const DeltaInfo& d, float weight, float* master, const float* delta, uint32_t len,
              Access access) override {
-    HS_CHECK(!count_.empty() && d.chunk < count_.size()) << "outer: Take before Bind";
-    // The chunk's place in the rule's state: chunks are laid end to end in the order first seen
-    // (Take sees the chunk's values, not its offset in the buffer).
-    if (offset_[d.chunk] == kUnbound) {
-      HS_CHECK_LE(bound_ + len, velocity_.size()) << "outer: chunks beyond the bound buffer";
-      offset_[d.chunk] = bound_;
-      bound_ += len;
-    }
-    float* v = velocity_.data() + offset_[d.chunk];
-    float* p = pending_.data() + offset_[d.chunk];
+    HS_CHECK(slots_.bound()) << "outer: Take before Bind";
+    bool fresh;
+    const size_t at = slots_.Slot(d.chunk, len, &fresh);
+    float* v = velocity_.data() + at;
+    float* p = pending_.data() + at;
     AddScaled(master, delta, len, access, weight);
     for (uint32_t i = 0; i < len; ++i) p[i] += weight * delta[i];
     if (++count_[d.chunk] < static_cast<uint32_t>(every_)) return;
@@ -394,14 +417,108 @@ class OuterRule : public AggregateRule {
   }
 
  private:
-  static constexpr size_t kUnbound = ~size_t{0};
   double lr_ = 1, momentum_ = 0.5, every_, speed_ = 0;
   std::vector<float> velocity_, pending_;
   std::vector<uint32_t> count_;
-  std::vector<size_t> offset_;
-  size_t bound_ = 0;
+  ChunkSlots slots_;
 };
 HS_REGISTER_AGGREGATE("outer", "outer Nesterov momentum at each chunk's owner (lr, momentum, every)", OuterRule);
+
+// The machines' models averaged, asynchronously (local SGD with the linear scaling rule, as
+// post-local SGD): every machine's progress counts 1/M at the chunk's owner, the owner's own
+// included, and each solver's lr is M times the recipe's (after a linear ramp from 1). Each
+// machine's copy moves by its own steps whole until they reach the owner, so a steep direction
+// is corrected by each machine's fresh steps, and what the owner adds is an average of them, not
+// a sum: summed, M machines' stale steps at that rate overshoot and diverge. The others' deltas
+// go in at once times 1/M (and the envelope); once `every` of them have come, the owner's own
+// progress since the last time (the chunk's values less where they were and less the others'
+// deltas taken since) is brought to 1/M as well. Per-chunk state: two floats per weight.
+class AverageRule : public AggregateRule {
+ public:
+  explicit AverageRule(const AggregateSetting& s)
+      : AggregateRule("average", s), lr_(std::max(1, s.machines)), every_(std::max(1, s.machines - 1)) {
+    Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines)");
+    Field("lr_warmup", &lr_warmup_, 0, 1e18,
+          "global iterations of the multiplier's linear ramp from 1 (default: 1ep, one epoch; 0: none)", true);
+    Field("every", &every_, 1, 1e6, "the others' deltas of a chunk between the owner's own rescales");
+  }
+  bool stateful() const override { return true; }
+  std::function<double(int64_t)> LrFactor() const override {
+    const double k = setting_.machines >= 2 ? lr_ : 1, ramp = Ramp();
+    if (k == 1) return {};
+    return [k, ramp](int64_t it) {
+      const auto at = static_cast<double>(it);
+      return ramp > 0 && at < ramp ? 1 + (k - 1) * at / ramp : k;
+    };
+  }
+  std::vector<std::string> AdjustJobSolver(int job_machines, pb::SolverParameter* param) const override {
+    (void)job_machines, (void)param;  // (the multiplier is the solvers' lr_factor, not their base_lr)
+    if (setting_.machines < 2 || lr_ == 1) return {};
+    std::ostringstream os;
+    os << std::setprecision(3) << "each solver's lr x " << lr_;
+    if (Ramp() > 0) os << " after a linear ramp from x 1 over " << Ramp() << " global iterations";
+    return {os.str()};
+  }
+  void Bind(size_t n, uint32_t chunks) override {
+    base_.assign(n, 0.f);
+    others_.assign(n, 0.f);
+    count_.assign(chunks, 0);
+    slots_.Bind(n, chunks);
+  }
+
+ protected:
+  double Own(const DeltaInfo& d) const override { return (void)d, Mean(); }
+  std::string OwnLine() const override {
+    std::ostringstream os;
+    os << std::setprecision(3) << "the machines' models averaged: each machine's progress at 1/" << setting_.machines
+       << ", the owner's own brought to it every " << every_ << " deltas of a chunk";
+    return os.str();
+  }
+  void Apply(const DeltaInfo& d, float weight, float* master, const float* delta, uint32_t len,
+             Access access) override {
+    HS_CHECK(slots_.bound()) << "average: Take before Bind";
+    bool fresh;
+    const size_t at = slots_.Slot(d.chunk, len, &fresh);
+    float* base = base_.data() + at;
+    float* others = others_.data() + at;
+    if (fresh) std::copy(master, master + len, base);  // the owner's progress counts from here
+    AddScaled(master, delta, len, access, weight);
+    for (uint32_t i = 0; i < len; ++i) others[i] += weight * delta[i];
+    if (++count_[d.chunk] < static_cast<uint32_t>(every_)) return;
+    count_[d.chunk] = 0;
+    const auto shrink = static_cast<float>(1 - Mean());
+    for (uint32_t i = 0; i < len; ++i) {
+      float m = Load(master + i, access);
+      m -= shrink * (m - base[i] - others[i]);
+      Store(master + i, m, access);
+      base[i] = m;
+      others[i] = 0;
+    }
+  }
+
+ private:
+  double Mean() const { return 1.0 / std::max(1, setting_.machines); }
+  // The lr ramp in global iterations: lr_warmup, or one epoch of the training data where not
+  // given (none where unknown).
+  double Ramp() const {
+    if (lr_warmup_ >= 0) return lr_warmup_;
+    return setting_.epoch ? static_cast<double>(setting_.epoch()) : 0;
+  }
+  static float Load(float* x, Access a) {
+    return a == Access::kPlain ? *x : std::atomic_ref<float>(*x).load(std::memory_order_relaxed);
+  }
+  static void Store(float* x, float v, Access a) {
+    if (a == Access::kPlain) *x = v;
+    else std::atomic_ref<float>(*x).store(v, std::memory_order_relaxed);
+  }
+
+  double lr_, lr_warmup_ = -1, every_;
+  std::vector<float> base_, others_;
+  std::vector<uint32_t> count_;
+  ChunkSlots slots_;
+};
+HS_REGISTER_AGGREGATE("average", "the machines' models averaged, the solvers at lr x machines (post-local SGD)",
+                      AverageRule);
 
 }  // namespace
 

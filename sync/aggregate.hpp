@@ -81,6 +81,9 @@ class AggregateRule {
   std::string AdjustLocalSolver(int local_solvers, pb::SolverParameter* param) const;
   // > 0: each solver clips a gradient beyond this many times the mean of its recent norms.
   virtual double norm_guard() const { return 0; }
+  // Each solver's lr multiplier by global iteration under this rule (SolverOptions::lr_factor;
+  // empty: none).
+  virtual std::function<double(int64_t)> LrFactor() const { return {}; }
   // The job's speed in machines' steps when the solvers share their momentum (0: they do not).
   virtual double share_speed() const { return 0; }
   double local_speed() const { return local_; }

@@ -694,7 +694,10 @@ void TrainOne(Run& r, int i) {
     // A GPU solver's copy on its device is updated there; a host copy (other policies) on the host.
     so.device_update = r.plan.device_copies;
     so.stats = r.stats;
-    if (opt.net) so.norm_guard = opt.net->rule().aggregate->norm_guard();
+    if (opt.net) {
+      so.norm_guard = opt.net->rule().aggregate->norm_guard();
+      so.lr_factor = opt.net->rule().aggregate->LrFactor();
+    }
     me.solver = CreateSolver(r.param, so);
     Net& net = me.solver->net();
     r.sync.arrive_and_wait();

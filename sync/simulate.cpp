@@ -217,7 +217,10 @@ class Simulation {
         mine.clear_test_state();
         mine.set_test_interval(0);
       }
-      if (aggregate_) so.norm_guard = aggregate_->norm_guard();
+      if (aggregate_) {
+        so.norm_guard = aggregate_->norm_guard();
+        so.lr_factor = aggregate_->LrFactor();
+      }
       ContextScope scope(me.ctx.get());
       me.solver = CreateSolver(mine, so);
     }

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/proto/hogstream.pb.h"
@@ -187,7 +188,7 @@ TEST(AggregateTest, EveryRuleIsRegisteredAndAgreesOnEachOfItsFields) {
   sgd.set_momentum(0.9f);
   sgd.set_max_iter(5000);
   const std::vector<std::string> names = AggregateRegistry::Names();
-  for (const char* expected : {"sum", "staleness", "share", "schedule", "outer"})
+  for (const char* expected : {"sum", "staleness", "share", "schedule", "outer", "average"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
@@ -318,6 +319,82 @@ TEST(AggregateTest, OuterMomentumStepsEveryKDeltasOfAChunk) {
   // Its default: a momentum step per round of the others' answers (machines - 1 deltas).
   EXPECT_EQ(FieldOf(*Make("outer", 8), "every"), 7);
   EXPECT_EQ(Make("outer", 8)->Agreement(), Make("outer,every=7", 8)->Agreement());
+}
+
+// average: the others' deltas go in at once times 1/M; every `every` of a chunk's, the owner's
+// own progress since the last time (what its solver moved the chunk by, between the Takes) is
+// brought to 1/M too — against a reference in doubles that keeps the owner's progress and the
+// others' apart, on random moves and deltas to two chunks of different lengths in random order.
+// The solvers' lr multiplier: M by default, after a linear ramp of one epoch (or lr_warmup).
+TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
+  std::mt19937 gen(TestSeed());
+  std::normal_distribution<float> n01(0, 1);
+  const int machines = 5, every = 3;
+  auto rule = Make("average,every=3", machines);
+  ASSERT_TRUE(rule->stateful());
+  const uint32_t len[2] = {8, 4};
+  const size_t off[2] = {0, 8};
+  rule->Bind(12, 2);
+  std::vector<float> master(12);
+  for (float& v : master) v = n01(gen);
+  // The reference: where each chunk was at its last rescale, the owner's own moves and the
+  // others' weighted deltas since.
+  std::vector<double> base(master.begin(), master.end()), own(12, 0), others(12, 0);
+  int count[2] = {0, 0};
+  bool seen[2] = {false, false};
+  for (int t = 0; t < 60; ++t) {
+    const uint32_t c = gen() % 2;
+    for (uint32_t i = 0; i < len[c]; ++i) {  // the owner's solver moves its chunk
+      const float step = n01(gen);
+      master[off[c] + i] += step;
+      own[off[c] + i] += step;
+    }
+    if (!seen[c]) {  // the owner's progress counts from the chunk's first Take: before it, whole
+      seen[c] = true;
+      for (uint32_t i = 0; i < len[c]; ++i) base[off[c] + i] += std::exchange(own[off[c] + i], 0);
+    }
+    std::vector<float> d(len[c]);
+    for (float& x : d) x = n01(gen);
+    DeltaInfo info;
+    info.chunk = c;
+    info.staleness = 1 + gen() % 5;  // average does not weigh by staleness
+    EXPECT_FLOAT_EQ(rule->Take(info, master.data() + off[c], d.data(), len[c], Access::kPlain), 1.f / machines);
+    for (uint32_t i = 0; i < len[c]; ++i) others[off[c] + i] += d[i] / machines;
+    if (++count[c] == every) {
+      count[c] = 0;
+      for (uint32_t i = 0; i < len[c]; ++i) {
+        const size_t k = off[c] + i;
+        base[k] += own[k] / machines + others[k];
+        own[k] = others[k] = 0;
+      }
+    }
+    for (uint32_t i = 0; i < len[c]; ++i) {
+      const size_t k = off[c] + i;
+      ASSERT_NEAR(master[k], base[k] + own[k] + others[k], 1e-3) << "chunk " << c << ", step " << t;
+    }
+  }
+  // The solvers' lr: x M after a linear ramp of one epoch (asked of the setting), or lr_warmup.
+  AggregateSetting s;
+  s.machines = 8;
+  s.epoch = [] { return uint64_t{400}; };
+  const auto f = MakeAggregate("average", s)->LrFactor();
+  ASSERT_TRUE(f);
+  EXPECT_DOUBLE_EQ(f(0), 1);
+  EXPECT_DOUBLE_EQ(f(200), 4.5);
+  EXPECT_DOUBLE_EQ(f(400), 8);
+  EXPECT_DOUBLE_EQ(f(100000), 8);
+  const auto g = MakeAggregate("average,lr=4,lr_warmup=0", s)->LrFactor();
+  ASSERT_TRUE(g);
+  EXPECT_DOUBLE_EQ(g(0), 4);
+  EXPECT_FALSE(MakeAggregate("average,lr=1", s)->LrFactor()) << "no multiplier: no factor";
+  EXPECT_FALSE(Make("sum", 8)->LrFactor());
+  pb::SolverParameter p;
+  p.set_base_lr(0.01f);
+  const auto lines = MakeAggregate("average", s)->AdjustJobSolver(8, &p);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "each solver's lr x 8 after a linear ramp from x 1 over 400 global iterations");
+  EXPECT_EQ(p.base_lr(), 0.01f) << "the multiplier is the solvers' lr_factor, not their base_lr";
+  EXPECT_EQ(FieldOf(*Make("average", 8), "every"), 7);
 }
 
 // The value check every master makes before a rule sees a delta: a non-finite element always

@@ -4,6 +4,7 @@
 #include <google/protobuf/text_format.h>
 
 #include <random>
+#include <utility>
 
 #include "core/proto/hogstream.pb.h"
 #include "sync/simulate.hpp"
@@ -73,10 +74,12 @@ class SimulateJob : public ::testing::Test {
 // through the segments, the simulated network and the aggregation rule. So too where each step
 // computes on the weights it read at its start (read_at 0): what the others sent during the
 // step must stay in the weights under the step's update, or the copy keeps to its own class.
+// And so under the averaging rule, where each machine's progress counts 1/4 at the owner.
 TEST_F(SimulateJob, MachinesLearnTogetherWhatNoneSeesAlone) {
-  for (const double read_at : {1.0, 0.0}) {
-    SCOPED_TRACE("read_at " + std::to_string(read_at));
+  for (const auto& [read_at, rule] : {std::pair{1.0, "auto"}, std::pair{0.0, "auto"}, std::pair{0.0, "average"}}) {
+    SCOPED_TRACE("read_at " + std::to_string(read_at) + ", " + rule);
     SimulateOptions o;
+    o.aggregate = rule;
     o.machines = kClasses;
     o.test_every = 100;
     o.sweep_ms = 20;
