@@ -426,10 +426,11 @@ HS_REGISTER_AGGREGATE("outer", "outer Nesterov momentum at each chunk's owner (l
 
 // The machines' models averaged, asynchronously (local SGD with the linear scaling rule, as
 // post-local SGD): every machine's progress counts 1/M at the chunk's owner, the owner's own
-// included, and each solver's lr is M times the recipe's (after a linear ramp from 1). Each
-// machine's copy moves by its own steps whole until they reach the owner, so a steep direction
-// is corrected by each machine's fresh steps, and what the owner adds is an average of them, not
-// a sum: summed, M machines' stale steps at that rate overshoot and diverge. The others' deltas
+// included, and each solver's lr is M times the recipe's (after a linear ramp from 1 over half
+// an epoch). Each machine's copy moves by its own steps whole until they reach the owner, so a
+// steep direction is corrected by each machine's fresh steps, and what the owner adds is an
+// average of them, not a sum: summed, M machines' stale steps at that rate overshoot and
+// diverge. The others' deltas
 // go in at once times 1/M (and the envelope); once `every` of them have come, the owner's own
 // progress since the last time (the chunk's values less where they were and less the others'
 // deltas taken since) is brought to 1/M as well. Per-chunk state: two floats per weight.
@@ -439,7 +440,7 @@ class AverageRule : public AggregateRule {
       : AggregateRule("average", s), lr_(std::max(1, s.machines)), every_(std::max(1, s.machines - 1)) {
     Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines)");
     Field("lr_warmup", &lr_warmup_, 0, 1e18,
-          "global iterations of the multiplier's linear ramp from 1 (default: 1ep, one epoch; 0: none)", true);
+          "global iterations of the multiplier's linear ramp from 1 (default: 0.5ep, half an epoch; 0: none)", true);
     Field("every", &every_, 1, 1e6, "the others' deltas of a chunk between the owner's own rescales");
   }
   bool stateful() const override { return true; }
@@ -498,11 +499,11 @@ class AverageRule : public AggregateRule {
 
  private:
   double Mean() const { return 1.0 / std::max(1, setting_.machines); }
-  // The lr ramp in global iterations: lr_warmup, or one epoch of the training data where not
-  // given (none where unknown).
+  // The lr ramp in global iterations: lr_warmup, or half an epoch of the training data where
+  // not given (none where unknown; measured at 8 machines: docs/experiments/2026-12-06-average.md).
   double Ramp() const {
     if (lr_warmup_ >= 0) return lr_warmup_;
-    return setting_.epoch ? static_cast<double>(setting_.epoch()) : 0;
+    return setting_.epoch ? std::round(static_cast<double>(setting_.epoch()) / 2) : 0;
   }
   static float Load(float* x, Access a) {
     return a == Access::kPlain ? *x : std::atomic_ref<float>(*x).load(std::memory_order_relaxed);

@@ -325,7 +325,7 @@ TEST(AggregateTest, OuterMomentumStepsEveryKDeltasOfAChunk) {
 // own progress since the last time (what its solver moved the chunk by, between the Takes) is
 // brought to 1/M too — against a reference in doubles that keeps the owner's progress and the
 // others' apart, on random moves and deltas to two chunks of different lengths in random order.
-// The solvers' lr multiplier: M by default, after a linear ramp of one epoch (or lr_warmup).
+// The solvers' lr multiplier: M by default, after a linear ramp of half an epoch (or lr_warmup).
 TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   std::mt19937 gen(TestSeed());
   std::normal_distribution<float> n01(0, 1);
@@ -373,15 +373,15 @@ TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
       ASSERT_NEAR(master[k], base[k] + own[k] + others[k], 1e-3) << "chunk " << c << ", step " << t;
     }
   }
-  // The solvers' lr: x M after a linear ramp of one epoch (asked of the setting), or lr_warmup.
+  // The solvers' lr: x M after a linear ramp of half an epoch (asked of the setting), or lr_warmup.
   AggregateSetting s;
   s.machines = 8;
   s.epoch = [] { return uint64_t{400}; };
   const auto f = MakeAggregate("average", s)->LrFactor();
   ASSERT_TRUE(f);
   EXPECT_DOUBLE_EQ(f(0), 1);
-  EXPECT_DOUBLE_EQ(f(200), 4.5);
-  EXPECT_DOUBLE_EQ(f(400), 8);
+  EXPECT_DOUBLE_EQ(f(100), 4.5);
+  EXPECT_DOUBLE_EQ(f(200), 8);
   EXPECT_DOUBLE_EQ(f(100000), 8);
   const auto g = MakeAggregate("average,lr=4,lr_warmup=0", s)->LrFactor();
   ASSERT_TRUE(g);
@@ -392,7 +392,7 @@ TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   p.set_base_lr(0.01f);
   const auto lines = MakeAggregate("average", s)->AdjustJobSolver(8, &p);
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "each solver's lr x 8 after a linear ramp from x 1 over 400 global iterations");
+  EXPECT_EQ(lines[0], "each solver's lr x 8 after a linear ramp from x 1 over 200 global iterations");
   EXPECT_EQ(p.base_lr(), 0.01f) << "the multiplier is the solvers' lr_factor, not their base_lr";
   EXPECT_EQ(FieldOf(*Make("average", 8), "every"), 7);
 }
