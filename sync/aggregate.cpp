@@ -437,8 +437,10 @@ HS_REGISTER_AGGREGATE("outer", "outer Nesterov momentum at each chunk's owner (l
 class AverageRule : public AggregateRule {
  public:
   explicit AverageRule(const AggregateSetting& s)
-      : AggregateRule("average", s), lr_(std::max(1, s.machines)), every_(std::max(1, s.machines - 1)) {
-    Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines)");
+      : AggregateRule("average", s),
+        lr_(std::min<double>(std::max(1, s.machines), kAverageTopLr)),
+        every_(std::max(1, s.machines - 1)) {
+    Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines, at most 16)");
     Field("lr_warmup", &lr_warmup_, 0, 1e18,
           "global iterations of the multiplier's linear ramp from 1 (default: 0.5ep, half an epoch; 0: none)", true);
     Field("every", &every_, 1, 1e6, "the others' deltas of a chunk between the owner's own rescales");
@@ -524,6 +526,9 @@ HS_REGISTER_AGGREGATE("average", "the machines' models averaged, the solvers at 
 }  // namespace
 
 std::string AutoRuleName(const AggregateSetting& s) {
+  const bool averageable = s.offers_share && s.solver && (s.solver->type().empty() || s.solver->type() == "SGD" ||
+                                                          s.solver->type() == "Nesterov");
+  if (!s.policy_weights && averageable && s.machines >= kAverageFrom) return "average";
   const bool schedulable = s.offers_share && s.solver && MomentumShareable(*s.solver) && s.solver->max_iter() > 0;
   if (!s.policy_weights && schedulable && s.machines >= 3 && s.machines <= kScheduleSpeed) return "schedule";
   if (s.policy_weights || s.machines > 2) return "staleness";

@@ -158,9 +158,11 @@ struct AggregateRegistry {
 // picks the rule for the setting (AutoRuleName), where "weight=1" asks for the staleness
 // weights and "weight=0" for none. A mistake is one line naming --aggregate.
 std::shared_ptr<AggregateRule> MakeAggregate(const std::string& text, const AggregateSetting& setting);
-// The rule auto picks: "schedule" at 3 to kScheduleSpeed machines where the share is offered,
-// the solver is SGD or Nesterov with momentum, the run has a length, and nothing asks for the
-// weights; else "staleness" where the policy asks for the weights or from 3 machines up; else "sum".
+// The rule auto picks: "average" from kAverageFrom machines up where the deltas are added
+// across machines (the share is offered), the solver is SGD or Nesterov (the linear scaling
+// rule is theirs) and nothing asks for the weights; "schedule" below that, from 3 machines,
+// where the solver can share its momentum and the run has a length; else "staleness" where the
+// policy asks for the weights or from 3 machines up; else "sum".
 std::string AutoRuleName(const AggregateSetting& setting);
 // The rule of a master that nobody configured: every delta whole (or the policy's weights).
 std::shared_ptr<AggregateRule> DefaultAggregate(bool policy_weights = false, float scale = 1);
@@ -172,6 +174,11 @@ constexpr uint64_t kScheduleBudget = 8;        // age in global iterations befor
 constexpr double kScheduleWeight = 1.0 / 3;    // the least weight of the others' deltas, early and late
 constexpr double kScheduleCoolFrom = 0.25;     // the cool-down's start and end, shares of the run
 constexpr double kScheduleCoolUntil = 0.58;
+// --aggregate=average's largest default lr multiplier: LeNet at 32 machines diverged at x 32
+// and held at x 16, as at 16 machines (docs/experiments/2026-12-06-average.md).
+constexpr double kAverageTopLr = 16;
+// The least machines auto averages (docs/experiments/2026-12-06-average.md).
+constexpr int kAverageFrom = 5;
 // The momentum share of a job of `machines` whose deltas are added whole: each machine's
 // solver takes momentum 1 - machines x (1 - momentum) (at least 0), since the asynchrony
 // between machines acts as the rest of the momentum, and base_lr such that its speed,

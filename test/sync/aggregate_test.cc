@@ -106,9 +106,12 @@ TEST(AggregateTest, DefaultsKeysAndMistakes) {
     SCOPED_TRACE(::testing::Message() << machines << " machines, " << run << " iterations");
     auto d = Make("auto", machines, 1, true, &sgd);
     auto named = Make("schedule", machines, 1, true, &sgd);
-    if (machines < 3 || machines > 4) {
-      EXPECT_EQ(d->share_speed(), 0) << "two machines take each other's deltas whole; five and more the 1/staleness weights";
-      EXPECT_EQ(Weighted(*d), machines > 2);
+    if (machines >= kAverageFrom) {  // five and more average their models
+      EXPECT_EQ(d->name(), "average");
+      EXPECT_EQ(d->Agreement(), Make("average", machines, 1, true, &sgd)->Agreement());
+      EXPECT_EQ(d->share_speed(), 0);
+    } else if (machines < 3) {
+      EXPECT_EQ(d->name(), "sum") << "two machines take each other's deltas whole";
       EXPECT_EQ(FieldOf(*d, "cooled"), 0);
     } else {
       EXPECT_EQ(d->name(), "schedule");
@@ -154,9 +157,11 @@ TEST(AggregateTest, DefaultsKeysAndMistakes) {
     EXPECT_EQ(FieldOf(*easgd, "cooled"), 0);
     pb::SolverParameter adam = sgd;
     adam.set_type("Adam");
-    auto a = Make("auto", machines, 1, true, &adam);
+    auto a = Make("auto", machines, 1, true, &adam);  // (not the linear scaling rule's: no average)
     EXPECT_EQ(a->share_speed(), 0);
     EXPECT_EQ(Weighted(*a), machines > 2);
+    EXPECT_NE(sw->name(), "average") << "the policy's weights asked for";
+    EXPECT_NE(easgd->name(), "average") << "deltas not added across machines";
     // "schedule" named where it cannot apply: one line.
     for (const auto& [offer, solver] : {std::pair<bool, const pb::SolverParameter*>{false, &sgd},
                                         {true, &adam}, {true, nullptr}}) {
@@ -395,6 +400,8 @@ TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   EXPECT_EQ(lines[0], "each solver's lr x 8 after a linear ramp from x 1 over 200 global iterations");
   EXPECT_EQ(p.base_lr(), 0.01f) << "the multiplier is the solvers' lr_factor, not their base_lr";
   EXPECT_EQ(FieldOf(*Make("average", 8), "every"), 7);
+  EXPECT_EQ(FieldOf(*Make("average", 8), "lr"), 8);
+  EXPECT_EQ(FieldOf(*Make("average", 64), "lr"), kAverageTopLr) << "past one machine's stable rate";
 }
 
 // The value check every master makes before a rule sees a delta: a non-finite element always
