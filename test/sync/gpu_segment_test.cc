@@ -411,38 +411,48 @@ TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
   }
 }
 
-// A rule with per-chunk state (outer momentum) takes a GPU copy's deltas as it takes a CPU
-// master's: two copies' deltas of +4, a, b, a, through their segments, against the same rule
-// fed the same deltas by hand (lr 1, momentum 0.5, a step every 2 deltas: 4, 8 + 0.5 x 8, 16).
+// A rule with per-chunk state takes a GPU copy's deltas as it takes a CPU master's: two copies'
+// deltas of +4, a, b, a, through their segments, against the same rule fed the same deltas by
+// hand. Outer momentum (lr 1, momentum 0.5, a step every 2 deltas: 4, 8 + 0.5 x 8, 16) and the
+// models' average of 3 machines (each delta at 1/3, the owner's own rescaled every 2: 4/3 x 3).
 TEST(GpuSegmentTest, AStatefulRuleTakesTheCopiesDeltasAsOnTheHost) {
-  FakeDevice dev;
-  const size_t n = 8;
-  std::vector<float> master(n, 0.f), host(n, 0.f);
-  DeviceBuffer a(dev, n), b(dev, n);
-  GpuSegmentOptions so;
-  so.chunk_floats = 8;
-  so.updates = std::make_shared<ChunkUpdates>(1);
-  so.aggregate = MakeAggregate("outer,momentum=0.5,every=2", AggregateSetting{});
-  GpuSegment sa(dev, master.data(), a.p, n, so), sb(dev, master.data(), b.p, n, so);
-  auto step = [&](DeviceBuffer& w) {
-    dev.Launch(w.s, "solver", [p = w.p] {
-      for (size_t i = 0; i < n; ++i) p[i] += 4.f;
-    });
-    dev.Synchronize(w.s);
-  };
-  auto by_hand = MakeAggregate("outer,momentum=0.5,every=2", AggregateSetting{});
-  by_hand->Bind(n, 1);
-  const std::vector<float> four(n, 4.f);
-  DeviceBuffer* order[] = {&a, &b, &a};
-  GpuSegment* segment[] = {&sa, &sb, &sa};
-  for (int k = 0; k < 3; ++k) {
-    step(*order[k]);
-    segment[k]->Sweep();
-    by_hand->Take(DeltaInfo{}, host.data(), four.data(), static_cast<uint32_t>(n), Access::kPlain);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    ASSERT_EQ(master[i], host[i]) << i;
-    ASSERT_EQ(master[i], 16.f) << i;
+  AggregateSetting three;
+  three.machines = 3;
+  const struct {
+    const char* text;
+    float want;
+  } rules[] = {{"outer,momentum=0.5,every=2", 16.f}, {"average,every=2", 4.f}};
+  for (const auto& r : rules) {
+    SCOPED_TRACE(r.text);
+    FakeDevice dev;
+    const size_t n = 8;
+    std::vector<float> master(n, 0.f), host(n, 0.f);
+    DeviceBuffer a(dev, n), b(dev, n);
+    GpuSegmentOptions so;
+    so.chunk_floats = 8;
+    so.updates = std::make_shared<ChunkUpdates>(1);
+    so.aggregate = MakeAggregate(r.text, three);
+    GpuSegment sa(dev, master.data(), a.p, n, so), sb(dev, master.data(), b.p, n, so);
+    auto step = [&](DeviceBuffer& w) {
+      dev.Launch(w.s, "solver", [p = w.p] {
+        for (size_t i = 0; i < n; ++i) p[i] += 4.f;
+      });
+      dev.Synchronize(w.s);
+    };
+    auto by_hand = MakeAggregate(r.text, three);
+    by_hand->Bind(n, 1);
+    const std::vector<float> four(n, 4.f);
+    DeviceBuffer* order[] = {&a, &b, &a};
+    GpuSegment* segment[] = {&sa, &sb, &sa};
+    for (int k = 0; k < 3; ++k) {
+      step(*order[k]);
+      segment[k]->Sweep();
+      by_hand->Take(DeltaInfo{}, host.data(), four.data(), static_cast<uint32_t>(n), Access::kPlain);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(master[i], host[i]) << i;
+      ASSERT_FLOAT_EQ(master[i], r.want) << i;
+    }
   }
 }
 
