@@ -305,7 +305,7 @@ HS_REGISTER_AGGREGATE("share", "every delta whole, the solvers sharing their mom
 // net's unstable first iterations; in a short run the cool-down starts during it and the two
 // multiply), damped beyond kScheduleBudget iterations of age, and cooled down to W from
 // kScheduleCoolFrom to kScheduleCoolUntil of the run; W = max(kScheduleWeight, 1 / (machines - 1)).
-// Only for SGD or Nesterov with momentum, in a run with a length. The default at 3 and 4 machines.
+// Only for SGD or Nesterov with momentum, in a run with a length. The default at 3 machines.
 class ScheduleRule : public ShareRule {
  public:
   explicit ScheduleRule(const AggregateSetting& s) : ShareRule(Checked(s), "schedule", kScheduleSpeed) {
