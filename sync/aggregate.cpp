@@ -305,7 +305,7 @@ HS_REGISTER_AGGREGATE("share", "every delta whole, the solvers sharing their mom
 // net's unstable first iterations; in a short run the cool-down starts during it and the two
 // multiply), damped beyond kScheduleBudget iterations of age, and cooled down to W from
 // kScheduleCoolFrom to kScheduleCoolUntil of the run; W = max(kScheduleWeight, 1 / (machines - 1)).
-// Only for SGD or Nesterov with momentum, in a run with a length. The default at 3 machines.
+// Only for SGD or Nesterov with momentum, in a run with a length. Named only (auto averages).
 class ScheduleRule : public ShareRule {
  public:
   explicit ScheduleRule(const AggregateSetting& s) : ShareRule(Checked(s), "schedule", kScheduleSpeed) {
@@ -529,8 +529,6 @@ std::string AutoRuleName(const AggregateSetting& s) {
   const bool averageable = s.offers_share && s.solver && (s.solver->type().empty() || s.solver->type() == "SGD" ||
                                                           s.solver->type() == "Nesterov");
   if (!s.policy_weights && averageable && s.machines >= kAverageFrom) return "average";
-  const bool schedulable = s.offers_share && s.solver && MomentumShareable(*s.solver) && s.solver->max_iter() > 0;
-  if (!s.policy_weights && schedulable && s.machines >= 3 && s.machines <= kScheduleSpeed) return "schedule";
   if (s.policy_weights || s.machines > 2) return "staleness";
   return "sum";
 }

@@ -160,15 +160,14 @@ struct AggregateRegistry {
 std::shared_ptr<AggregateRule> MakeAggregate(const std::string& text, const AggregateSetting& setting);
 // The rule auto picks: "average" from kAverageFrom machines up where the deltas are added
 // across machines (the share is offered), the solver is SGD or Nesterov (the linear scaling
-// rule is theirs) and nothing asks for the weights; "schedule" below that, from 3 machines,
-// where the solver can share its momentum and the run has a length; else "staleness" where the
-// policy asks for the weights or from 3 machines up; else "sum".
+// rule is theirs) and nothing asks for the weights; else "staleness" where the policy asks for
+// the weights or from 3 machines up; else "sum". No default follows the run's length.
 std::string AutoRuleName(const AggregateSetting& setting);
 // The rule of a master that nobody configured: every delta whole (or the policy's weights).
 std::shared_ptr<AggregateRule> DefaultAggregate(bool policy_weights = false, float scale = 1);
 
 // --aggregate=schedule's constants (measured at 4 and 8 machines: docs/experiments/).
-constexpr int kScheduleSpeed = 4;              // top speed in machines' steps; the default up to 4 machines
+constexpr int kScheduleSpeed = 4;              // top speed in machines' steps
 constexpr uint64_t kScheduleWarmup = 1000;     // global iterations of the ramp
 constexpr uint64_t kScheduleBudget = 8;        // age in global iterations before a delta is damped
 constexpr double kScheduleWeight = 1.0 / 3;    // the least weight of the others' deltas, early and late
@@ -177,10 +176,12 @@ constexpr double kScheduleCoolUntil = 0.58;
 // --aggregate=average's largest default lr multiplier: LeNet at 32 machines diverged at x 32
 // and held at x 16, as at 16 machines (docs/experiments/2026-12-06-average.md).
 constexpr double kAverageTopLr = 16;
-// The least machines auto averages: at 4, in virtual time, averaging reached LeNet's 0.89 with
-// SE 1.06 where the schedule had 0.93, and cifar10_quick 0.745 in 6 000 global iterations where
-// the schedule had 0.62 (docs/experiments/2026-12-06-average.md).
-constexpr int kAverageFrom = 4;
+// The least machines auto averages: at 3 and 4, in virtual time, averaging reached LeNet's 0.89
+// with SE 1.09 and 1.06 where the schedule had 1.09 and 0.93, and cifar10_quick's 0.70 at 3
+// machines with SE 0.82 (final 0.747, and 0.745 at 4) where the schedule never reached it
+// (final 0.683 and 0.62) (docs/experiments/2026-12-06-average.md). Below it, two machines add
+// each other's deltas whole ("sum").
+constexpr int kAverageFrom = 3;
 // The momentum share of a job of `machines` whose deltas are added whole: each machine's
 // solver takes momentum 1 - machines x (1 - momentum) (at least 0), since the asynchrony
 // between machines acts as the rest of the momentum, and base_lr such that its speed,
