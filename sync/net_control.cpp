@@ -46,8 +46,8 @@ uint64_t FreshNonce() {
 int64_t BoundClock(int64_t count, int64_t claimed, double secs, double rate, bool* clamped) {
   *clamped = false;
   if (claimed <= count) return count;  // it only grows
-  const double r = std::max(rate, 1000.0);
-  const int64_t most = count + 1024 + static_cast<int64_t>(std::min(8 * r * secs, 1e15));
+  const double r = rate > 0 ? rate : kClockRateUnknown;
+  const int64_t most = count + kClockSlack + static_cast<int64_t>(std::min(kClockRateMargin * r * secs, 1e15));
   *clamped = claimed > most;
   return std::min(claimed, most);
 }

@@ -109,10 +109,19 @@ struct ControlNews {
   ControlState told;        // clock and view clamped to int64_t
 };
 
-// A machine's clock only grows, and by no more than it could have run since: 1 024 iterations
-// plus eight times `rate` (its fastest shown, at least 1 000 it/s) over `secs` since its count
-// was last taken. Returns the count to take (the rest comes with its next messages);
-// `clamped`: the claim went beyond.
+// A machine's clock only grows, and by no more than it could have run since its last word:
+// kClockSlack iterations plus kClockRateMargin times `rate` (the fastest it, or this machine,
+// has shown; kClockRateUnknown before either has a rate) over `secs` since its count was last
+// taken. Returns the count to take (the rest comes with its next messages); `clamped`: the
+// claim went beyond. A forged clock moves the job by a few of its machine's steps, not by
+// thousands of iterations.
+constexpr int64_t kClockSlack = 64;
+constexpr double kClockRateMargin = 4;
+constexpr double kClockRateUnknown = 1000;
+// Where a machine's run ends (dead, left, restarted) with part of its claim not yet taken, the
+// others take up to this much more of it at once (NetMembers::Settle): the same on every
+// machine, so their views of the global iteration stay together.
+constexpr int64_t kClockSettle = 1024;
 int64_t BoundClock(int64_t count, int64_t claimed, double secs, double rate, bool* clamped);
 
 class NetControlChannel {

@@ -543,6 +543,8 @@ void NetJob::TakeNewRun(PeerId src, const ControlNews& news) {
   if (news.restarted) {  // its numbering starts again, and its iterations count from zero
     LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " restarted; it rejoins";
     slave_->ForgetOwner(src);
+    // The last run's claim, settled and counted before its count starts again.
+    if (members_.Settle(src) > 0 && g_) CountOthers();
   }
   members_.NewRun(src, news.restarted, attached_at_);
 }

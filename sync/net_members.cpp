@@ -22,7 +22,7 @@ void NetMembers::Grow(int machines) {
 void NetMembers::NewRun(int r, bool restarted, Clock::time_point since) {
   NetMember& p = m_[r];
   if (restarted) {  // its numbering starts again, and its iterations count from zero
-    p.count = p.counted = p.rate_count = p.flushed = 0;
+    p.count = p.counted = p.claimed = p.rate_count = p.flushed = 0;
     p.rate = 0;
   }
   p.snapshots = 0;
@@ -36,7 +36,7 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
   if (!p.heard && joined_running) {
     // First heard after this machine joined a running job: its past is in the view taken, so
     // its clock is taken as it is and counts only from here.
-    p.count = p.counted = told.clock;
+    p.count = p.counted = p.claimed = told.clock;
     p.count_at = now;
   }
   p.heard = true;
@@ -52,6 +52,8 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
     p.count = BoundClock(p.count, told.clock, secs, std::max(p.rate, m_[rank_].rate), &clamped);
     p.count_at = now;
   }
+  p.claimed = std::max({p.claimed, told.clock, p.count});
+  if (p.left) Settle(r);  // its last word
   p.view = told.view;
   p.flushed = std::min(told.flushed, p.count);
   p.solvers = std::max(1, told.solvers);
@@ -67,6 +69,7 @@ std::vector<int> NetMembers::CheckLiveness(Clock::time_point now, uint32_t dead_
       p.left = true;  // admitted, never proven: gone (out of the quorum)
     if (r != rank_ && p.live && now - p.last > std::chrono::milliseconds(dead_ms)) {
       p.live = false;
+      Settle(r);
       died.push_back(r);
     }
   }
@@ -190,8 +193,20 @@ int64_t NetMembers::TakeNewIterations() {
   return sum;
 }
 
+int64_t NetMembers::Settle(int r) {
+  NetMember& p = m_[r];
+  const int64_t more = std::min(p.claimed - p.count, kClockSettle);
+  if (more <= 0) return 0;
+  p.count += more;
+  p.claimed = p.count;  // the rest, beyond what it could have run, is not believed
+  return more;
+}
+
 void NetMembers::CountAllAsTaken() {
-  for (NetMember& p : m_) p.counted = p.count;
+  for (NetMember& p : m_) {
+    p.count = std::max(p.count, p.claimed);
+    p.counted = p.count;
+  }
 }
 
 int64_t NetMembers::SlowestOther(const std::vector<int>& groups, int64_t mine) const {

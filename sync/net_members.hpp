@@ -29,6 +29,7 @@ struct NetMember {
   int64_t count = 0;    // iterations its solvers ran, this run (its clock)
   int64_t counted = 0;  // how much of `count` our group's counter holds
   Clock::time_point count_at;  // when `count` was last taken
+  int64_t claimed = 0;  // the highest clock it told this run (`count` is what of it is taken)
   int64_t view = 0;     // its view of the global iteration
   int64_t flushed = 0;  // its iterations whose progress has gone out to every owner (track_fresh)
   int solvers = 1;      // its solvers: its clock per solver is count / solvers
@@ -76,7 +77,12 @@ class NetMembers {
   void NewRun(int r, bool restarted, Clock::time_point since);
   bool Hear(int r, Clock::time_point now, const ControlState& told, bool joined_running);
 
-  // Takes for dead the live machines silent for more than `dead_ms`; returns them.
+  // The rest of machine r's claim where its run has ended (taken for dead, left, or replaced by
+  // a restart): the next messages that would have brought it (BoundClock) will not come. Taken
+  // at once, up to kClockSettle iterations; returns how many were added to its count.
+  int64_t Settle(int r);
+  // Takes for dead the live machines silent for more than `dead_ms` (and settles their clocks);
+  // returns them.
   std::vector<int> CheckLiveness(Clock::time_point now, uint32_t dead_ms);
   // Machines heard and gone, dead or left (not those that finished the job): bit r for
   // machine r < 64.
@@ -110,7 +116,9 @@ class NetMembers {
   int64_t MedianView() const;
   // Takes every heard machine's new iterations as counted; returns their sum.
   int64_t TakeNewIterations();
-  void CountAllAsTaken();  // their past is in the global iteration already (a joiner)
+  // Their past is in the global iteration already (a joiner): their clocks are taken as they
+  // were told, whole, and counted.
+  void CountAllAsTaken();
   // The fewest iterations any other live machine still training has run (with `groups`: only
   // this one's group, by flushed iterations), per solver (a machine's count over its solvers,
   // so machines of different solver counts are held alike); `mine` (per solver) when there is none.

@@ -168,13 +168,18 @@ TEST(NetControlTest, AClockIsBoundedByWhatItsMachineCouldHaveRun) {
   bool clamped = true;
   EXPECT_EQ(BoundClock(100, 50, 1, 0, &clamped), 100) << "never back";
   EXPECT_FALSE(clamped);
-  EXPECT_EQ(BoundClock(100, 1100, 0, 0, &clamped), 1100);
+  EXPECT_EQ(BoundClock(100, 164, 0, 0, &clamped), 164);
   EXPECT_FALSE(clamped);
-  EXPECT_EQ(BoundClock(100, 1125, 0, 0, &clamped), 1124) << "1 024 at once, no more";
+  EXPECT_EQ(BoundClock(100, 1125, 0, 0, &clamped), 164) << "64 at once, no more";
   EXPECT_TRUE(clamped);
-  EXPECT_EQ(BoundClock(0, int64_t{1} << 40, 2, 0, &clamped), 1024 + 8 * 1000 * 2) << "at least 1 000 it/s";
-  EXPECT_EQ(BoundClock(0, int64_t{1} << 40, 2, 5000, &clamped), 1024 + 8 * 5000 * 2);
-  EXPECT_EQ(BoundClock(0, std::numeric_limits<int64_t>::max(), 1e30, 1e30, &clamped), 1024 + int64_t{1000000000000000});
+  EXPECT_EQ(BoundClock(0, int64_t{1} << 40, 2, 0, &clamped), 64 + 4 * 1000 * 2) << "1 000 it/s while no rate is known";
+  EXPECT_EQ(BoundClock(0, int64_t{1} << 40, 2, 5000, &clamped), 64 + 4 * 5000 * 2);
+  // The case: a machine known at 20 it/s, heard 0.1 s ago, claims 1e9: 72, not 1 220.
+  EXPECT_EQ(BoundClock(402, 1000000000, 0.1, 20, &clamped), 402 + 64 + 8);
+  EXPECT_TRUE(clamped);
+  EXPECT_EQ(BoundClock(402, 402 + 64 + 8, 0.1, 20, &clamped), 402 + 64 + 8) << "an honest clock at 4x its rate";
+  EXPECT_FALSE(clamped);
+  EXPECT_EQ(BoundClock(0, std::numeric_limits<int64_t>::max(), 1e30, 1e30, &clamped), 64 + int64_t{1000000000000000});
 }
 
 }  // namespace

@@ -124,23 +124,28 @@ TEST(NetMembersTest, AClockGrowsOnlyByWhatItsMachineCouldHaveRun) {
   m.NewRun(1, false, t0);
   EXPECT_FALSE(m.Hear(1, t0 + 1s, Told(kNetTraining, 500), false));
   EXPECT_EQ(m[1].count, 500);
-  // 1e9 a second later: 1 024 plus 8 x 1 000 it/s (no faster rate shown) over 1 s.
+  // 1e9 a second later: 64 plus 4 x 1 000 it/s (no rate known yet) over 1 s.
   EXPECT_TRUE(m.Hear(1, t0 + 2s, Told(kNetTraining, 1000000000), false));
-  EXPECT_EQ(m[1].count, 500 + 1024 + 8000);
+  EXPECT_EQ(m[1].count, 500 + 64 + 4000);
   EXPECT_FALSE(m.Hear(1, t0 + 2s, Told(kNetTraining, 7), false)) << "a clock going back is not clamped";
-  EXPECT_EQ(m[1].count, 500 + 1024 + 8000) << "a clock never goes back";
-  // A faster rate shown (by it, or by this machine) widens the bound.
-  m[0].rate = 10000;
-  EXPECT_FALSE(m.Hear(1, t0 + 3s, Told(kNetTraining, 9524 + 80000), false));
-  EXPECT_EQ(m[1].count, 9524 + 80000);
+  EXPECT_EQ(m[1].count, 500 + 64 + 4000) << "a clock never goes back";
+  // A rate shown (by it, or by this machine) sets the bound: wider when faster...
+  m[0].rate = 20000;
+  EXPECT_FALSE(m.Hear(1, t0 + 3s, Told(kNetTraining, 4564 + 64 + 80000), false));
+  EXPECT_EQ(m[1].count, 4564 + 64 + 80000);
+  // ... and narrower when slower than the floor used before any is known.
+  m[0].rate = 0;
+  m[1].rate = 10;
+  EXPECT_TRUE(m.Hear(1, t0 + 4s, Told(kNetTraining, 1000000000), false));
+  EXPECT_EQ(m[1].count, 84628 + 64 + 40);
   // Its flushed clock is never above its clock; its snapshot count only grows.
-  ControlState s = Told(kNetTraining, 89524);
+  ControlState s = Told(kNetTraining, 84732);
   s.flushed = 1 << 30;
   s.snapshots = 3;
-  m.Hear(1, t0 + 3s, s, false);
-  EXPECT_EQ(m[1].flushed, 89524);
+  m.Hear(1, t0 + 4s, s, false);
+  EXPECT_EQ(m[1].flushed, 84732);
   s.snapshots = 1;
-  m.Hear(1, t0 + 3s, s, false);
+  m.Hear(1, t0 + 4s, s, false);
   EXPECT_EQ(m[1].snapshots, 3);
   // Restarted: it counts from zero again.
   m.NewRun(1, true, t0 + 4s);
@@ -164,6 +169,47 @@ TEST(NetMembersTest, TheOthersIterationsAreCountedOnceAndAJoinerTakesTheirPastAs
   EXPECT_FALSE(joiner.Hear(1, t0, Told(kNetTraining, 1 << 30), true));
   EXPECT_EQ(joiner[1].count, 1 << 30);
   EXPECT_EQ(joiner.TakeNewIterations(), 0);
+}
+
+// A claim clamped by the bound is taken in full with the machine's next messages; where none
+// will come (it died, left, or a restart replaced its run), the rest is settled at once, up to
+// kClockSettle, so that every machine's count of the global iteration stays the same. A
+// joiner takes the others' clocks as told.
+TEST(NetMembersTest, AClampedClaimIsSettledWhereTheMachinesRunEnds) {
+  const Clock::time_point t0 = Clock::now();
+  constexpr uint32_t kDeadMs = 1000;
+  NetMembers m(0, 4);
+  for (int r = 1; r < 4; ++r) m.NewRun(r, false, t0);
+  // Each ran 100 iterations in a burst, told at once: 64 of them taken (no time has passed).
+  for (int r = 1; r < 4; ++r) EXPECT_TRUE(m.Hear(r, t0, Told(kNetTraining, 100), false));
+  EXPECT_EQ(m.TakeNewIterations(), 3 * 64);
+  // Machine 1 tells it again later: the rest comes with it.
+  EXPECT_FALSE(m.Hear(1, t0 + 100ms, Told(kNetTraining, 100), false));
+  // Machine 2 leaves on notice with that word; machine 3 falls silent and is taken for dead.
+  m.Hear(2, t0 + 100ms, Told(kNetLeft, 100), false);
+  m.Hear(1, t0 + 1500ms, Told(kNetTraining, 100), false);
+  EXPECT_EQ(m.CheckLiveness(t0 + 1500ms, kDeadMs), std::vector<int>{3});
+  EXPECT_EQ(m.TakeNewIterations(), 3 * 36) << "every machine's 100, counted once";
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(m[r].count, 100) << r;
+  // A restart settles the last run's claim before its count starts again; beyond kClockSettle
+  // a claim is not believed.
+  m.Hear(1, t0 + 2s, Told(kNetTraining, int64_t{1} << 40), false);
+  const int64_t taken = m[1].count;
+  EXPECT_LE(taken, 100 + 64 + 4 * 1000 * 2) << "bounded while it lives (1.9 s since its count was taken)";
+  EXPECT_EQ(m.Settle(1), kClockSettle);
+  EXPECT_EQ(m.Settle(1), 0) << "once";
+  EXPECT_EQ(m[1].count, taken + kClockSettle);
+  m.NewRun(1, true, t0 + 2s);
+  EXPECT_EQ(m[1].count, 0);
+  EXPECT_EQ(m.Settle(1), 0) << "the new run claimed nothing yet";
+  // A joiner counts the others' past as in its view: their clocks whole, none of it new.
+  NetMembers joiner(0, 2);
+  joiner.NewRun(1, false, t0);
+  EXPECT_TRUE(joiner.Hear(1, t0, Told(kNetTraining, 5000), false));
+  joiner.CountAllAsTaken();
+  EXPECT_EQ(joiner[1].count, 5000);
+  joiner.Hear(1, t0 + 1s, Told(kNetTraining, 5010), false);
+  EXPECT_EQ(joiner.TakeNewIterations(), 10) << "only what it ran after the join";
 }
 
 TEST(NetMembersTest, AJoinerTakesTheMedianOfTheViewsOfTheMachinesTraining) {
