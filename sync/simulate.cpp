@@ -122,7 +122,7 @@ class Simulation {
     r.solver_lines = solver_lines_;
     for (double t : opt_.targets) r.crossings.push_back({t});
     Score(r);  // the starting point
-    while (group_.Reached() < max_iter_ && !AllCrossed(r)) {
+    while (group_.Reached() < max_iter_ && !AllCrossed(r) && r.ended_early.empty()) {
       PeerId to = 0;
       const double t_net = net_ ? net_->NextDelivery(&to) : kInf;
       size_t sweeper = 0, reader = 0, stepper = 0;
@@ -406,12 +406,25 @@ class Simulation {
     }
   }
 
+  // Scores machine 0's copy; a copy gone non-finite (where Caffe's Accuracy would count every
+  // record right: no score above a NaN) ends the job instead (`ended_early`), not scored.
   void Score(SimulateResult& r) {
     Machine& m0 = machines_[0];
     std::vector<std::vector<float>> out;
     {
       ContextScope scope(m0.ctx.get());
       out = m0.solver->TestAll();
+    }
+    const Net& net0 = m0.solver->net();
+    const float* w = net0.param_data();
+    const bool finite = std::all_of(w, w + net0.param_buffer_size(), [](float x) { return std::isfinite(x); }) &&
+                        std::all_of(out.begin(), out.end(), [](const std::vector<float>& o) {
+                          return std::all_of(o.begin(), o.end(), [](float x) { return std::isfinite(x); });
+                        });
+    if (!finite) {
+      r.ended_early = "machine 0: its weights or test outputs are not finite at global iteration " +
+                      std::to_string(group_.Reached()) + " (diverged: lower base_lr?)";
+      return;
     }
     if (score_slot_ < 0) {
       const std::vector<OutputSlot> slots = CaffeOutputOrder(*m0.solver->test_nets()[0]);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>
 
+#include <cmath>
 #include <random>
 #include <utility>
 
@@ -169,6 +170,27 @@ TEST_F(SimulateJob, ADivergedJobIsAResult) {
   EXPECT_NE(r.ended_early.find("nan"), std::string::npos) << r.ended_early;
   EXPECT_LT(r.iterations, 400);
   EXPECT_TRUE(Simulate(Solver(dir_ / "train", dir_ / "test", 100), o).ended_early.empty());
+}
+
+// A copy whose weights went non-finite in the step just before a score is not scored (Caffe's
+// Accuracy counts a record right where no score is above its label's, and none is above a NaN):
+// the job ends there, and no target is crossed. Here each bsp step is scored, right after its
+// update: a step blows the weights up before any loss of it is seen.
+TEST_F(SimulateJob, ACopyGoneNonFiniteIsNotScoredButEndsTheJob) {
+  pb::SolverParameter param = Solver(dir_ / "train", dir_ / "test", 300);
+  param.set_base_lr(1e30f);
+  SimulateOptions o;
+  o.machines = 3;
+  o.bsp = true;
+  o.bsp_lr = 3;
+  o.test_every = 3;  // every step of 3 machines' batches
+  o.targets = {0.9};
+  SimulateResult r;
+  ASSERT_NO_THROW(r = Simulate(param, o));
+  EXPECT_NE(r.ended_early.find("not finite"), std::string::npos) << r.ended_early;
+  EXPECT_LT(r.crossings[0].iter, 0) << "a diverged copy crossed " << o.targets[0];
+  for (const SimulateResult::Point& p : r.curve) EXPECT_TRUE(std::isfinite(p.score)) << p.iter;
+  EXPECT_LT(r.iterations, 300);
 }
 
 // The synchronous reference: N machines' batches averaged each step are one solver on N x the
