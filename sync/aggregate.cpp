@@ -438,9 +438,9 @@ class AverageRule : public AggregateRule {
  public:
   explicit AverageRule(const AggregateSetting& s)
       : AggregateRule("average", s),
-        lr_(std::min<double>(std::max(1, s.machines), kAverageTopLr)),
+        lr_(AverageLr(s.machines)),
         every_(std::max(1, s.machines - 1)) {
-    Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines, at most 16)");
+    Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines up to 16; past 16, 256 / machines, at least 8)");
     Field("lr_warmup", &lr_warmup_, 0, 1e18,
           "global iterations of the multiplier's linear ramp from 1 (default: 0.5ep, half an epoch; 0: none)", true);
     Field("every", &every_, 1, 1e6, "the others' deltas of a chunk between the owner's own rescales");
@@ -524,6 +524,12 @@ HS_REGISTER_AGGREGATE("average", "the machines' models averaged, the solvers at 
                       AverageRule);
 
 }  // namespace
+
+double AverageLr(int machines) {
+  const double m = std::max(1, machines);
+  if (m <= kAverageTopLr) return m;
+  return std::max(kAverageTopLr / 2, kAverageTopLr * kAverageTopLr / m);
+}
 
 std::string AutoRuleName(const AggregateSetting& s) {
   const bool averageable = s.offers_share && s.solver && (s.solver->type().empty() || s.solver->type() == "SGD" ||

@@ -173,9 +173,13 @@ constexpr uint64_t kScheduleBudget = 8;        // age in global iterations befor
 constexpr double kScheduleWeight = 1.0 / 3;    // the least weight of the others' deltas, early and late
 constexpr double kScheduleCoolFrom = 0.25;     // the cool-down's start and end, shares of the run
 constexpr double kScheduleCoolUntil = 0.58;
-// --aggregate=average's largest default lr multiplier: LeNet at 32 machines diverged at x 32
-// and held at x 16, as at 16 machines (docs/experiments/2026-12-06-average.md).
+// --aggregate=average's default lr multiplier (AverageLr): the machines M up to kAverageTopLr;
+// past that, kAverageTopLr^2 / M, and never below kAverageTopLr / 2. In virtual time (LeNet,
+// docs/experiments/2026-12-06-thirty-two-and-sixty-four.md): x 16 held at 16 machines (SE 0.87
+// to 0.89), diverged at 32 (ramps of 0.5 and 1 epoch; at 2 epochs it held, at the edge); x 8 held
+// at 32 and 64, and x 4 at 64 learnt less than x 8.
 constexpr double kAverageTopLr = 16;
+double AverageLr(int machines);
 // The least machines auto averages: at 3 and 4, in virtual time, averaging reached LeNet's 0.89
 // with SE 1.09 and 1.06 where the schedule had 1.09 and 0.93, and cifar10_quick's 0.70 at 3
 // machines with SE 0.82 (final 0.747, and 0.745 at 4) where the schedule never reached it

@@ -397,7 +397,10 @@ TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   EXPECT_EQ(p.base_lr(), 0.01f) << "the multiplier is the solvers' lr_factor, not their base_lr";
   EXPECT_EQ(FieldOf(*Make("average", 8), "every"), 7);
   EXPECT_EQ(FieldOf(*Make("average", 8), "lr"), 8);
-  EXPECT_EQ(FieldOf(*Make("average", 64), "lr"), kAverageTopLr) << "past one machine's stable rate";
+  EXPECT_EQ(FieldOf(*Make("average", 16), "lr"), 16);
+  EXPECT_DOUBLE_EQ(FieldOf(*Make("average", 24), "lr"), 256.0 / 24) << "past 16 machines, 256 / M";
+  EXPECT_EQ(FieldOf(*Make("average", 32), "lr"), 8);
+  EXPECT_EQ(FieldOf(*Make("average", 64), "lr"), 8) << "at least half the top";
 }
 
 // The value check every master makes before a rule sees a delta: a non-finite element always
