@@ -180,6 +180,11 @@ constexpr double kScheduleCoolUntil = 0.58;
 // at 32 and 64, and x 4 at 64 learnt less than x 8.
 constexpr double kAverageTopLr = 16;
 double AverageLr(int machines);
+// ... and its ramp, in epochs of the training data: half an epoch (LeNet at 8 machines: one
+// epoch learnt less), and past kAverageTopLr machines as many of each machine's own steps as at
+// kAverageTopLr (M / 32 epochs: at 64 machines x 8 diverged after half an epoch's ramp under
+// jitter and held after two).
+constexpr double kAverageRampEpochs = 0.5;
 // The least machines auto averages: at 3 and 4, in virtual time, averaging reached LeNet's 0.89
 // with SE 1.09 and 1.06 where the schedule had 1.09 and 0.93, and cifar10_quick's 0.70 at 3
 // machines with SE 0.82 (final 0.747, and 0.745 at 4) where the schedule never reached it

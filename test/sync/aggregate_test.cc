@@ -384,6 +384,13 @@ TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   EXPECT_DOUBLE_EQ(f(100), 4.5);
   EXPECT_DOUBLE_EQ(f(200), 8);
   EXPECT_DOUBLE_EQ(f(100000), 8);
+  // Past 16 machines the ramp is as many of each machine's steps as at 16: M / 32 epochs.
+  s.machines = 64;
+  const auto wide = MakeAggregate("average", s)->LrFactor();
+  ASSERT_TRUE(wide);
+  EXPECT_DOUBLE_EQ(wide(400), 1 + 7 * 400.0 / 800) << "x 8 at 64 machines, reached over 2 epochs";
+  EXPECT_DOUBLE_EQ(wide(800), 8);
+  s.machines = 8;
   const auto g = MakeAggregate("average,lr=4,lr_warmup=0", s)->LrFactor();
   ASSERT_TRUE(g);
   EXPECT_DOUBLE_EQ(g(0), 4);
