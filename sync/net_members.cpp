@@ -49,7 +49,10 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
   bool clamped = false;
   if (told.clock > p.count) {
     const double secs = std::chrono::duration<double>(now - p.count_at).count();
-    p.count = BoundClock(p.count, told.clock, secs, std::max(p.rate, m_[rank_].rate), &clamped);
+    // Its own rate once shown; until then at least kClockRateUnknown (this machine's may be
+    // far below it: a leader testing, a slower share).
+    const double rate = std::max(p.rate > 0 ? p.rate : kClockRateUnknown, m_[rank_].rate);
+    p.count = BoundClock(p.count, told.clock, secs, rate, &clamped);
     p.count_at = now;
   }
   p.claimed = std::max({p.claimed, told.clock, p.count});

@@ -147,6 +147,13 @@ TEST(NetMembersTest, AClockGrowsOnlyByWhatItsMachineCouldHaveRun) {
   s.snapshots = 1;
   m.Hear(1, t0 + 4s, s, false);
   EXPECT_EQ(m[1].snapshots, 3);
+  // Its own rate not yet shown, a slower one of this machine's (a leader testing, a smaller
+  // share) does not narrow the bound below 1 000 it/s.
+  NetMembers slow(0, 2);
+  slow[0].rate = 50;
+  slow.NewRun(1, false, t0);
+  EXPECT_FALSE(slow.Hear(1, t0 + 1s, Told(kNetTraining, 64 + 4000), false));
+  EXPECT_EQ(slow[1].count, 64 + 4000);
   // Restarted: it counts from zero again.
   m.NewRun(1, true, t0 + 4s);
   EXPECT_EQ(m[1].count, 0);
