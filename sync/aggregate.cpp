@@ -442,7 +442,7 @@ class AverageRule : public AggregateRule {
         every_(std::max(1, s.machines - 1)) {
     Field("lr", &lr_, 1, 1e6, "the solvers' lr multiplier (default: the machines up to 16; past 16, 256 / machines, at least 8)");
     Field("lr_warmup", &lr_warmup_, 0, 1e18,
-          "global iterations of the multiplier's linear ramp from 1 (default: 0.5ep, half an epoch; past 16 machines M/32 epochs; 0: none)", true);
+          "global iterations of the multiplier's linear ramp from 1 (default: 0.5ep, half an epoch; from 16 machines max(1, M/32) epochs; 0: none)", true);
     Field("every", &every_, 1, 1e6, "the others' deltas of a chunk between the owner's own rescales");
   }
   bool stateful() const override { return true; }
@@ -502,12 +502,14 @@ class AverageRule : public AggregateRule {
  private:
   double Mean() const { return 1.0 / std::max(1, setting_.machines); }
   // The lr ramp in global iterations: lr_warmup, or where not given kAverageRampEpochs of the
-  // training data, and past kAverageTopLr machines M / (2 kAverageTopLr) epochs: the same
-  // number of each machine's own steps as at 16 (none where the epoch is unknown; measured at 8,
-  // 32 and 64 machines: docs/experiments/2026-12-06-average.md, ...-thirty-two-and-sixty-four.md).
+  // training data below kAverageTopLr machines, and from there max(1, M / (2 kAverageTopLr))
+  // epochs (none where the epoch is unknown; measured at 8, 16, 32 and 64 machines:
+  // docs/experiments/2026-12-06-average.md, ...-thirty-two-and-sixty-four.md).
   double Ramp() const {
     if (lr_warmup_ >= 0) return lr_warmup_;
-    const double epochs = std::max(kAverageRampEpochs, setting_.machines / (2 * kAverageTopLr));
+    const double epochs = setting_.machines < kAverageTopLr
+                              ? kAverageRampEpochs
+                              : std::max(1.0, setting_.machines / (2 * kAverageTopLr));
     return setting_.epoch ? std::round(static_cast<double>(setting_.epoch()) * epochs) : 0;
   }
   static float Load(float* x, Access a) {

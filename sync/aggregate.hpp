@@ -180,10 +180,10 @@ constexpr double kScheduleCoolUntil = 0.58;
 // at 32 and 64, and x 4 at 64 learnt less than x 8.
 constexpr double kAverageTopLr = 16;
 double AverageLr(int machines);
-// ... and its ramp, in epochs of the training data: half an epoch (LeNet at 8 machines: one
-// epoch learnt less), and past kAverageTopLr machines as many of each machine's own steps as at
-// kAverageTopLr (M / 32 epochs: at 64 machines x 8 diverged after half an epoch's ramp under
-// jitter and held after two).
+// ... and its ramp, in epochs of the training data: half an epoch below kAverageTopLr machines
+// (LeNet at 8 machines: one epoch learnt less); from kAverageTopLr machines max(1, M / 32)
+// epochs (at 16 machines x 16 diverged after half an epoch in 1 seed of 3 under jitter and a
+// straggler, and held after one; at 64 x 8 diverged after half an epoch and held after two).
 constexpr double kAverageRampEpochs = 0.5;
 // The least machines auto averages: at 3 and 4, in virtual time, averaging reached LeNet's 0.89
 // with SE 1.09 and 1.06 where the schedule had 1.09 and 0.93, and cifar10_quick's 0.70 at 3

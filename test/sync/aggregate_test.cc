@@ -384,7 +384,11 @@ TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   EXPECT_DOUBLE_EQ(f(100), 4.5);
   EXPECT_DOUBLE_EQ(f(200), 8);
   EXPECT_DOUBLE_EQ(f(100000), 8);
-  // Past 16 machines the ramp is as many of each machine's steps as at 16: M / 32 epochs.
+  // From 16 machines the ramp is at least an epoch, and M / 32 epochs past 32.
+  s.machines = 16;
+  const auto sixteen = MakeAggregate("average", s)->LrFactor();
+  ASSERT_TRUE(sixteen);
+  EXPECT_DOUBLE_EQ(sixteen(200), 1 + 15 * 200.0 / 400) << "x 16 at 16 machines, reached over an epoch";
   s.machines = 64;
   const auto wide = MakeAggregate("average", s)->LrFactor();
   ASSERT_TRUE(wide);
