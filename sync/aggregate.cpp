@@ -29,6 +29,17 @@ float SumSquares(const float* __restrict x, size_t n) {
   return s;
 }
 
+bool AllFinite(const float* __restrict x, size_t n) {
+  float acc[16] = {};  // x * 0 is 0 for a finite x, NaN otherwise; 16 lanes, as above
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (size_t k = 0; k < 16; ++k) acc[k] += x[i + k] * 0.f;
+  float rest = 0;
+  for (; i < n; ++i) rest += x[i] * 0.f;
+  for (float a : acc) rest += a;
+  return rest == 0.f;
+}
+
 void AddScaled(float* __restrict w, const float* __restrict d, size_t n, Access a, float k) {
   if (a == Access::kPlain && k == 1) {
     for (size_t i = 0; i < n; ++i) w[i] += d[i];

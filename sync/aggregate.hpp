@@ -229,6 +229,8 @@ class DeltaCheck {
 
 // Sum of squares (vectorised; non-finite if any element is, or if the sum overflows).
 float SumSquares(const float* x, size_t n);
+// Whether every element is finite (vectorised).
+bool AllFinite(const float* x, size_t n);
 // w += k d over n floats, with the access the master's writers need.
 void AddScaled(float* w, const float* d, size_t n, Access a, float k);
 

@@ -9,19 +9,6 @@
 namespace hogstream {
 
 namespace {
-// Whether every element is finite: x * 0 is 0 for those, NaN otherwise (16 lanes, so that it
-// vectorises without reassociating).
-bool AllFinite(const float* __restrict x, size_t n) {
-  float acc[16] = {};
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (size_t k = 0; k < 16; ++k) acc[k] += x[i + k] * 0.f;
-  float rest = 0;
-  for (; i < n; ++i) rest += x[i] * 0.f;
-  for (float a : acc) rest += a;
-  return rest == 0.f;
-}
-
 // The master's values of now in pinned memory (so that copies from it are asynchronous), freed
 // with it: the caller waits for the copies that read it first.
 struct PinnedSnapshot {

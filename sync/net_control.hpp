@@ -111,7 +111,8 @@ struct ControlNews {
 
 // A machine's clock only grows, and by no more than it could have run since its last word:
 // kClockSlack iterations plus kClockRateMargin times `rate` (the fastest it, or this machine,
-// has shown; kClockRateUnknown before either has a rate) over `secs` since its count was last
+// has shown; NetMembers::Hear passes at least kClockRateUnknown until it has shown one; 0 here
+// is kClockRateUnknown) over `secs` since its count was last
 // taken. Returns the count to take (the rest comes with its next messages); `clamped`: the
 // claim went beyond. A forged clock moves the job by a few of its machine's steps, not by
 // thousands of iterations.

@@ -417,10 +417,9 @@ class Simulation {
     }
     const Net& net0 = m0.solver->net();
     const float* w = net0.param_data();
-    const bool finite = std::all_of(w, w + net0.param_buffer_size(), [](float x) { return std::isfinite(x); }) &&
-                        std::all_of(out.begin(), out.end(), [](const std::vector<float>& o) {
-                          return std::all_of(o.begin(), o.end(), [](float x) { return std::isfinite(x); });
-                        });
+    const bool finite = AllFinite(w, net0.param_buffer_size()) &&
+                        std::all_of(out.begin(), out.end(),
+                                    [](const std::vector<float>& o) { return AllFinite(o.data(), o.size()); });
     if (!finite) {
       r.ended_early = "machine 0: its weights or test outputs are not finite at global iteration " +
                       std::to_string(group_.Reached()) + " (diverged: lower base_lr?)";
