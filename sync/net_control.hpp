@@ -11,6 +11,7 @@
 // Threads: none of its own; one owner (the network daemon) calls everything; not thread-safe.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -123,6 +124,9 @@ constexpr double kClockRateUnknown = 1000;
 // others take up to this much more of it at once (NetMembers::Settle): the same on every
 // machine, so their views of the global iteration stay together.
 constexpr int64_t kClockSettle = 1024;
+// A clamped claim that its machine's count has not reached this long after is not believed
+// (NetMembers::unbacked): an honest burst is taken within a few of its next messages.
+constexpr std::chrono::seconds kClockBearOut{5};
 int64_t BoundClock(int64_t count, int64_t claimed, double secs, double rate, bool* clamped);
 
 class NetControlChannel {
@@ -145,11 +149,9 @@ class NetControlChannel {
   // `done_believed`: its "done" is taken (it leads, or this machine is done already).
   ControlNews Decode(const Message& m, bool done_believed);
 
-  // Refusals so far, by reason (ControlRefusal), and clocks clamped (CountClamped).
+  // Refusals so far, by reason (ControlRefusal).
   const uint64_t* refusals() const { return refused_; }
   uint64_t refused(ControlRefusal r) const { return refused_[static_cast<size_t>(r)]; }
-  void CountClamped() { ++clamped_; }
-  uint64_t clamped() const { return clamped_; }
 
  private:
   // Per machine: the run taken from it once it echoed ours, the last counter taken, the latest
@@ -173,7 +175,6 @@ class NetControlChannel {
   uint64_t counter_ = 0;  // control messages sent (each round carries the count)
   std::vector<Fresh> fresh_;  // per rank (this one's unused)
   uint64_t refused_[static_cast<size_t>(ControlRefusal::kCount)] = {};
-  uint64_t clamped_ = 0;
 };
 
 }  // namespace hogstream

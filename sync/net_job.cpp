@@ -68,7 +68,7 @@ std::string RefusedText(const NetJobStats& s) {
     os << ")";
   }
   os << ", " << s.refused_value << " by value, " << s.stale << " stale data";
-  if (s.clock_clamped) os << ", " << s.clock_clamped << " clocks clamped";
+  if (s.clock_unbacked) os << ", " << s.clock_unbacked << " clocks not borne out";
   if (s.kernel_dropped) os << "; " << s.kernel_dropped << " datagrams dropped by the kernel (receive buffer full)";
   return os.str();
 }
@@ -524,7 +524,8 @@ void NetJob::OnControl(const Message& m) {
   const bool left_before = p.left;
   // Its clock only grows, and by no more than it could have run since (BoundClock): a jump
   // beyond that is taken in part (the rest comes with its next messages).
-  if (members_.Hear(src, now, news.told, joined_running_.load(std::memory_order_relaxed))) control_.CountClamped();
+  // A claim clamped and never borne out is counted (NetMembers::unbacked).
+  members_.Hear(src, now, news.told, joined_running_.load(std::memory_order_relaxed));
   HeardOf(src, flags_before, left_before);
 }
 
@@ -1230,7 +1231,7 @@ void NetJob::Figures(bool report) {
   s.kernel_dropped = losses.kernel;
   std::copy(control_.refusals(), control_.refusals() + std::size(s.control_refusals), s.control_refusals);
   for (uint64_t n : s.control_refusals) s.control_refused += n;
-  s.clock_clamped = control_.clamped();
+  s.clock_unbacked = members_.unbacked();
   s.quorum = members_.quorum();
   s.messages_sent = tc.sent;
   s.bytes_sent = tc.bytes_sent;

@@ -188,7 +188,7 @@ inline constexpr int kStragglerSeconds = 2;
 // control messages it refused, by reason.
 struct NetJobStats : NetworkFigures {
   uint64_t control_refusals[static_cast<size_t>(ControlRefusal::kCount)] = {};
-  uint64_t clock_clamped = 0;      // control messages whose clock jumped beyond what its sender could have run
+  uint64_t clock_unbacked = 0;  // clocks claimed beyond what their sender could have run, never borne out
 };
 
 class SvbLink;

@@ -22,7 +22,7 @@ void NetMembers::Grow(int machines) {
 void NetMembers::NewRun(int r, bool restarted, Clock::time_point since) {
   NetMember& p = m_[r];
   if (restarted) {  // its numbering starts again, and its iterations count from zero
-    p.count = p.counted = p.claimed = p.rate_count = p.flushed = 0;
+    p.count = p.counted = p.claimed = p.rate_count = p.flushed = p.doubted = 0;
     p.rate = 0;
   }
   p.snapshots = 0;
@@ -54,9 +54,14 @@ bool NetMembers::Hear(int r, Clock::time_point now, const ControlState& told, bo
     const double rate = std::max(p.rate > 0 ? p.rate : kClockRateUnknown, m_[rank_].rate);
     p.count = BoundClock(p.count, told.clock, secs, rate, &clamped);
     p.count_at = now;
+    if (clamped && told.clock > p.doubted) {
+      if (p.doubted == 0) p.doubted_at = now;
+      p.doubted = told.clock;
+    }
   }
   p.claimed = std::max({p.claimed, told.clock, p.count});
   if (p.left) Settle(r);  // its last word
+  Judge(p, now, false);
   p.view = told.view;
   p.flushed = std::min(told.flushed, p.count);
   p.solvers = std::max(1, told.solvers);
@@ -75,8 +80,19 @@ std::vector<int> NetMembers::CheckLiveness(Clock::time_point now, uint32_t dead_
       Settle(r);
       died.push_back(r);
     }
+    Judge(p, now, false);
   }
   return died;
+}
+
+void NetMembers::Judge(NetMember& p, Clock::time_point now, bool ended) {
+  if (p.doubted == 0) return;
+  if (p.count >= p.doubted) {
+    p.doubted = 0;  // borne out
+  } else if (ended || now - p.doubted_at > kClockBearOut) {
+    ++unbacked_;
+    p.doubted = 0;
+  }
 }
 
 uint64_t NetMembers::DeadMask() const {
@@ -198,10 +214,10 @@ int64_t NetMembers::TakeNewIterations() {
 
 int64_t NetMembers::Settle(int r) {
   NetMember& p = m_[r];
-  const int64_t more = std::min(p.claimed - p.count, kClockSettle);
-  if (more <= 0) return 0;
+  const int64_t more = std::max<int64_t>(0, std::min(p.claimed - p.count, kClockSettle));
   p.count += more;
   p.claimed = p.count;  // the rest, beyond what it could have run, is not believed
+  Judge(p, Clock::now(), true);
   return more;
 }
 

@@ -30,6 +30,8 @@ struct NetMember {
   int64_t counted = 0;  // how much of `count` our group's counter holds
   Clock::time_point count_at;  // when `count` was last taken
   int64_t claimed = 0;  // the highest clock it told this run (`count` is what of it is taken)
+  int64_t doubted = 0;  // the highest claim clamped that `count` has not reached yet (0: none)
+  Clock::time_point doubted_at;  // when that claim was first clamped
   int64_t view = 0;     // its view of the global iteration
   int64_t flushed = 0;  // its iterations whose progress has gone out to every owner (track_fresh)
   int solvers = 1;      // its solvers: its clock per solver is count / solvers
@@ -73,7 +75,9 @@ class NetMembers {
   // from zero where it `restarted`. `joined_running`: this machine joined a running job, so a
   // machine first heard now has its past in the view taken: its clock is taken as it is.
   // A machine that says it has left (kNetLeft) is not live from then on (until a new run).
-  // Returns whether its clock's claim was clamped (BoundClock).
+  // Returns whether its clock's claim was clamped (BoundClock). A clamped claim is doubted
+  // until its count reaches it (an honest burst, told at once, is borne out by the machine's
+  // next messages); see Unbacked.
   void NewRun(int r, bool restarted, Clock::time_point since);
   bool Hear(int r, Clock::time_point now, const ControlState& told, bool joined_running);
 
@@ -82,8 +86,12 @@ class NetMembers {
   // at once, up to kClockSettle iterations; returns how many were added to its count.
   int64_t Settle(int r);
   // Takes for dead the live machines silent for more than `dead_ms` (and settles their clocks);
-  // returns them.
+  // returns them. Also judges the claims doubted for more than kClockBearOut (Unbacked).
   std::vector<int> CheckLiveness(Clock::time_point now, uint32_t dead_ms);
+  // Clocks claimed beyond what their machine could have run and never borne out: its count had
+  // not reached the claim kClockBearOut after it was clamped, or its run ended (Settle) short
+  // of it. A forged clock counts here; an honest burst clamped and then taken does not.
+  uint64_t unbacked() const { return unbacked_; }
   // Machines heard and gone, dead or left (not those that finished the job): bit r for
   // machine r < 64.
   uint64_t DeadMask() const;
@@ -132,6 +140,10 @@ class NetMembers {
   bool quorum_ = true;
   Clock::time_point quorum_lost_at_;
   int leader_ = -1;
+  uint64_t unbacked_ = 0;
+  // Machine r's doubted claim: cleared where its count has reached it; counted as unbacked
+  // where `ended` (its run) or doubted since before `now - kClockBearOut`.
+  void Judge(NetMember& p, Clock::time_point now, bool ended);
 };
 
 }  // namespace hogstream

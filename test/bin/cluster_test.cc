@@ -80,12 +80,12 @@ struct Refusals {
 std::ostream& operator<<(std::ostream& os, const Refusals& r) {
   return os << r.foreign << " foreign, " << r.bad_mac << " bad MAC, " << r.malformed << " malformed, " << r.control
             << " control (" << r.unproven << " unproven), " << r.by_value << " by value, " << r.stale << " stale data, "
-            << r.clamped << " clocks clamped";
+            << r.clamped << " clocks not borne out";
 }
 Refusals RefusalsOf(const std::string& log) {
   static const std::regex re(
       "refused: ([0-9]+) foreign, ([0-9]+) bad MAC, ([0-9]+) malformed, ([0-9]+) control( \\([^)]*\\))?, "
-      "([0-9]+) by value, ([0-9]+) stale data(, ([0-9]+) clocks clamped)?");
+      "([0-9]+) by value, ([0-9]+) stale data(, ([0-9]+) clocks not borne out)?");
   static const std::regex unproven("([0-9]+) unproven");
   Refusals r;
   for (auto it = std::sregex_iterator(log.begin(), log.end(), re); it != std::sregex_iterator(); ++it) {

@@ -219,6 +219,39 @@ TEST(NetMembersTest, AClampedClaimIsSettledWhereTheMachinesRunEnds) {
   EXPECT_EQ(joiner.TakeNewIterations(), 10) << "only what it ran after the join";
 }
 
+// A clamped claim is doubted, not counted: an honest burst told at once is borne out by the
+// machine's next messages; a claim its count never reaches is counted once, kClockBearOut after
+// it was clamped or where its run ends.
+TEST(NetMembersTest, AClampedClaimIsCountedOnlyWhereItIsNeverBorneOut) {
+  const Clock::time_point t0 = Clock::now();
+  constexpr uint32_t kDeadMs = 60000;
+  NetMembers m(0, 4);
+  for (int r = 1; r < 4; ++r) m.NewRun(r, false, t0);
+  // Machine 1: 300 iterations told at once (clamped to 64), then 350 a tenth of a second later.
+  EXPECT_TRUE(m.Hear(1, t0, Told(kNetTraining, 300), false));
+  EXPECT_FALSE(m.Hear(1, t0 + 100ms, Told(kNetTraining, 350), false));
+  EXPECT_EQ(m[1].count, 350);
+  // Machine 2: a clock of 1e9, then its honest clocks, which never reach it.
+  EXPECT_TRUE(m.Hear(2, t0, Told(kNetTraining, 1000000000), false));
+  for (int s = 1; s <= 4; ++s) m.Hear(2, t0 + std::chrono::seconds(s), Told(kNetTraining, 1000 * s), false);
+  m.CheckLiveness(t0 + kClockBearOut - 1ms, kDeadMs);
+  EXPECT_EQ(m.unbacked(), 0u) << "judged before kClockBearOut has passed";
+  m.CheckLiveness(t0 + kClockBearOut + 1ms, kDeadMs);
+  EXPECT_EQ(m.unbacked(), 1u) << "machine 2's claim, not machine 1's burst";
+  m.CheckLiveness(t0 + 2 * kClockBearOut, kDeadMs);
+  EXPECT_EQ(m.unbacked(), 1u) << "once";
+  // Machine 3: a claim beyond kClockSettle, then its run ends.
+  EXPECT_TRUE(m.Hear(3, t0 + 1s, Told(kNetTraining, int64_t{1} << 40), false));
+  EXPECT_EQ(m.Settle(3), kClockSettle);
+  EXPECT_EQ(m.unbacked(), 2u) << "a run that ended short of its claim";
+  // A burst that its run's end settles in full is borne out.
+  m.NewRun(3, true, t0 + 2s);
+  EXPECT_TRUE(m.Hear(3, t0 + 2s, Told(kNetTraining, 500), false));
+  m.Settle(3);
+  EXPECT_EQ(m[3].count, 500);
+  EXPECT_EQ(m.unbacked(), 2u);
+}
+
 TEST(NetMembersTest, AJoinerTakesTheMedianOfTheViewsOfTheMachinesTraining) {
   const Clock::time_point t0 = Clock::now();
   NetMembers m(0, 5);
