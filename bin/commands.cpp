@@ -118,7 +118,13 @@ Specs TrainFlags() {
                      "Hogwild solvers: 4 = four CPU threads, 0:0:2 = two on GPU 0 and two CPU (default: 1, or "
                      "this machine's solvers= in a topology file)"},
                     {"peers", "udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE", "",
-                     "one machine of a job across these machines (default: this host alone)"}},
+                     "one machine of a job across these machines (default: this host alone)"},
+                    {"rendezvous", "[udp|raw|verbs://]HOST:PORT", "",
+                     "one machine of a job whose list comes from a store at HOST:PORT, served by rank 0 (default: "
+                     "torchrun's MASTER_ADDR:MASTER_PORT, srun's first node or mpirun's host where one launched "
+                     "this process with more than one rank)"},
+                    {"machines", "N", "", "--rendezvous: the job's machines (default: the launcher's WORLD_SIZE, "
+                                          "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS or PMI_SIZE)"}},
                    HogwildFlags()),
               NetJobFlags());
 }

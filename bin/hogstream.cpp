@@ -102,7 +102,7 @@ int Train(int argc, char** argv) {
   // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
   std::unique_ptr<NetJob> net;
   PeerEntry mine;
-  if (f.has("peers")) net = NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false, param, &mine);  // one machine of a job
+  net = TrainNetJob(f, param, &mine);  // one machine of a job across machines, or null
   // --solvers, else this machine's solvers= in a topology file, else one.
   HogwildOptions h = HogwildFromFlags(f, f.get("solvers", mine.solvers.empty() ? "1" : mine.solvers), &mine);
   h.net = net.get();

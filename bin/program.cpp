@@ -121,11 +121,42 @@ std::vector<double> ShareWeights(const std::string& text, int machines) {
 }
 }  // namespace
 
-std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form,
-                                        const pb::SolverParameter& solver, PeerEntry* mine) {
-  const PeerList list = raw_form ? ParseRawBinPeers(peers) : ParsePeers(peers);
+namespace {
+// A job whose frames carry no key, on addresses beyond this host, says so once.
+void WarnUnkeyed(const PeerList& list) {
+  const bool beyond = std::any_of(list.peers.begin(), list.peers.end(), [&](const PeerEntry& e) {
+    return list.scheme == PeerScheme::kRaw || e.ip.rfind("127.", 0) != 0;
+  });
+  LOG_IF(WARNING, beyond) << "Network: this job's frames carry no key: anyone on its network who spoofs a machine's "
+                             "address can stop, end or poison it (give --job-key=FILE, or start it with --rendezvous)";
+}
+}  // namespace
+
+std::unique_ptr<NetJob> TrainNetJob(const Flags& f, const pb::SolverParameter& solver, PeerEntry* mine) {
+  if (f.has("peers")) {
+    HS_REQUIRE(!f.has("rendezvous")) << "give --peers or --rendezvous, not both";
+    return NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false, solver, mine);
+  }
   const int forced = f.has("rank") ? static_cast<int>(f.get_int("rank", -1, 0, kNoPeer - 1)) : -1;
-  const SelfRank self = FindSelf(list, ReadLocalAddresses(), LauncherEnv(), forced);
+  const int machines = f.has("machines") ? static_cast<int>(f.get_int("machines", 0, 1, kMaxPeers)) : 0;
+  const std::optional<RendezvousPlan> plan = PlanRendezvous(f.get("rendezvous"), forced, machines, RendezvousEnv());
+  // A launcher's environment alone, for one rank, is not a job across machines (mpirun -np 1).
+  if (!plan || (!f.has("rendezvous") && !f.has("machines") && plan->machines == 1)) return nullptr;
+  HS_REQUIRE(!f.has("join")) << "--join finds the running job by --peers (the others' list, then this machine's entry)";
+  RendezvousOptions o;
+  o.job = f.get("job", "rendezvous " + plan->host + ":" + std::to_string(plan->port));
+  if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
+  o.timeout = std::chrono::seconds(f.int_in("start_timeout", 1, 86400));
+  Rendezvoused met = Rendezvous(*plan, o);
+  return NetJobFromFlags(f, met.peers, /*raw_form=*/false, solver, mine, &met);
+}
+
+std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form,
+                                        const pb::SolverParameter& solver, PeerEntry* mine, Rendezvoused* met) {
+  const PeerList list = raw_form ? ParseRawBinPeers(peers) : ParsePeers(peers);
+  const int forced = met ? met->rank : f.has("rank") ? static_cast<int>(f.get_int("rank", -1, 0, kNoPeer - 1)) : -1;
+  SelfRank self = FindSelf(list, ReadLocalAddresses(), met ? std::map<std::string, std::string>{} : LauncherEnv(), forced);
+  if (met) self.how = "from the rendezvous store";
   if (mine) *mine = list.peers[self.rank];
   // --join: the others' list is this one without this machine's entry (the last); the job's
   // settings are theirs, for that many machines.
@@ -146,16 +177,20 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   PeerOpenOptions o;
   // Jobs on one wire tell each other apart by a number from --job (default: the list itself;
   // a new machine's list without its own entry).
-  const std::string job = f.get("job", join ? peers.substr(0, peers.rfind(',')) : peers);
+  const std::string job =
+      met ? met->job : f.get("job", join ? peers.substr(0, peers.rfind(',')) : peers);
   const uint64_t id = JobIdOf(job);
   o.job = id;
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
+  if (met && met->session) o.key = met->session;  // the store's fresh key for this job's frames
+  if (!o.key) WarnUnkeyed(list);
   o.iface = f.get("iface", list.peers[self.rank].iface);
   o.multicast = f.get("multicast");
   o.max_payload = static_cast<uint32_t>(f.int_in("payload", 16, 1 << 20));
   HS_REQUIRE(o.max_payload % 16 == 0) << "--payload must be a multiple of 16 bytes, got " << o.max_payload;
   const int64_t start_s = f.int_in("start_timeout", 1, 86400);
   o.exchange_timeout = std::chrono::seconds(start_s);  // verbs: every machine up within it
+  if (met) met->port_hold.reset();  // this machine's port, held since it was told to the store
   std::unique_ptr<Transport> t = OpenPeers(list, self, o);
   if (f.has("loss")) {  // injected loss on the data messages, to see how a job takes it
     const std::string text = f.get("loss");

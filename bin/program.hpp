@@ -11,6 +11,7 @@
 #include "bin/commands.hpp"
 #include "bin/flags.hpp"
 #include "bin/peers.hpp"
+#include "bin/rendezvous.hpp"
 #include "sync/hogwild.hpp"
 
 namespace hogstream {
@@ -36,7 +37,13 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
 // --iface overrides the entry's iface=. Errors (a bad list, no local entry, a port in use) are
 // one line. `solver` is the run's (its max_iter the run's global iterations): --aggregate's
 // defaults and shares of the run follow it.
+// `met` (a job started through the rendezvous store, bin/rendezvous.hpp): this machine's rank
+// and the session key its frames are sealed with come from the store.
 std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers, bool raw_form,
-                                        const pb::SolverParameter& solver, PeerEntry* mine = nullptr);
+                                        const pb::SolverParameter& solver, PeerEntry* mine = nullptr,
+                                        Rendezvoused* met = nullptr);
+// `hogstream train`'s job across machines: --peers, else the rendezvous store (--rendezvous or
+// a launcher's environment, PlanRendezvous); null for a job on this host alone.
+std::unique_ptr<NetJob> TrainNetJob(const Flags& f, const pb::SolverParameter& solver, PeerEntry* mine);
 
 }  // namespace hogstream

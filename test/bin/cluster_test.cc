@@ -22,6 +22,7 @@
 #include <memory>
 #include <random>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -841,6 +842,99 @@ TEST_F(Cluster, ThreeRanksUnderARealMpirun) {
         << all;
   EXPECT_NE(all.find("Optimization Done.\n"), std::string::npos) << all;
   EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_600.caffemodel"));
+}
+
+// mpirun as the launcher and no --peers: the ranks and the store's address (mpirun's host, where
+// rank 0 runs) come from Open MPI's environment, the list from the store rank 0 serves, and the
+// frames are sealed with the store's session key. On data no machine can learn alone.
+TEST_F(Cluster, ThreeRanksUnderARealMpirunMeetAtTheStoreWithoutPeers) {
+  const char* mpirun = "/usr/bin/mpirun";
+  if (access(mpirun, X_OK) != 0) GTEST_SKIP() << "no /usr/bin/mpirun (Debian's openmpi-bin; scripts/test.sh installs it)";
+  split_ = true;  // each machine's data is one class of three: the test accuracy needs the exchange
+  Child job(mpirun,
+            {"--allow-run-as-root", "--oversubscribe", "-np", "3", HS_HOGSTREAM_BIN, "train", "--solver=" + split_solver_,
+             "--solvers=1", "--iterations=1500", "--policy=bsp", "--start_timeout=30", "--sweep_ms=5", "--payload=4096"},
+            scratch_, "mpirdv");
+  const Finished f = job.Wait(180);
+  EXPECT_EQ(f.rc, 0) << f.err << f.out;
+  const std::string all = f.err + f.out;
+  EXPECT_NE(all.find("Rendezvous: serving the job's store at "), std::string::npos) << all;
+  for (int r = 0; r < kMachines; ++r) {
+    EXPECT_TRUE(std::regex_search(all, std::regex("this is machine " + std::to_string(r) +
+                                                  " of 3, udp://[0-9.]+:[0-9]+ \\(from the rendezvous store\\)")))
+        << all;
+    EXPECT_NE(all.find("Rendezvous: machine " + std::to_string(r) +
+                       " of 3 (mpirun's host (OMPI_MCA_orte_hnp_uri)), frames sealed with a fresh session key"),
+              std::string::npos)
+        << all;
+  }
+  EXPECT_GE(FinalAccuracy(all), 0.9) << "the job learned every machine's class (one alone: 1/3)\n" << all;
+  EXPECT_TRUE(fs::exists(scratch_ / "split_iter_1500.caffemodel"));
+}
+
+// No --peers either: torchrun's variables (set by hand, as torchrun sets them for each worker),
+// srun's, and --rendezvous with no rank at all (the store gives ranks in the order machines
+// come). With a --job-key, a machine holding another key is refused at the store in one line,
+// and the job goes on without it.
+TEST_F(Cluster, MachinesMeetAtTheStoreByTorchrunsOrSrunsVariablesOrTheFlag) {
+  const uint16_t port = FreePort();
+  const std::string store = "127.0.0.1:" + std::to_string(port);
+  struct Case {
+    std::string name;
+    std::vector<std::pair<std::string, std::string>> env;  // RANK: the machine's rank
+    std::vector<std::string> args;
+  };
+  const std::vector<Case> cases = {
+      {"torchrun", {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}, {"WORLD_SIZE", "3"}, {"RANK", ""}}, {}},
+      {"srun",
+       {{"SLURM_STEP_NODELIST", "localhost"}, {"SLURM_STEP_RESV_PORTS", std::to_string(port) + "-" + std::to_string(port + 3)},
+        {"SLURM_NTASKS", "3"}, {"SLURM_PROCID", ""}},
+       {}},
+      {"flag", {}, {"--rendezvous=" + store, "--machines=3", "--job-key=" + key_file()}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<std::unique_ptr<Child>> m;
+    for (int r = 0; r < kMachines; ++r) {
+      for (const auto& [name, value] : c.env) setenv(name.c_str(), value.empty() ? std::to_string(r).c_str() : value.c_str(), 1);
+      std::vector<std::string> args = {"train", "--solver=" + solver_, "--solvers=1", "--iterations=600",
+                                       "--start_timeout=30", "--job=" + c.name + std::to_string(getpid())};
+      args.insert(args.end(), c.args.begin(), c.args.end());
+      m.push_back(std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, c.name + std::to_string(r)));
+      for (const auto& e : c.env) unsetenv(e.first.c_str());
+      if (c.name == "flag" && r == 0) {
+        // An intruder with another key, while the store waits for the job's machines.
+        ASSERT_TRUE(WaitLog(*m[0], "Rendezvous: serving the job's store at " + store, 30)) << m[0]->err();
+        const std::string other = scratch_ / "other.key";
+        std::ofstream(other) << "not the job's key";
+        Child intruder(HS_HOGSTREAM_BIN,
+                       {"train", "--solver=" + solver_, "--iterations=600", "--start_timeout=30", "--job=" + c.name +
+                        std::to_string(getpid()), "--rendezvous=" + store, "--machines=3", "--job-key=" + other},
+                       scratch_, "intruder");
+        const Finished in = intruder.Wait(60);
+        EXPECT_NE(in.rc, 0);
+        EXPECT_NE(in.err.find("refused this machine: its --job-key is not the job's"), std::string::npos) << in.err;
+        EXPECT_EQ(in.err.find("terminate called"), std::string::npos) << in.err;
+      }
+    }
+    std::set<std::string> machines;
+    for (int r = 0; r < kMachines; ++r) {
+      const Finished f = m[r]->Wait(120);
+      ExpectClean(f, "machine " + std::to_string(r));
+      std::smatch who;
+      ASSERT_TRUE(std::regex_search(f.err, who, std::regex("this is machine ([0-9]) of 3, udp://127\\.0\\.0\\.1:[0-9]+ "
+                                                          "\\(from the rendezvous store\\)")))
+          << f.err;
+      machines.insert(who[1]);
+      if (c.name != "flag") EXPECT_NE(f.err.find("Network: this is machine " + std::to_string(r) + " of 3"), std::string::npos)
+          << "the launcher's rank:\n" << f.err;
+      EXPECT_NE(f.err.find(c.name == "flag" ? "frames sealed with --job-key" : "frames sealed with a fresh session key"),
+                std::string::npos)
+          << f.err;
+    }
+    EXPECT_EQ(machines.size(), 3u) << "three machines, three ranks";
+    EXPECT_TRUE(fs::exists(scratch_ / "snap_iter_600.caffemodel"));
+    fs::remove(scratch_ / "snap_iter_600.caffemodel");
+  }
 }
 
 TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
