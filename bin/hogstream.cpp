@@ -102,7 +102,8 @@ int Train(int argc, char** argv) {
   // The Hogwild runner covers one solver too; the plain path below is `caffe train`'s.
   std::unique_ptr<NetJob> net;
   PeerEntry mine;
-  net = TrainNetJob(f, param, &mine);  // one machine of a job across machines, or null
+  std::shared_ptr<void> store;  // (a keyed job's rendezvous store, for new machines while it runs)
+  net = TrainNetJob(f, param, &mine, &store);  // one machine of a job across machines, or null
   // --solvers, else this machine's solvers= in a topology file, else one.
   HogwildOptions h = HogwildFromFlags(f, f.get("solvers", mine.solvers.empty() ? "1" : mine.solvers), &mine);
   h.net = net.get();

@@ -132,22 +132,24 @@ void WarnUnkeyed(const PeerList& list) {
 }
 }  // namespace
 
-std::unique_ptr<NetJob> TrainNetJob(const Flags& f, const pb::SolverParameter& solver, PeerEntry* mine) {
+std::unique_ptr<NetJob> TrainNetJob(const Flags& f, const pb::SolverParameter& solver, PeerEntry* mine,
+                                    std::shared_ptr<void>* store) {
   if (f.has("peers")) {
     HS_REQUIRE(!f.has("rendezvous")) << "give --peers or --rendezvous, not both";
     return NetJobFromFlags(f, f.get("peers"), /*raw_form=*/false, solver, mine);
   }
   const int forced = f.has("rank") ? static_cast<int>(f.get_int("rank", -1, 0, kNoPeer - 1)) : -1;
   const int machines = f.has("machines") ? static_cast<int>(f.get_int("machines", 0, 1, kMaxPeers)) : 0;
-  const std::optional<RendezvousPlan> plan = PlanRendezvous(f.get("rendezvous"), forced, machines, RendezvousEnv());
+  const std::optional<RendezvousPlan> plan = PlanRendezvous(f.get("rendezvous"), forced, machines, RendezvousEnv(), f.has("join"));
   // A launcher's environment alone, for one rank, is not a job across machines (mpirun -np 1).
-  if (!plan || (!f.has("rendezvous") && !f.has("machines") && plan->machines == 1)) return nullptr;
-  HS_REQUIRE(!f.has("join")) << "--join finds the running job by --peers (the others' list, then this machine's entry)";
+  if (!plan || (!f.has("rendezvous") && !f.has("machines") && !f.has("join") && plan->machines == 1)) return nullptr;
   RendezvousOptions o;
+  o.join = f.has("join");
   o.job = f.get("job", "rendezvous " + plan->host + ":" + std::to_string(plan->port));
   if (f.has("job-key")) o.key = LoadJobKey(f.get("job-key"));
   o.timeout = std::chrono::seconds(f.int_in("start_timeout", 1, 86400));
   Rendezvoused met = Rendezvous(*plan, o);
+  if (store) *store = met.store;
   return NetJobFromFlags(f, met.peers, /*raw_form=*/false, solver, mine, &met);
 }
 

@@ -43,7 +43,9 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
                                         const pb::SolverParameter& solver, PeerEntry* mine = nullptr,
                                         Rendezvoused* met = nullptr);
 // `hogstream train`'s job across machines: --peers, else the rendezvous store (--rendezvous or
-// a launcher's environment, PlanRendezvous); null for a job on this host alone.
-std::unique_ptr<NetJob> TrainNetJob(const Flags& f, const pb::SolverParameter& solver, PeerEntry* mine);
+// a launcher's environment, PlanRendezvous); null for a job on this host alone. `store`: the
+// store this machine serves for a keyed job's new machines, to hold while the job runs.
+std::unique_ptr<NetJob> TrainNetJob(const Flags& f, const pb::SolverParameter& solver, PeerEntry* mine,
+                                    std::shared_ptr<void>* store);
 
 }  // namespace hogstream

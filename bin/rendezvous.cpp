@@ -21,6 +21,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sodium.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -237,7 +239,13 @@ class Store {
       : listener_(std::move(listener)), plan_(plan), opt_(opt), job_(JobHex(opt.job)),
         ranks_(static_cast<size_t>(plan.machines), -1) {
     randombytes_buf(session_.data(), session_.size());
+    // The process's signals are not this thread's (the program's signal thread takes them once
+    // training starts; until then they keep their default action on the main thread).
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
     thread_ = std::thread([this] { Serve(); });
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
   }
   ~Store() {
     stop_ = true;
@@ -258,31 +266,7 @@ class Store {
     const Clock::time_point deadline = Clock::now() + opt_.timeout;
     std::vector<Visitor> v;
     int said = 0;
-    while (!stop_ && said < plan_.machines && Clock::now() < deadline) {
-      std::vector<pollfd> p{{listener_.fd, POLLIN, 0}};
-      for (const Visitor& x : v) p.push_back({x.fd.fd, static_cast<short>(x.said ? 0 : POLLIN), 0});
-      if (poll(p.data(), p.size(), 100) <= 0) continue;
-      if (p[0].revents & POLLIN) Accept(&v);
-      for (size_t i = 0; i < v.size(); ++i) {
-        if (v[i].said || !(p[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        std::string line;
-        // A hello is one line, sent at once: a visitor gets a second for the rest of it.
-        if (!v[i].in->Next(&line, Clock::now() + std::chrono::seconds(1))) {
-          v[i].fd = Fd();
-          continue;
-        }
-        const std::string why = Take(&v[i], line);
-        if (!why.empty()) {
-          LOG(WARNING) << "Rendezvous: refused a machine at " << v[i].peer << ": " << why;
-          SendAll(v[i].fd.fd, "error " + why + "\n");
-          v[i].fd = Fd();
-          continue;
-        }
-        v[i].said = true;
-        ++said;
-      }
-      v.erase(std::remove_if(v.begin(), v.end(), [](const Visitor& x) { return x.fd.fd < 0; }), v.end());
-    }
+    while (!stop_ && said < plan_.machines && Clock::now() < deadline) said += Poll(&v);
     if (said < plan_.machines) {
       const std::string why = "only " + std::to_string(said) + " of " + std::to_string(plan_.machines) +
                               " machines came to the store at " + plan_.host + ":" + std::to_string(plan_.port) +
@@ -302,28 +286,93 @@ class Store {
     for (const Visitor& x : v) entries[static_cast<size_t>(x.rank)] = x.entry;
     std::string spec = std::string(SchemeName(plan_.scheme)) + "://";
     for (size_t r = 0; r < entries.size(); ++r) spec += (r ? "," : "") + entries[r];
-    std::string bad;
+    const std::string bad = NotAList(spec);
+    for (Visitor& x : v) {
+      if (bad.empty()) {
+        Answer(x, spec);
+      } else {
+        SendAll(x.fd.fd, "error the machines' addresses do not make a list: " + bad + "\n");
+      }
+    }
+    if (!bad.empty() || !opt_.key) return;
+    // A keyed job's store stays open for new machines (--join): each gets the list so far with
+    // its own entry last, and the next rank.
+    started_ = true;
+    spec_ = spec;
+    v.clear();
+    while (!stop_) {
+      if (Poll(&v) == 0) continue;
+      for (Visitor& x : v) {
+        if (!x.said) continue;
+        const std::string list = spec_ + "," + x.entry;
+        const std::string why = NotAList(list);
+        if (!why.empty()) {
+          SendAll(x.fd.fd, "error its entry does not join the list: " + why + "\n");
+          x.fd = Fd();
+          continue;
+        }
+        x.rank = plan_.machines + joined_++;
+        spec_ = list;
+        LOG(INFO) << "Rendezvous: a new machine at " << x.entry << " joins the running job as machine " << x.rank;
+        Answer(x, list);
+        x.fd = Fd();
+      }
+      v.erase(std::remove_if(v.begin(), v.end(), [](const Visitor& x) { return x.fd.fd < 0; }), v.end());
+    }
+  }
+
+  // Waits up to 100 ms for visitors and their hellos; returns how many hellos it took.
+  int Poll(std::vector<Visitor>* v) {
+    int took = 0;
+    std::vector<pollfd> p{{listener_.fd, POLLIN, 0}};
+    for (const Visitor& x : *v) p.push_back({x.fd.fd, static_cast<short>(x.said ? 0 : POLLIN), 0});
+    if (poll(p.data(), p.size(), 100) <= 0) return 0;
+    for (size_t i = 0; i < v->size(); ++i) {
+      Visitor& x = (*v)[i];
+      if (x.said || !(p[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      std::string line;
+      // A hello is one line, sent at once: a visitor gets a second for the rest of it.
+      if (!x.in->Next(&line, Clock::now() + std::chrono::seconds(1))) {
+        x.fd = Fd();
+        continue;
+      }
+      const std::string why = Take(&x, line);
+      if (!why.empty()) {
+        LOG(WARNING) << "Rendezvous: refused a machine at " << x.peer << ": " << why;
+        SendAll(x.fd.fd, "error " + why + "\n");
+        x.fd = Fd();
+        continue;
+      }
+      x.said = true;
+      ++took;
+    }
+    v->erase(std::remove_if(v->begin(), v->end(), [](const Visitor& x) { return x.fd.fd < 0; }), v->end());
+    if (p[0].revents & POLLIN) Accept(v);
+    return took;
+  }
+
+  static std::string NotAList(const std::string& spec) {
     try {
       ParsePeers(spec);
     } catch (const Error& e) {
-      bad = e.what();
+      return e.what();
     }
-    for (Visitor& x : v) {
-      if (!bad.empty()) {
-        SendAll(x.fd.fd, "error the machines' addresses do not make a list: " + bad + "\n");
-        continue;
-      }
-      std::string answer = "peers " + spec + "\nrank " + std::to_string(x.rank) + "\nsession ";
-      if (opt_.key) {
-        answer += "-\n";
-        answer += "mac " + Hmac(*opt_.key, x.challenge + "\n" + x.hello + "\n" + answer) + "\n";
-      } else {
-        unsigned char sealed[crypto_box_SEALBYTES + sizeof(JobKey)];
-        crypto_box_seal(sealed, session_.data(), session_.size(), x.pk);
-        answer += Hex(sealed, sizeof sealed) + "\n";
-      }
-      SendAll(x.fd.fd, answer + "end\n");
+    return "";
+  }
+
+  // The list and the visitor's rank; a keyed job's answer sealed with its key, else the session
+  // key sealed to the visitor.
+  void Answer(const Visitor& x, const std::string& spec) {
+    std::string answer = "peers " + spec + "\nrank " + std::to_string(x.rank) + "\nsession ";
+    if (opt_.key) {
+      answer += "-\n";
+      answer += "mac " + Hmac(*opt_.key, x.challenge + "\n" + x.hello + "\n" + answer) + "\n";
+    } else {
+      unsigned char sealed[crypto_box_SEALBYTES + sizeof(JobKey)];
+      crypto_box_seal(sealed, session_.data(), session_.size(), x.pk);
+      answer += Hex(sealed, sizeof sealed) + "\n";
     }
+    SendAll(x.fd.fd, answer + "end\n");
   }
 
   void Accept(std::vector<Visitor>* v) {
@@ -356,6 +405,17 @@ class Store {
     if (f["job"] != job_) return "it names another job (--job) than the store's";
     if (f["scheme"] != SchemeName(plan_.scheme))
       return "it trains over " + f["scheme"] + ", the job over " + SchemeName(plan_.scheme);
+    const bool join = f["join"] == "1";
+    if (join && !started_) return "it joins a running job (--join), and this one has not started";
+    if (!join && started_) return "the job has started: a new machine joins it with --join (and the job's --job-key)";
+    if (join) {
+      const std::string entry = f["entry"];
+      if (entry.empty() || entry.size() > 256 || entry.find_first_of(", \t") != std::string::npos)
+        return "its entry '" + entry + "' is not one address";
+      x->entry = entry;
+      x->hello = signed_part;
+      return "";
+    }
     if (f["machines"] != std::to_string(plan_.machines))
       return "it says the job has " + f["machines"] + " machines, the store " + std::to_string(plan_.machines);
     int rank = -2;
@@ -390,6 +450,9 @@ class Store {
   std::string job_;
   std::vector<int> ranks_;  // per rank: taken (1) or not (-1)
   int unranked_ = 0;        // machines that came with no rank
+  bool started_ = false;    // the list is out (a keyed job's store then takes new machines)
+  std::string spec_;        // ... the list so far
+  int joined_ = 0;          // ... and the machines that joined
   JobKey session_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -461,7 +524,7 @@ Fd Connect(const RendezvousPlan& plan, Clock::time_point deadline) {
 }  // namespace
 
 std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced, int machines,
-                                             const std::map<std::string, std::string>& env) {
+                                             const std::map<std::string, std::string>& env, bool join) {
   RendezvousPlan p;
   if (!flag.empty()) {
     std::string text = flag;
@@ -531,6 +594,7 @@ std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced
   HS_REQUIRE(machines == 0 || size == 0 || machines == size)
       << "--machines=" << machines << " but " << who << "=" << size;
   p.machines = machines ? machines : size;
+  if (join) return p;  // a new machine: the store gives its rank and the job's list
   HS_REQUIRE(p.machines > 0) << "the rendezvous (" << p.how
                              << ") needs the job's size: --machines=N, or a launcher's (WORLD_SIZE, "
                                 "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS, PMI_SIZE)";
@@ -558,7 +622,11 @@ Rendezvoused Rendezvous(const RendezvousPlan& plan, const RendezvousOptions& opt
   RendezvousPlan me = plan;
   // Rank 0 serves the store; with no rank known, whoever takes the store's address first.
   std::unique_ptr<Store> store;
-  if (me.rank <= 0) {
+  if (opt.join) {
+    HS_REQUIRE(opt.key) << "--join through the rendezvous store needs the job's --job-key (its store admits new "
+                           "machines only on it)";
+    me.rank = -1;
+  } else if (me.rank <= 0) {
     Fd listener = Listen(me, /*may_fail=*/me.rank < 0);
     if (listener.fd >= 0) {
       me.rank = 0;
@@ -584,7 +652,7 @@ Rendezvoused Rendezvous(const RendezvousPlan& plan, const RendezvousOptions& opt
   crypto_box_keypair(pk, sk);
   std::string hello = "hello job=" + JobHex(opt.job) + " machines=" + std::to_string(me.machines) +
                       " rank=" + std::to_string(me.rank) + " scheme=" + SchemeName(me.scheme) + " entry=" + entry +
-                      " pk=" + Hex(pk, sizeof pk);
+                      " pk=" + Hex(pk, sizeof pk) + (opt.join ? " join=1" : "");
   const std::string signed_hello = hello;
   if (opt.key) hello += " mac=" + Hmac(*opt.key, challenge + "\n" + signed_hello);
   HS_REQUIRE(SendAll(fd.fd, hello + "\n")) << where << " closed the connection";
@@ -612,7 +680,7 @@ Rendezvoused Rendezvous(const RendezvousPlan& plan, const RendezvousOptions& opt
   }
   HS_REQUIRE(!opt.key || got.count("mac")) << where << "'s answer is not sealed with this machine's --job-key";
   out.peers = got["peers"];
-  out.rank = Number(got["rank"], "the store's rank", 0, me.machines - 1);
+  out.rank = Number(got["rank"], "the store's rank", 0, opt.join ? static_cast<long>(kMaxPeers) - 1 : me.machines - 1);
   HS_REQUIRE(me.rank < 0 || out.rank == me.rank) << where << " gave rank " << out.rank << ", not " << me.rank;
   if (!opt.key) {
     unsigned char sealed[crypto_box_SEALBYTES + sizeof(JobKey)];
@@ -623,10 +691,13 @@ Rendezvoused Rendezvous(const RendezvousPlan& plan, const RendezvousOptions& opt
     out.session = session;
   }
   sodium_memzero(sk, sizeof sk);
-  LOG(INFO) << "Rendezvous: machine " << out.rank << " of " << me.machines << " (" << me.how << "), "
+  LOG(INFO) << "Rendezvous: machine " << out.rank << " of " << (opt.join ? out.rank + 1 : me.machines) << " ("
+            << me.how << (opt.join ? ", a new machine" : "") << "), "
             << (opt.key ? "frames sealed with --job-key" : "frames sealed with a fresh session key from the store");
   fd = Fd();
-  store.reset();  // its thread has answered every machine
+  // Its thread has answered every machine; a keyed job's store serves new machines until the
+  // caller lets it go.
+  if (opt.key) out.store = std::shared_ptr<Store>(std::move(store));
   return out;
 }
 

@@ -5,8 +5,8 @@
 // The store's address comes from --rendezvous=[SCHEME://]HOST:PORT or from a launcher's
 // environment: torchrun's MASTER_ADDR/MASTER_PORT, Slurm's node list, Open MPI's or MPICH's
 // launcher address (see PlanRendezvous).
-// Not for: training or liveness (the store closes once the list is out; the job's own control
-// messages take over), a job's later joiners (--join still names the others' --peers).
+// Not for: training or liveness (the store closes once the list is out, or, for a keyed job,
+// takes only new machines (--join) from then on; the job's own control messages take over).
 //
 // Threads: Rendezvous runs on the caller's thread; the machine that serves the store serves it
 // from a thread of its own until every machine has its answer. Every error a user can cause (a
@@ -46,10 +46,11 @@ constexpr uint16_t kRendezvousBasePort = 29400;
 // from SLURM_JOB_ID; a batch script's own environment starts no rendezvous), Open MPI's OMPI_MCA_orte_hnp_uri (mpirun's host)
 // or MPICH's PMI_PORT (mpiexec's host). nullopt: none of them is given (the job needs --peers).
 // The rank is `forced` (--rank) or a launcher's (FindSelf's variables); the size `machines`
-// (--machines; 0: not given) or a launcher's, which must agree. Errors, one line each: a
-// variable that is set but bad or whose partner is missing, no size known.
+// (--machines; 0: not given) or a launcher's, which must agree; a new machine (`join`) needs
+// neither. Errors, one line each: a variable that is set but bad or whose partner is missing,
+// no size known.
 std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced, int machines,
-                                             const std::map<std::string, std::string>& env);
+                                             const std::map<std::string, std::string>& env, bool join = false);
 // The launcher variables PlanRendezvous reads (FindSelf's and the store's address), from this
 // process's environment.
 std::map<std::string, std::string> RendezvousEnv();
@@ -58,6 +59,7 @@ struct RendezvousOptions {
   std::string job;              // the job's name: a store serves one job, and refuses others
   std::optional<JobKey> key;    // --job-key: the store admits only machines that hold it
   std::chrono::milliseconds timeout{60000};  // every machine reports within it
+  bool join = false;            // --join: a new machine of the running job (a keyed job's store takes it)
 };
 
 struct Rendezvoused {
@@ -66,6 +68,8 @@ struct Rendezvoused {
   int rank = -1;            // this machine's
   std::optional<JobKey> session;  // the session key its frames are sealed with (nullopt: the job's --job-key)
   std::shared_ptr<void> port_hold;  // keeps this machine's udp port taken until its endpoint opens
+  std::shared_ptr<void> store;      // the store this machine serves for a keyed job's new machines
+                                    // (--join), open until this is let go (at the job's end)
 };
 
 // Reports this machine to the store (serving it first where this machine is rank 0, or, with

@@ -937,6 +937,39 @@ TEST_F(Cluster, MachinesMeetAtTheStoreByTorchrunsOrSrunsVariablesOrTheFlag) {
   }
 }
 
+// A new machine finds a running job through its store: three machines with a job key started
+// with --rendezvous; a fourth with --rendezvous --join gets their list plus its own entry and
+// the next rank from the store rank 0 still serves, is admitted, trains, and the job learns.
+TEST_F(Cluster, ANewMachineFindsTheRunningJobThroughTheStore) {
+  split_ = true;
+  const std::string store = "--rendezvous=127.0.0.1:" + std::to_string(FreePort());
+  auto start = [&](const std::string& tag, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"train", "--solver=" + split_solver_, "--solvers=1",
+                                     "--iterations=" + std::to_string(kLongJob), store, "--job-key=" + key_file(),
+                                     "--dead_ms=600", "--start_timeout=30", "--sweep_ms=5", "--payload=4096"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<Child>(HS_HOGSTREAM_BIN, args, scratch_, tag);
+  };
+  std::vector<std::unique_ptr<Child>> m;
+  for (int r = 0; r < kMachines; ++r) m.push_back(start("m" + std::to_string(r), {"--machines=3", "--rank=" + std::to_string(r)}));
+  ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
+  auto joiner = start("m3", {"--join"});
+  ASSERT_TRUE(WaitLog(*joiner, "taking a share", 60)) << joiner->err();
+  std::vector<Finished> f;
+  f.push_back(StopAt(*m[0], LastIteration(m[0]->err()) + 3000));
+  for (int r = 1; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
+  const Finished f3 = joiner->Wait(120);
+  ExpectClean(f3, "machine 3");
+  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  EXPECT_NE(f3.err.find("Rendezvous: machine 3 of 4 (--rendezvous, a new machine), frames sealed with --job-key"),
+            std::string::npos) << f3.err;
+  EXPECT_NE(f3.err.find("it joins the running job as a new machine"), std::string::npos) << f3.err;
+  EXPECT_NE(f[0].err.find("Rendezvous: a new machine at 127.0.0.1:"), std::string::npos) << f[0].err;
+  EXPECT_NE(f[0].err.find("admitted as machine 3 of 4"), std::string::npos) << f[0].err;
+  EXPECT_NE(f[0].err.find("chunks re-shared among machines 0 1 2 3"), std::string::npos) << f[0].err;
+  EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every class";
+}
+
 TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
   if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
   test::VethBridge net(kMachines);

@@ -214,6 +214,46 @@ TEST(RendezvousTest, AWrongKeyAnotherJobOrAStrangerIsRefusedAndTheJobGoesOn) {
   EXPECT_FALSE(one.session.has_value()) << "frames sealed with the job's --job-key";
 }
 
+// A keyed job's store stays open, while its machine holds it, for new machines (--join): each
+// gets the list so far with its own entry last, and the next rank. A machine that is not new
+// comes too late; a new one before the job has started, or without the key, is refused.
+TEST(RendezvousTest, AKeyedJobsStoreTakesNewMachinesWhileItRuns) {
+  const uint16_t port = FreeTcpPort();
+  RendezvousOptions o;
+  o.job = "grows";
+  o.key = JobKey{};
+  o.timeout = 20s;
+  RendezvousOptions join = o;
+  join.join = true;
+  auto zero = std::async(std::launch::async, [&] { return Rendezvous(Loopback(port, 0, 2), o); });
+  EXPECT_NE(ErrorOf([&] { Rendezvous(Loopback(port, -1, 2), join); }).find("this one has not started"), std::string::npos);
+  const Rendezvoused one = Rendezvous(Loopback(port, 1, 2), o);
+  Rendezvoused z = zero.get();
+  ASSERT_TRUE(z.store) << "machine 0 holds the store";
+  EXPECT_FALSE(one.store);
+  const Rendezvoused two = Rendezvous(Loopback(port, -1, 0), join);
+  EXPECT_EQ(two.rank, 2);
+  ASSERT_EQ(two.peers.rfind(z.peers + ",", 0), 0u) << two.peers;
+  EXPECT_EQ(ParsePeers(two.peers).peers.size(), 3u);
+  const Rendezvoused three = Rendezvous(Loopback(port, -1, 0), join);
+  EXPECT_EQ(three.rank, 3);
+  EXPECT_EQ(three.peers.rfind(two.peers + ",", 0), 0u) << "the list so far, then its own entry";
+  EXPECT_NE(ErrorOf([&] { Rendezvous(Loopback(port, 1, 2), o); }).find("the job has started"), std::string::npos);
+  RendezvousOptions unkeyed = join;
+  unkeyed.key.reset();
+  EXPECT_NE(ErrorOf([&] { Rendezvous(Loopback(port, -1, 0), unkeyed); }).find("needs the job's --job-key"),
+            std::string::npos);
+  RendezvousOptions wrong = join;
+  (*wrong.key)[1] = 1;
+  EXPECT_NE(ErrorOf([&] { Rendezvous(Loopback(port, -1, 0), wrong); }).find("its --job-key is not the job's"),
+            std::string::npos);
+  // Let go (the job has ended): nobody answers any more.
+  z.store.reset();
+  RendezvousOptions late = join;
+  late.timeout = 500ms;
+  EXPECT_NE(ErrorOf([&] { Rendezvous(Loopback(port, -1, 0), late); }).find("did not answer in time"), std::string::npos);
+}
+
 TEST(RendezvousTest, MachinesThatDoNotAllComeEndTheStoreWithAnErrorToThoseThatDid) {
   const uint16_t port = FreeTcpPort();
   RendezvousOptions o;
