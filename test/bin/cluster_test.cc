@@ -217,6 +217,17 @@ class Cluster : public ::testing::Test {
     }
     return true;
   }
+  // A new machine `joiner` taking a share of the running job `m`: then the leader is stopped 3 000
+  // iterations on, and every machine ends clean; `f` gets the job's ends, the joiner's returned.
+  Finished StopOnceJoined(std::vector<std::unique_ptr<Child>>& m, Child& joiner, std::vector<Finished>* f) {
+    EXPECT_TRUE(WaitLog(joiner, "taking a share", 60)) << joiner.err();
+    f->push_back(StopAt(*m[0], LastIteration(m[0]->err()) + 3000));
+    for (size_t r = 1; r < m.size(); ++r) f->push_back(m[r]->Wait(120));
+    const Finished joined = joiner.Wait(120);
+    ExpectClean(joined, "the new machine");
+    for (size_t r = 0; r < f->size(); ++r) ExpectClean((*f)[r], "machine " + std::to_string(r));
+    return joined;
+  }
   // Waits (with a deadline) until `who`'s log holds `text`.
   static bool WaitLog(Child& who, const std::string& text, double seconds) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -704,13 +715,8 @@ TEST_F(Cluster, ANewMachineJoinsTheRunningJob) {
   EXPECT_NE(fx.rc, 0) << fx.err;
   EXPECT_NE(fx.err.find("no word from"), std::string::npos) << fx.err;
   EXPECT_EQ(fx.err.find("\n*** "), std::string::npos) << fx.err;
-  ASSERT_TRUE(WaitLog(*joiner, "taking a share", 60)) << joiner->err();
   std::vector<Finished> f;
-  f.push_back(StopAt(*m[0], LastIteration(m[0]->err()) + 3000));
-  for (int r = 1; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
-  const Finished f3 = joiner->Wait(120);
-  ExpectClean(f3, "machine 3");
-  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  const Finished f3 = StopOnceJoined(m, *joiner, &f);
   EXPECT_NE(f3.err.find("it joins the running job as a new machine"), std::string::npos) << f3.err;
   EXPECT_NE(f3.err.find("joins a running job at iteration"), std::string::npos) << f3.err;
   EXPECT_NE(f3.err.find("Stopped early: machine 0 "), std::string::npos) << f3.err;
@@ -954,13 +960,8 @@ TEST_F(Cluster, ANewMachineFindsTheRunningJobThroughTheStore) {
   for (int r = 0; r < kMachines; ++r) m.push_back(start("m" + std::to_string(r), {"--machines=3", "--rank=" + std::to_string(r)}));
   ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
   auto joiner = start("m3", {"--join"});
-  ASSERT_TRUE(WaitLog(*joiner, "taking a share", 60)) << joiner->err();
   std::vector<Finished> f;
-  f.push_back(StopAt(*m[0], LastIteration(m[0]->err()) + 3000));
-  for (int r = 1; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
-  const Finished f3 = joiner->Wait(120);
-  ExpectClean(f3, "machine 3");
-  for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
+  const Finished f3 = StopOnceJoined(m, *joiner, &f);
   EXPECT_NE(f3.err.find("Rendezvous: machine 3 of 4 (--rendezvous, a new machine), frames sealed with --job-key"),
             std::string::npos) << f3.err;
   EXPECT_NE(f3.err.find("it joins the running job as a new machine"), std::string::npos) << f3.err;

@@ -38,27 +38,25 @@ uint16_t FreeTcpPort() {
   return ntohs(a.sin_port);
 }
 
+// "HOST:PORT rank R of N": a plan in one string, compared at once.
+std::string Said(const std::optional<RendezvousPlan>& p) {
+  return p ? p->host + ":" + std::to_string(p->port) + " rank " + std::to_string(p->rank) + " of " +
+                 std::to_string(p->machines)
+           : "none";
+}
+
 TEST(RendezvousPlanTest, FromTheFlagAndEachLaunchersVariables) {
   EXPECT_FALSE(PlanRendezvous("", -1, 0, {}).has_value()) << "nothing given: the job needs --peers";
   EXPECT_FALSE(PlanRendezvous("", -1, 0, {{"RANK", "1"}, {"WORLD_SIZE", "2"}}).has_value())
       << "a rank alone names no store";
   std::optional<RendezvousPlan> p = PlanRendezvous("127.0.0.1:7000", -1, 3, {});
-  ASSERT_TRUE(p);
-  EXPECT_EQ(p->host, "127.0.0.1");
-  EXPECT_EQ(p->port, 7000);
-  EXPECT_EQ(p->rank, -1) << "the store gives it";
-  EXPECT_EQ(p->machines, 3);
+  EXPECT_EQ(Said(p), "127.0.0.1:7000 rank -1 of 3") << "the store gives the rank";
   EXPECT_EQ(p->scheme, PeerScheme::kUdp);
   EXPECT_EQ(PlanRendezvous("raw://store:9", 2, 3, {})->scheme, PeerScheme::kRaw);
   EXPECT_EQ(PlanRendezvous("verbs://store:9", 2, 3, {})->rank, 2);
   // torchrun: MASTER_ADDR:MASTER_PORT, or the port after it where torchrun's agent holds it.
   const Env torchrun = {{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "2"}, {"WORLD_SIZE", "4"}};
-  p = PlanRendezvous("", -1, 0, torchrun);
-  ASSERT_TRUE(p);
-  EXPECT_EQ(p->host, "10.0.0.1");
-  EXPECT_EQ(p->port, 29500);
-  EXPECT_EQ(p->rank, 2);
-  EXPECT_EQ(p->machines, 4);
+  EXPECT_EQ(Said(PlanRendezvous("", -1, 0, torchrun)), "10.0.0.1:29500 rank 2 of 4");
   Env agent = torchrun;
   agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   EXPECT_EQ(PlanRendezvous("", -1, 0, agent)->port, 29501);
@@ -66,12 +64,7 @@ TEST(RendezvousPlanTest, FromTheFlagAndEachLaunchersVariables) {
   // srun: the step's first node, the step's first reserved port (else one from the job id).
   const Env srun = {{"SLURM_STEP_NODELIST", "node[07-09,12],gpu1"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "5"},
                     {"SLURM_STEP_RESV_PORTS", "12000-12015"}, {"SLURM_JOB_ID", "881"}};
-  p = PlanRendezvous("", -1, 0, srun);
-  ASSERT_TRUE(p);
-  EXPECT_EQ(p->host, "node07");
-  EXPECT_EQ(p->port, 12000);
-  EXPECT_EQ(p->rank, 1);
-  EXPECT_EQ(p->machines, 5);
+  EXPECT_EQ(Said(PlanRendezvous("", -1, 0, srun)), "node07:12000 rank 1 of 5");
   Env unreserved = srun;
   unreserved.erase("SLURM_STEP_RESV_PORTS");
   unreserved["SLURM_STEP_NODELIST"] = "gpu1";
