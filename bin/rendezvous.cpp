@@ -260,7 +260,11 @@ class Store {
     unsigned char pk[crypto_box_PUBLICKEYBYTES] = {};
     std::unique_ptr<LineReader> in;
     bool said = false;  // hello taken
+    Clock::time_point came = Clock::now();
   };
+  // A visitor that says no hello within this is let go (a connection held open takes no fd
+  // for long).
+  static constexpr std::chrono::seconds kHelloWithin{5};
 
   void Serve() {
     const Clock::time_point deadline = Clock::now() + opt_.timeout;
@@ -324,6 +328,9 @@ class Store {
   // Waits up to 100 ms for visitors and their hellos; returns how many hellos it took.
   int Poll(std::vector<Visitor>* v) {
     int took = 0;
+    const Clock::time_point now = Clock::now();
+    v->erase(std::remove_if(v->begin(), v->end(), [&](const Visitor& x) { return !x.said && now - x.came > kHelloWithin; }),
+             v->end());
     std::vector<pollfd> p{{listener_.fd, POLLIN, 0}};
     for (const Visitor& x : *v) p.push_back({x.fd.fd, static_cast<short>(x.said ? 0 : POLLIN), 0});
     if (poll(p.data(), p.size(), 100) <= 0) return 0;

@@ -198,6 +198,19 @@ TEST(RendezvousTest, AWrongKeyAnotherJobOrAStrangerIsRefusedAndTheJobGoesOn) {
   for (ssize_t n; (n = recv(s, buf, sizeof buf, 0)) > 0;) said.append(buf, static_cast<size_t>(n));
   close(s);
   EXPECT_NE(said.find("error not a hogstream rendezvous hello"), std::string::npos) << said;
+  // One that says nothing is let go within seconds (the store holds no connection for long).
+  const int mute = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(mute, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  timeval limit{15, 0};
+  setsockopt(mute, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string heard;
+  ssize_t n = 0;
+  while ((n = recv(mute, buf, sizeof buf, 0)) > 0) heard.append(buf, static_cast<size_t>(n));
+  close(mute);
+  EXPECT_EQ(n, 0) << "closed by the store, not at the test's deadline";
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 12s);
+  EXPECT_EQ(heard.rfind("hogstream-rendezvous 1 challenge=", 0), 0u) << heard;
   // The right machine: the job's list, under the job's key (no session key drawn).
   const Rendezvoused one = Rendezvous(Loopback(port, 1, 2), o);
   const Rendezvoused z = zero.get();
