@@ -435,6 +435,56 @@ class OuterRule : public AggregateRule {
 };
 HS_REGISTER_AGGREGATE("outer", "outer Nesterov momentum at each chunk's owner (lr, momentum, every)", OuterRule);
 
+// Adasum at the chunk's owner: as Horovod's Adasum combines two gradients a and b into
+// (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b, each arriving delta a is combined with the last
+// one taken on its chunk, b, already in the master: the master moves by the combination less b.
+// A delta that repeats the last one counts once between the two, one orthogonal to it whole: no
+// count of machines enters. Per-chunk state: the last delta (one float per weight).
+class AdasumRule : public AggregateRule {
+ public:
+  explicit AdasumRule(const AggregateSetting& s) : AggregateRule("adasum", s) {
+    Field("scale", &scale_, 0, 1, "of the combination's terms along the last delta (1: Adasum's; 0: the sum)");
+  }
+  bool stateful() const override { return true; }
+  void Bind(size_t n, uint32_t chunks) override {
+    last_.assign(n, 0.f);
+    slots_.Bind(n, chunks);
+  }
+
+ protected:
+  std::string OwnLine() const override {
+    std::ostringstream os;
+    os << std::setprecision(3) << "each delta combined with its chunk's last as Adasum does"
+       << (scale_ != 1 ? " (its parallel terms x " : "");
+    if (scale_ != 1) os << scale_ << ")";
+    return os.str();
+  }
+  void Apply(const DeltaInfo& d, float weight, float* master, const float* delta, uint32_t len,
+             Access access) override {
+    HS_CHECK(slots_.bound()) << "adasum: Take before Bind";
+    bool fresh;
+    float* last = last_.data() + slots_.Slot(d.chunk, len, &fresh);
+    double ab = 0, aa = 0, bb = 0;
+    for (uint32_t i = 0; i < len; ++i) {
+      ab += static_cast<double>(delta[i]) * last[i];
+      aa += static_cast<double>(delta[i]) * delta[i];
+      bb += static_cast<double>(last[i]) * last[i];
+    }
+    const double half = scale_ * ab / 2;
+    const auto wa = static_cast<float>(weight * (aa > 0 ? 1 - half / aa : 1));
+    const auto wb = static_cast<float>(weight * (bb > 0 ? -half / bb : 0));
+    AddScaled(master, delta, len, access, wa);
+    if (wb != 0) AddScaled(master, last, len, access, wb);
+    std::copy(delta, delta + len, last);
+  }
+
+ private:
+  double scale_ = 1;
+  std::vector<float> last_;
+  ChunkSlots slots_;
+};
+HS_REGISTER_AGGREGATE("adasum", "each delta combined with its chunk's last one as Horovod's Adasum (scale)", AdasumRule);
+
 // The machines' models averaged, asynchronously (local SGD with the linear scaling rule, as
 // post-local SGD): every machine's progress counts 1/M at the chunk's owner, the owner's own
 // included, and each solver's lr is M times the recipe's (after a linear ramp from 1 over half

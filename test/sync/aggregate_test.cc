@@ -189,7 +189,7 @@ TEST(AggregateTest, EveryRuleIsRegisteredAndAgreesOnEachOfItsFields) {
   sgd.set_momentum(0.9f);
   sgd.set_max_iter(5000);
   const std::vector<std::string> names = AggregateRegistry::Names();
-  for (const char* expected : {"sum", "staleness", "share", "schedule", "outer", "average"})
+  for (const char* expected : {"sum", "staleness", "share", "schedule", "outer", "average", "adasum"})
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
@@ -327,6 +327,42 @@ TEST(AggregateTest, OuterMomentumStepsEveryKDeltasOfAChunk) {
 // brought to 1/M too — against a reference in doubles that keeps the owner's progress and the
 // others' apart, on random moves and deltas to two chunks of different lengths in random order.
 // The solvers' lr multiplier: M by default, after a linear ramp of half an epoch (or lr_warmup).
+// Adasum at the owner, against hand-computed combinations: the chunk's first delta is taken
+// whole; one that repeats the last leaves the master where Adasum(b, b) = b puts it; one
+// orthogonal to the last is added whole; otherwise the master moves to its state before the last
+// delta plus Adasum(a, b). Each chunk keeps its own last delta; scale=0 is the plain sum.
+TEST(AggregateTest, AdasumCombinesEachDeltaWithItsChunksLast) {
+  auto r = Make("adasum", 4);
+  ASSERT_TRUE(r->stateful());
+  r->Bind(4, 2);
+  DeltaInfo d;
+  d.chunk = 0;
+  std::vector<float> m(2, 0.f);
+  auto take = [&](std::vector<float>* master, std::vector<float> delta) {
+    EXPECT_FLOAT_EQ(r->Take(d, master->data(), delta.data(), 2, Access::kPlain), 1.f);
+  };
+  take(&m, {1, 2});
+  EXPECT_EQ(m, (std::vector<float>{1, 2})) << "the first, whole";
+  take(&m, {1, 2});
+  EXPECT_EQ(m, (std::vector<float>{1, 2})) << "Adasum(b, b) = b";
+  take(&m, {2, -1});
+  EXPECT_EQ(m, (std::vector<float>{3, 1})) << "orthogonal: whole";
+  // a = (3, 1) after b = (2, -1): a.b = 5, |a|^2 = 10, |b|^2 = 5; Adasum = 0.75 a + 0.5 b.
+  take(&m, {3, 1});
+  EXPECT_FLOAT_EQ(m[0], 1 + 0.75f * 3 + 0.5f * 2);
+  EXPECT_FLOAT_EQ(m[1], 2 + 0.75f * 1 - 0.5f * 1);
+  std::vector<float> other(2, 0.f);
+  d.chunk = 1;
+  take(&other, {3, 1});
+  EXPECT_EQ(other, (std::vector<float>{3, 1})) << "chunk 1's first delta, whole";
+  auto sum = Make("adasum,scale=0", 4);
+  sum->Bind(2, 1);
+  d.chunk = 0;
+  std::vector<float> s(2, 0.f), a{1, 2};
+  for (int i = 0; i < 3; ++i) sum->Take(d, s.data(), a.data(), 2, Access::kPlain);
+  EXPECT_EQ(s, (std::vector<float>{3, 6}));
+}
+
 TEST(AggregateTest, AverageTakesEveryMachinesProgressAtOneInM) {
   std::mt19937 gen(TestSeed());
   std::normal_distribution<float> n01(0, 1);

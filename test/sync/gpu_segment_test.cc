@@ -414,14 +414,15 @@ TEST(GpuSegmentTest, DeltasAreWeighedByTheirStalenessAsTheCpuMastersAre) {
 // A rule with per-chunk state takes a GPU copy's deltas as it takes a CPU master's: two copies'
 // deltas of +4, a, b, a, through their segments, against the same rule fed the same deltas by
 // hand. Outer momentum (lr 1, momentum 0.5, a step every 2 deltas: 4, 8 + 0.5 x 8, 16) and the
-// models' average of 3 machines (each delta at 1/3, the owner's own rescaled every 2: 4/3 x 3).
+// models' average of 3 machines (each delta at 1/3, the owner's own rescaled every 2: 4/3 x 3),
+// and Adasum (each +4 repeats the last: the master stays at the first).
 TEST(GpuSegmentTest, AStatefulRuleTakesTheCopiesDeltasAsOnTheHost) {
   AggregateSetting three;
   three.machines = 3;
   const struct {
     const char* text;
     float want;
-  } rules[] = {{"outer,momentum=0.5,every=2", 16.f}, {"average,every=2", 4.f}};
+  } rules[] = {{"outer,momentum=0.5,every=2", 16.f}, {"average,every=2", 4.f}, {"adasum", 4.f}};
   for (const auto& r : rules) {
     SCOPED_TRACE(r.text);
     FakeDevice dev;
