@@ -15,15 +15,19 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/context.hpp"
 #include "core/net.hpp"
 #include "core/stats.hpp"
 #include "sync/hogwild.hpp"
+#include "sync/net_job.hpp"
 #include "test/core/fake_device.hpp"
 #include "test/data/data_test_util.hpp"
 #include "test/test_seed.hpp"
+#include "transport/udp/device.hpp"
+#include "transport/udp/endpoint.hpp"
 
 namespace hogstream {
 namespace {
@@ -166,6 +170,78 @@ TEST_F(HogwildOnFakeDevice, TwoGpuSolversAndOneCpuSolverLearnWhatNoneCanAlone) {
   EXPECT_EQ(fake.device_bytes(), 0u) << "device memory left behind";
   const auto errors = fake.errors();
   EXPECT_TRUE(errors.empty()) << errors[0];
+}
+
+// GPU solvers in a job across machines (gpus.bin S 0:0 --peers=...): three machines in one
+// process over UDP on loopback, each one GPU solver on its own fake device, each reading one
+// class of three. The GPU segment links each device copy to its machine's host copy, the
+// network links the host copies: the leader's master learns every class, which it can only do
+// through both links (cut the network and each machine knows its own class: 1/3).
+TEST_F(HogwildOnFakeDevice, GpuSolversOnThreeMachinesLearnWhatNoneCanAlone) {
+  const uint32_t seed = TestSeed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  MakeSplitData(seed);
+  constexpr int kMachines = 3;
+  std::vector<std::unique_ptr<Transport>> transports(kMachines);
+  std::vector<uint16_t> ports(kMachines);
+  for (int r = 0; r < kMachines; ++r) {
+    UdpOptions o;
+    o.job = 0x6b0;
+    o.heartbeat_ms = 0;  // liveness is the job's
+    o.max_payload = 4096;
+    transports[r] = UdpDevice(o).Open(static_cast<PeerId>(r));
+    ports[r] = static_cast<UdpEndpoint*>(transports[r].get())->port();
+  }
+  std::vector<std::unique_ptr<NetJob>> jobs(kMachines);
+  for (int r = 0; r < kMachines; ++r) {
+    for (int q = 0; q < kMachines; ++q)
+      if (q != r) static_cast<UdpEndpoint*>(transports[r].get())->AddPeer(static_cast<PeerId>(q), "127.0.0.1", ports[q]);
+    NetJobOptions n;
+    n.rank = r;
+    n.machines = kMachines;
+    n.heartbeat_ms = 10;
+    n.dead_ms = 5000;
+    n.start_ms = 20000;
+    n.sweep_ms = 5;
+    n.drain_ms = 3000;
+    n.log = false;
+    jobs[r] = std::make_unique<NetJob>(std::move(transports[r]), n);
+  }
+  const pb::SolverParameter param =
+      Solver(SplitNet(), "base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' solver_mode: GPU display: 500 "
+                         "max_iter: 4500 test_iter: 3 test_interval: 1500 snapshot_after_train: false "
+                         "random_seed: " + std::to_string(seed % 100000));
+  std::vector<std::unique_ptr<test::FakeDevice>> fakes;
+  for (int r = 0; r < kMachines; ++r) fakes.push_back(std::make_unique<test::FakeDevice>(Fake(seed + r, 20)));
+  std::vector<HogwildReport> reports(kMachines);
+  std::vector<std::string> errors(kMachines);
+  std::vector<std::thread> machines;
+  for (int r = 0; r < kMachines; ++r)
+    machines.emplace_back([&, r] {
+      try {
+        HogwildOptions opt = OnFake(*fakes[r], "0:0");
+        opt.net = jobs[r].get();
+        reports[r] = RunHogwild(param, opt);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& m : machines) m.join();
+  for (int r = 0; r < kMachines; ++r) {
+    SCOPED_TRACE(::testing::Message() << "machine " << r);
+    ASSERT_EQ(errors[r], "");
+    ASSERT_EQ(reports[r].device_segments.size(), 1u) << "its GPU solver's segment";
+    EXPECT_GT(reports[r].device_segments[0].sweeps, 3u);
+    EXPECT_GT(reports[r].done[0], 0) << "its GPU solver trained";
+    EXPECT_EQ(fakes[r]->device_bytes(), 0u) << "device memory left behind";
+    const auto misuse = fakes[r]->errors();
+    EXPECT_TRUE(misuse.empty()) << misuse[0];
+  }
+  EXPECT_GE(reports[0].global_iter, 4500);
+  const double acc = Accuracy(param, reports[0].weights);
+  std::printf("[ master ] machine 0's accuracy %.4f after %lld global iterations\n", acc,
+              static_cast<long long>(reports[0].global_iter));
+  EXPECT_GE(acc, 0.9) << "the job learned every machine's class (one alone: 1/3)";
 }
 
 // The ledger through gpus.bin's wiring: every solver's step is a stand-in of ±1 at 8 random
