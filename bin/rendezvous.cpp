@@ -2,9 +2,10 @@
 //
 // The conversation, one TCP connection per machine, lines of text:
 //   store:   "hogstream-rendezvous 1 challenge=HEX16"
-//   machine: "hello job=HEX16 machines=N rank=R scheme=S entry=E pk=HEX32 [mac=HEX32]"
-//            (R -1: not known; pk: a fresh X25519 public key for the session key; mac: with a
-//            --job-key, HMAC-SHA-256 under it of the challenge line and the hello before " mac=")
+//   machine: "hello job=HEX16 machines=N rank=R scheme=S entry=E pk=HEX32 [join=1] [mac=HEX32]"
+//            (R -1: not known; pk: a fresh X25519 public key for the session key; join: a new
+//            machine of the running job; mac: with a --job-key, HMAC-SHA-256 under it of the
+//            challenge line and the hello before " mac=")
 //   store, once every machine has said hello (or at once, to refuse one):
 //            "peers SPEC" "rank R" "session HEX|-" ["mac HEX32"] "end"
 //            (session: the job's frame key sealed to pk, "-" where the job has a --job-key;
@@ -12,6 +13,8 @@
 //   or:      "error TEXT"
 // A machine refused (another job, a wrong size or key, a rank taken) is told why and the store
 // waits on for the right one; nobody there in time ends the store with an error to those who came.
+// Once the list is out a keyed job's store stays open for new machines (join=1): each is
+// answered at once with the list so far plus its own entry, and the next rank.
 #include "bin/rendezvous.hpp"
 
 #include <arpa/inet.h>
