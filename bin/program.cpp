@@ -119,9 +119,7 @@ std::vector<double> ShareWeights(const std::string& text, int machines) {
       << "--share_weights names " << w.size() << " weights for a job of " << machines << " machines";
   return w;
 }
-}  // namespace
 
-namespace {
 // A job whose frames carry no key, on addresses beyond this host, says so once.
 void WarnUnkeyed(const PeerList& list) {
   const bool beyond = std::any_of(list.peers.begin(), list.peers.end(), [&](const PeerEntry& e) {
