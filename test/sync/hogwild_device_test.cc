@@ -22,12 +22,10 @@
 #include "core/net.hpp"
 #include "core/stats.hpp"
 #include "sync/hogwild.hpp"
-#include "sync/net_job.hpp"
 #include "test/core/fake_device.hpp"
 #include "test/data/data_test_util.hpp"
+#include "test/sync/loopback_jobs.hpp"
 #include "test/test_seed.hpp"
-#include "transport/udp/device.hpp"
-#include "transport/udp/endpoint.hpp"
 
 namespace hogstream {
 namespace {
@@ -182,31 +180,7 @@ TEST_F(HogwildOnFakeDevice, GpuSolversOnThreeMachinesLearnWhatNoneCanAlone) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   MakeSplitData(seed);
   constexpr int kMachines = 3;
-  std::vector<std::unique_ptr<Transport>> transports(kMachines);
-  std::vector<uint16_t> ports(kMachines);
-  for (int r = 0; r < kMachines; ++r) {
-    UdpOptions o;
-    o.job = 0x6b0;
-    o.heartbeat_ms = 0;  // liveness is the job's
-    o.max_payload = 4096;
-    transports[r] = UdpDevice(o).Open(static_cast<PeerId>(r));
-    ports[r] = static_cast<UdpEndpoint*>(transports[r].get())->port();
-  }
-  std::vector<std::unique_ptr<NetJob>> jobs(kMachines);
-  for (int r = 0; r < kMachines; ++r) {
-    for (int q = 0; q < kMachines; ++q)
-      if (q != r) static_cast<UdpEndpoint*>(transports[r].get())->AddPeer(static_cast<PeerId>(q), "127.0.0.1", ports[q]);
-    NetJobOptions n;
-    n.rank = r;
-    n.machines = kMachines;
-    n.heartbeat_ms = 10;
-    n.dead_ms = 5000;
-    n.start_ms = 20000;
-    n.sweep_ms = 5;
-    n.drain_ms = 3000;
-    n.log = false;
-    jobs[r] = std::make_unique<NetJob>(std::move(transports[r]), n);
-  }
+  std::vector<std::unique_ptr<NetJob>> jobs = test::LoopbackJobs(kMachines, 0x6b0);
   const pb::SolverParameter param =
       Solver(SplitNet(), "base_lr: 0.01 momentum: 0.9 lr_policy: 'fixed' solver_mode: GPU display: 500 "
                          "max_iter: 4500 test_iter: 3 test_interval: 1500 snapshot_after_train: false "

@@ -29,6 +29,7 @@
 #include "sync/hogwild.hpp"
 #include "sync/net_job.hpp"
 #include "sync/segment.hpp"
+#include "test/sync/loopback_jobs.hpp"
 #include "test/test_seed.hpp"
 #include "transport/fault/endpoint.hpp"
 #include "transport/inproc/device.hpp"
@@ -491,30 +492,8 @@ TEST(Svb, RefusesWhatItDoesNotSupport) {
 TEST(Svb, TwoMachinesTrainAndTheirReplicasAgree) {
   constexpr int kMachines = 2;
   constexpr int kIters = 1500;
-  std::vector<std::unique_ptr<Transport>> transports(kMachines);
-  std::vector<uint16_t> ports(kMachines);
-  for (int r = 0; r < kMachines; ++r) {
-    UdpOptions o;
-    o.job = 0x5fb;
-    o.heartbeat_ms = 0;  // liveness is the job's
-    o.max_payload = 4096;  // a set of 3 328 floats goes in 4 parts
-    transports[r] = UdpDevice(o).Open(static_cast<PeerId>(r));
-    ports[r] = static_cast<UdpEndpoint*>(transports[r].get())->port();
-  }
-  std::vector<std::unique_ptr<NetJob>> jobs(kMachines);
-  for (int r = 0; r < kMachines; ++r) {
-    static_cast<UdpEndpoint*>(transports[r].get())->AddPeer(static_cast<PeerId>(1 - r), "127.0.0.1", ports[1 - r]);
-    NetJobOptions n;
-    n.rank = r;
-    n.machines = kMachines;
-    n.heartbeat_ms = 10;
-    n.dead_ms = 5000;
-    n.start_ms = 20000;
-    n.sweep_ms = 5;
-    n.drain_ms = 3000;
-    n.log = false;
-    jobs[r] = std::make_unique<NetJob>(std::move(transports[r]), n);
-  }
+  // (datagrams of 4 096 bytes: a set of 3 328 floats goes in 4 parts)
+  std::vector<std::unique_ptr<NetJob>> jobs = test::LoopbackJobs(kMachines, 0x5fb);
   const uint32_t seed = TestSeed() % 100000;
   std::vector<HogwildReport> reports(kMachines);
   std::vector<std::string> errors(kMachines);
