@@ -703,7 +703,8 @@ Rendezvoused Rendezvous(const RendezvousPlan& plan, const RendezvousOptions& opt
   sodium_memzero(sk, sizeof sk);
   LOG(INFO) << "Rendezvous: machine " << out.rank << " of " << (opt.join ? out.rank + 1 : me.machines) << " ("
             << me.how << (opt.join ? ", a new machine" : "") << "), "
-            << (opt.key ? "frames sealed with --job-key" : "frames sealed with a fresh session key from the store");
+            << (opt.key ? "frames sealed with --job-key" : "frames sealed with a fresh session key from the store")
+            << "; the job: --job='" << opt.job << "' --peers=" << out.peers;
   fd = Fd();
   // Its thread has answered every machine; a keyed job's store serves new machines until the
   // caller lets it go.
