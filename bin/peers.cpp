@@ -96,26 +96,22 @@ SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
     return pick(forced, "--rank");
   }
   // A launcher's rank, where one is set (the first pair present); its size must be the list's.
-  const Launcher* launcher = nullptr;
-  int launched = -1;
-  for (const Launcher& l : kLaunchers) {
-    if (!env.count(l.rank) && !env.count(l.size)) continue;
-    launcher = &l;
-    launched = EnvInt(env, l.rank);
-    const int size = EnvInt(env, l.size);
-    HS_REQUIRE(size == n) << l.who << " started " << size << " processes (" << l.size << "=" << size
-                          << ") but --peers names " << n << " machines";
-    HS_REQUIRE(launched < n) << l.rank << "=" << launched << " is out of range for " << n << " machines";
-    break;
+  const std::optional<LauncherRank> launcher = LauncherRankOf(env);
+  const int launched = launcher ? launcher->rank : -1;
+  if (launcher) {
+    const int size = launcher->size;
+    HS_REQUIRE(size == n) << launcher->who << " started " << size << " processes (" << launcher->size_var << "="
+                          << size << ") but --peers names " << n << " machines";
+    HS_REQUIRE(launched < n) << launcher->rank_var << "=" << launched << " is out of range for " << n << " machines";
   }
   if (mine.size() == 1) return pick(mine[0], "the only local entry");
   std::vector<std::string> names;
   for (int r : mine) names.push_back("'" + list.peers[r].text + "'");
   if (launcher) {
     HS_REQUIRE(mine.empty() || std::find(mine.begin(), mine.end(), launched) != mine.end())
-        << launcher->rank << "=" << launched << " picks '" << list.peers[launched].text
+        << launcher->rank_var << "=" << launched << " picks '" << list.peers[launched].text
         << "', which is not this machine (its entries: " << Join(names) << ")";
-    return pick(launched, launcher->rank);
+    return pick(launched, launcher->rank_var);
   }
   if (mine.empty()) {
     std::vector<std::string> have;
@@ -129,6 +125,20 @@ SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
   }
   HS_FAIL() << "--peers entries " << names[0] << " and " << names[1]
             << " are both local; run under mpirun/srun/torchrun or give --rank";
+}
+
+std::optional<LauncherRank> LauncherRankOf(const std::map<std::string, std::string>& env) {
+  for (const Launcher& l : kLaunchers) {
+    if (!env.count(l.rank) && !env.count(l.size)) continue;
+    LauncherRank r;
+    r.rank = EnvInt(env, l.rank);
+    r.size = EnvInt(env, l.size);
+    r.rank_var = l.rank;
+    r.size_var = l.size;
+    r.who = l.who;
+    return r;
+  }
+  return std::nullopt;
 }
 
 std::map<std::string, std::string> LauncherEnv() {

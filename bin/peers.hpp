@@ -77,6 +77,14 @@ std::vector<std::pair<int, std::string>> LocalEntries(const PeerList& list, cons
 // launcher (run under mpirun/srun/torchrun or give --rank).
 SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
                   const std::map<std::string, std::string>& env, int forced = -1);
+// A launcher's rank and size, from the first pair of its variables present in `env`
+// (OMPI_COMM_WORLD_*, PMI_*, SLURM_PROCID/SLURM_NTASKS, torchrun's RANK/WORLD_SIZE); nullopt:
+// none. A variable set without its partner, or not a number, is a one-line Error.
+struct LauncherRank {
+  int rank = -1, size = 0;
+  const char *rank_var = "", *size_var = "", *who = "";  // e.g. "RANK", "WORLD_SIZE", "torchrun"
+};
+std::optional<LauncherRank> LauncherRankOf(const std::map<std::string, std::string>& env);
 // The launcher variables FindSelf reads, from this process's environment.
 std::map<std::string, std::string> LauncherEnv();
 

@@ -90,14 +90,7 @@ std::string FirstSlurmHost(const std::string& list) {
 // A port below 600 above the base, from a launcher's job id (two jobs on one host differ).
 uint16_t PortFrom(const std::string& id) { return static_cast<uint16_t>(kRendezvousBasePort + Digest64(id) % 600); }
 
-// The launchers' rank and size variables (as FindSelf reads them).
-struct RankVars {
-  const char *rank, *size;
-};
-constexpr RankVars kRankVars[] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                  {"PMI_RANK", "PMI_SIZE"},
-                                  {"SLURM_PROCID", "SLURM_NTASKS"},
-                                  {"RANK", "WORLD_SIZE"}};
+// The variables that name the store's address (the launchers' rank and size: LauncherEnv).
 constexpr const char* kStoreVars[] = {"MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
                                       "SLURM_STEP_NODELIST", "SLURM_STEP_RESV_PORTS",
                                       "SLURM_JOB_ID", "OMPI_MCA_orte_hnp_uri", "PMI_PORT"};
@@ -418,14 +411,12 @@ class Store {
     const bool join = f["join"] == "1";
     if (join && !started_) return "it joins a running job (--join), and this one has not started";
     if (!join && started_) return "the job has started: a new machine joins it with --join (and the job's --job-key)";
-    if (join) {
-      const std::string entry = f["entry"];
-      if (entry.empty() || entry.size() > 256 || entry.find_first_of(", \t") != std::string::npos)
-        return "its entry '" + entry + "' is not one address";
-      x->entry = entry;
-      x->hello = signed_part;
-      return "";
-    }
+    const std::string entry = f["entry"];
+    if (entry.empty() || entry.size() > 256 || entry.find_first_of(", \t") != std::string::npos)
+      return "its entry '" + entry + "' is not one address";
+    x->entry = entry;
+    x->hello = signed_part;
+    if (join) return "";  // its rank is the next one, given when it is answered
     if (f["machines"] != std::to_string(plan_.machines))
       return "it says the job has " + f["machines"] + " machines, the store " + std::to_string(plan_.machines);
     int rank = -2;
@@ -439,9 +430,6 @@ class Store {
       const int free_ranks = static_cast<int>(std::count(ranks_.begin(), ranks_.end(), -1)) - unranked_;
       if (free_ranks <= 0) return "every rank is taken";
     }
-    const std::string entry = f["entry"];
-    if (entry.empty() || entry.size() > 256 || entry.find_first_of(", \t") != std::string::npos)
-      return "its entry '" + entry + "' is not one address";
     if (!Unhex(f["pk"], x->pk, sizeof x->pk)) return "its public key is malformed";
     if (rank >= 0) {
       ranks_[static_cast<size_t>(rank)] = 1;
@@ -449,8 +437,6 @@ class Store {
       ++unranked_;
     }
     x->rank = rank;
-    x->entry = entry;
-    x->hello = signed_part;
     return "";
   }
 
@@ -590,16 +576,13 @@ std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced
     return std::nullopt;
   }
   // Rank and size: --rank / --machines, else the launcher's (the first pair present).
-  int launched = -1, size = 0;
-  const char* who = nullptr;
-  for (const RankVars& v : kRankVars) {
-    if (!Get(env, v.rank) && !Get(env, v.size)) continue;
-    HS_REQUIRE(Get(env, v.rank)) << v.rank << " is not set (its partner " << v.size << " is)";
-    HS_REQUIRE(Get(env, v.size)) << v.size << " is not set (its partner " << v.rank << " is)";
-    size = Number(Get(env, v.size), v.size, 1, static_cast<long>(kMaxPeers));
-    launched = Number(Get(env, v.rank), v.rank, 0, size - 1);
-    who = v.size;
-    break;
+  const std::optional<LauncherRank> l = LauncherRankOf(env);
+  const int size = l ? l->size : 0, launched = l ? l->rank : -1;
+  const char* who = l ? l->size_var : "";
+  if (l) {
+    HS_REQUIRE(size >= 1 && size <= static_cast<int>(kMaxPeers))
+        << who << "='" << size << "' is not a number in 1.." << kMaxPeers;
+    HS_REQUIRE(launched < size) << l->rank_var << "='" << launched << "' is not a number in 0.." << size - 1;
   }
   HS_REQUIRE(machines == 0 || size == 0 || machines == size)
       << "--machines=" << machines << " but " << who << "=" << size;
@@ -614,15 +597,9 @@ std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced
 }
 
 std::map<std::string, std::string> RendezvousEnv() {
-  std::map<std::string, std::string> env;
-  auto take = [&](const char* name) {
+  std::map<std::string, std::string> env = LauncherEnv();
+  for (const char* name : kStoreVars)
     if (const char* v = std::getenv(name)) env[name] = v;
-  };
-  for (const RankVars& v : kRankVars) {
-    take(v.rank);
-    take(v.size);
-  }
-  for (const char* name : kStoreVars) take(name);
   return env;
 }
 
