@@ -17,6 +17,7 @@
 #include <sstream>
 #include <iostream>
 
+#include "base/hash.hpp"
 #include "bin/program.hpp"
 #include "core/context.hpp"
 #include "core/net.hpp"
@@ -420,6 +421,74 @@ std::vector<double> NumberList(const Flags& f, const std::string& name, double m
   return out;
 }
 
+// simulate --reference=FILE: one machine's run, kept under a key that names what shapes it
+// (the build, the solver and its nets' text, the flags a lone machine's run reads), so a
+// sweep of rules or sizes runs it once. Not in the key: the network and the straggler flags,
+// which a lone machine never meets.
+std::string ReferenceKey(const pb::SolverParameter& param, const SimulateOptions& o) {
+  std::ostringstream k;
+  k << Version() << "\n" << param.DebugString();
+  for (const std::string& net : {param.net(), param.train_net(), param.test_net().empty() ? "" : param.test_net(0)}) {
+    if (net.empty()) continue;
+    std::ifstream in(net, std::ios::binary);
+    k << "\n" << net << "\n" << in.rdbuf();
+  }
+  k << std::setprecision(17) << "\nseed " << o.seed << " step_ms " << o.step_ms << " jitter " << o.jitter << " drift "
+    << o.drift << " drift_steps " << o.drift_steps << " max_iter " << o.max_iter << " test_every " << o.test_every
+    << " score " << o.score << " targets";
+  for (double t : o.targets) k << " " << t;
+  std::ostringstream hex;
+  hex << std::hex << Digest64(k.str());
+  return hex.str();
+}
+
+std::optional<SimulateResult> ReadReference(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("key", "") != key) {
+    std::cerr << "simulate: " << path << " holds another run (or none); running one machine again\n";
+    return std::nullopt;
+  }
+  try {
+    SimulateResult r;
+    r.machines = 1;
+    r.rule = j.at("rule").get<std::string>();
+    r.ended_early = j.at("ended_early").get<std::string>();
+    r.iterations = j.at("iterations").get<int64_t>();
+    r.virtual_s = j.at("virtual_s").get<double>();
+    r.weights_hash = std::stoull(j.at("weights_hash").get<std::string>(), nullptr, 16);
+    for (const auto& c : j.at("targets")) r.crossings.push_back({c.at(0).get<double>(), c.at(1).get<double>(), c.at(2).get<double>()});
+    for (const auto& p : j.at("curve")) r.curve.push_back({p.at(0).get<int64_t>(), p.at(1).get<double>(), p.at(2).get<double>()});
+    return r;
+  } catch (const std::exception&) {
+    std::cerr << "simulate: " << path << " is not a reference this build wrote; running one machine again\n";
+    return std::nullopt;
+  }
+}
+
+void WriteReference(const std::string& path, const std::string& key, const SimulateResult& r) {
+  std::ostringstream hash;
+  hash << std::hex << r.weights_hash;
+  nlohmann::ordered_json j = {{"key", key},
+                              {"rule", r.rule},
+                              {"ended_early", r.ended_early},
+                              {"iterations", r.iterations},
+                              {"virtual_s", r.virtual_s},
+                              {"weights_hash", hash.str()}};
+  j["targets"] = nlohmann::ordered_json::array();
+  for (const SimulateResult::Crossing& c : r.crossings) j["targets"].push_back({c.target, c.iter, c.virtual_s});
+  j["curve"] = nlohmann::ordered_json::array();
+  for (const SimulateResult::Point& p : r.curve) j["curve"].push_back({p.iter, p.virtual_s, p.score});
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump() << "\n";
+    HS_REQUIRE(out.good()) << "simulate: cannot write " << tmp;
+  }
+  HS_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0) << "simulate: cannot write " << path << ": " << std::strerror(errno);
+}
+
 // `hogstream simulate`: a job of N machines in virtual time (sync/simulate.hpp), per N a row.
 int SimulateCommand(int argc, char** argv) {
   Flags f(HogstreamCommand("simulate"), argc, argv, 2);
@@ -546,12 +615,24 @@ int SimulateCommand(int argc, char** argv) {
     if (!json) std::cerr << line << "\n";
   };
   const int stragglers = o.stragglers;
+  const std::string reference = f.get("reference");
   for (int n : sizes) {
     o.machines = n;
     o.bsp = false;
     // A straggler is one of several: the reference, one machine, runs at the common speed.
     o.stragglers = std::min(stragglers, n - 1);
-    SimulateResult r = Simulate(param, o, progress);
+    SimulateResult r;
+    if (n == 1 && !reference.empty()) {
+      const std::string key = ReferenceKey(param, o);
+      std::optional<SimulateResult> kept = ReadReference(reference, key);
+      r = kept ? *kept : Simulate(param, o, progress);
+      if (kept)
+        progress("simulate: one machine's run from " + reference);
+      else
+        WriteReference(reference, key, r);
+    } else {
+      r = Simulate(param, o, progress);
+    }
     if (!one) one = r;
     print(r, o);
     if (n == 1) continue;
