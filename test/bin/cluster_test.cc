@@ -491,13 +491,32 @@ TEST_F(Cluster, ThreeMachinesTrainOneJobAndTheLeaderSnapshotsIt) {
 TEST_F(Cluster, ThreeMachinesUnderSspWithInt8Deltas) {
   split_ = true;  // each machine's data is one class of three: the test accuracy needs the exchange
   std::vector<std::unique_ptr<Child>> m;
-  const std::vector<std::string> policy = {"--policy=ssp:2", "--compress=int8", "--staleness-weight"};
-  for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, 3000, "", policy));
+  for (int r = 0; r < kMachines; ++r)
+    m.push_back(Start(r, 3000, "", {"--policy=ssp:2", "--compress=int8", "--staleness-weight", "--stats_json=" + StatsFile(r)}));
   std::vector<Finished> f;
   for (int r = 0; r < kMachines; ++r) f.push_back(m[r]->Wait(120));
   for (int r = 0; r < kMachines; ++r) ExpectClean(f[r], "machine " + std::to_string(r));
   EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every machine's class (one alone: 1/3)";
   EXPECT_NE(f[0].err.find("Policy ssp:2 --staleness-weight --compress=int8: "), std::string::npos) << f[0].err;
+  // The codec crosses the wire: a chunk holds as many floats as a message carries at 4 bytes
+  // each, so int8 positions and deltas fill a quarter of that (one byte each, and a scale).
+  static const std::regex chunks("of [0-9]+ chunks of ([0-9]+) floats");
+  std::smatch c;
+  ASSERT_TRUE(std::regex_search(f[0].err, c, chunks)) << f[0].err;
+  const double chunk_floats = std::stod(c[1]);
+  for (int r = 0; r < kMachines; ++r) {
+    std::ifstream in(StatsFile(r));
+    nlohmann::json net;
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j["type"] == "network") net = j;
+    }
+    ASSERT_TRUE(net.is_object()) << "machine " << r << "'s exchange figures";
+    const double messages = net["positions_sent"].get<double>() + net["positions_answered"].get<double>();
+    ASSERT_GT(messages, 1000) << "machine " << r;
+    const double per_float = net["bytes_sent"].get<double>() / (messages * chunk_floats);
+    EXPECT_LT(per_float, 1.6) << "machine " << r << ": " << per_float << " bytes per float sent (int8: ~1; floats: ~4)";
+  }
   EXPECT_TRUE(fs::exists(scratch_ / "split_iter_3000.caffemodel"));
   for (int r = 1; r < kMachines; ++r)
     EXPECT_NE(f[r].err.find("Optimization Done. (machine " + std::to_string(r)), std::string::npos) << f[r].err;
