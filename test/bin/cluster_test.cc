@@ -800,7 +800,8 @@ TEST_F(Cluster, AMachineRestartedMidRunRejoinsAndContributes) {
   ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
   kill(m[2]->pid(), SIGKILL);
   m[2]->Wait(10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));  // taken for dead (--dead_ms=600)
+  ASSERT_TRUE(WaitLog(*m[0], "machine 2 (udp://127.0.0.1:" + std::to_string(ports_[2]) + ") silent", 30))
+      << "machine 2 was never taken for dead:\n" << m[0]->err();
   m[2] = Start(2, 40000, ".again");
   const Finished f0 = m[0]->Wait(180), f1 = m[1]->Wait(60), f2 = m[2]->Wait(60);
   for (const Finished* f : {&f0, &f1, &f2}) ExpectClean(*f, "a machine");

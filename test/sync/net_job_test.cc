@@ -1013,9 +1013,11 @@ TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
   EXPECT_TRUE(WaitFor([&] { return m.job->stats().clock_unbacked > 0; }, kClockBearOut + 5s));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() + 10;
   EXPECT_LT(m.g.shared().iter.load(), 64 + 4000 * secs) << "a forged clock moved the global iteration";
-  // 6. An earlier run's "stop", now: still not believed.
+  // 6. An earlier run's "stop", now: refused (counted), and still not believed.
+  auto earlier_run = [&] { return m.Refused(ControlRefusal::kOldRun) + m.Refused(ControlRefusal::kUnproven); };
+  const uint64_t refused = earlier_run();
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(0x01d, 0xbad, kNetReady | kNetStop, 0)));
-  std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(WaitFor([&] { return earlier_run() > refused; }, 5s)) << "the earlier run's stop was never seen";
   EXPECT_EQ(m.g.shared().stop_requested.load(), 0);
 }
 
