@@ -22,6 +22,7 @@ HS_PACKAGES=(
   libxxhash-dev libsodium-dev         # transport frames: XXH3 checksum, keyed MAC (--job-key)
   openmpi-bin                         # tests: a job's ranks from a real mpirun
   python3-numpy python3-pil           # scripts/cifar10.sh (and its test): CIFAR-10 from PNG sprites
+  dataset-fashion-mnist               # scripts/demo.sh, and the test that converts the real set
 )
 
 hs_ensure_packages() {
