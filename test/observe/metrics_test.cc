@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <regex>
 #include <thread>
 
@@ -81,6 +82,29 @@ TEST(Metrics, ServedDuringHogwildRun) {
   ASSERT_FALSE(later.empty()) << "the iteration did not grow past " << it0 << " within 60 s";
   EXPECT_GE(Sample(later, "hogstream_segment_sweeps_total{solver=\"0\"}"),
             Sample(first, "hogstream_segment_sweeps_total{solver=\"0\"}"));
+  // The values, not only the names: one display's figures agree with each other.
+  const double it = Sample(later, "hogstream_iteration");
+  const double s0 = Sample(later, "hogstream_solver_iteration{solver=\"0\"}"),
+               s1 = Sample(later, "hogstream_solver_iteration{solver=\"1\"}");
+  EXPECT_GT(s0, 0);
+  EXPECT_GT(s1, 0);
+  EXPECT_NEAR(s0 + s1, it, 2 + 0.01 * it) << "the solvers' iterations add up to the global iteration";
+  const double accuracy = Sample(later, "hogstream_test_output{net=\"0\",output=\"top1_accuracy\"}");
+  EXPECT_GE(accuracy, 0);
+  EXPECT_LE(accuracy, 1);
+  const double loss = Sample(later, "hogstream_loss");
+  EXPECT_TRUE(std::isfinite(loss) && loss > 0) << loss;
+  EXPECT_GT(Sample(later, "hogstream_images_per_second"), 0);
+  for (const char* s : {"0", "1"}) {
+    const std::string label = std::string("{solver=\"") + s + "\"}";
+    const double chunks = Sample(later, "hogstream_segment_chunks_total" + label),
+                 bytes = Sample(later, "hogstream_segment_bytes_total" + label);
+    EXPECT_GT(chunks, 0) << "solver " << s << "'s segment moved chunks";
+    // Each chunk moved is a position and a delta of at most --chunk=64 floats each way.
+    EXPECT_GT(bytes, 0) << "solver " << s;
+    EXPECT_LE(bytes, chunks * 2 * 64 * sizeof(float)) << "solver " << s;
+    EXPECT_GT(Sample(later, "hogstream_segment_sweeps_total" + label), 0) << "solver " << s;
+  }
   // Done: SIGINT snapshots (into the scratch folder) and stops cleanly.
   ASSERT_TRUE(run.running());
   kill(run.pid(), SIGINT);
