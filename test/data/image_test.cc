@@ -100,6 +100,46 @@ TEST(Image, JpegKeepsASmoothImageWithinAFewLevels) {
   EXPECT_EQ(gray.channels, 1);
 }
 
+// A JPEG that another encoder wrote (Pillow, quality 95, no chroma subsampling): 16 x 8, the
+// left half RGB (220, 30, 40), the right half RGB (20, 60, 200). Decoded, its pixels come in
+// Caffe's (OpenCV's) order, blue first; and what our encoder writes decodes back in that order,
+// so neither side can swap red and blue unseen (a round trip through our own pair could).
+const char kForeignJpegHex[] =
+    "ffd8ffe000104a46494600010100000100010000ffdb0043000201010101010201010102020202020403020202020504"
+    "040304060506060605060606070908060709070606080b08090a0a0a0a0a06080b0c0b0a0c090a0a0affdb0043010202"
+    "02020202050303050a0706070a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a"
+    "0a0a0a0a0a0a0a0a0a0a0a0a0a0affc00011080008001003011100021101031101ffc4001f0000010501010101010100"
+    "000000000000000102030405060708090a0bffc400b5100002010303020403050504040000017d010203000411051221"
+    "31410613516107227114328191a1082342b1c11552d1f02433627282090a161718191a25262728292a3435363738393a"
+    "434445464748494a535455565758595a636465666768696a737475767778797a838485868788898a9293949596979899"
+    "9aa2a3a4a5a6a7a8a9aab2b3b4b5b6b7b8b9bac2c3c4c5c6c7c8c9cad2d3d4d5d6d7d8d9dae1e2e3e4e5e6e7e8e9eaf1"
+    "f2f3f4f5f6f7f8f9faffc4001f0100030101010101010101010000000000000102030405060708090a0bffc400b51100"
+    "020102040403040705040400010277000102031104052131061241510761711322328108144291a1b1c109233352f015"
+    "6272d10a162434e125f11718191a262728292a35363738393a434445464748494a535455565758595a63646566676869"
+    "6a737475767778797a82838485868788898a92939495969798999aa2a3a4a5a6a7a8a9aab2b3b4b5b6b7b8b9bac2c3c4"
+    "c5c6c7c8c9cad2d3d4d5d6d7d8d9dae2e3e4e5e6e7e8e9eaf2f3f4f5f6f7f8f9faffda000c03010002110311003f00f9"
+    "7ebf133fd783c7ebfda03fc0b3ffd9";
+
+TEST(Image, JpegPixelsComeInBgrOrder) {
+  std::string jpg;
+  for (size_t i = 0; i + 1 < sizeof kForeignJpegHex; i += 2)
+    jpg.push_back(static_cast<char>(std::stoi(std::string(kForeignJpegHex + i, 2), nullptr, 16)));
+  const Image img = DecodeImage(jpg, ColorMode::kNative, "foreign.jpg");
+  ASSERT_EQ(img.channels, 3);
+  ASSERT_EQ(img.height, 8);
+  ASSERT_EQ(img.width, 16);
+  auto px = [&](const Image& im, int y, int x, int c) { return int{im.pixels[(y * im.width + x) * 3 + c]}; };
+  for (int y = 0; y < 8; ++y)
+    for (int x : {1, 6, 9, 14}) {
+      const int want[3] = {x < 8 ? 40 : 200, x < 8 ? 30 : 60, x < 8 ? 220 : 20};  // B, G, R
+      for (int c = 0; c < 3; ++c) EXPECT_NEAR(px(img, y, x, c), want[c], 4) << y << "," << x << " channel " << c;
+    }
+  const Image again = DecodeImage(EncodeImage(img, "jpg"), ColorMode::kNative, "t");
+  for (int y = 0; y < 8; ++y)
+    for (int x : {1, 14})
+      for (int c = 0; c < 3; ++c) EXPECT_NEAR(px(again, y, x, c), px(img, y, x, c), 8) << y << "," << x << " channel " << c;
+}
+
 TEST(Image, ResizeIsBilinearWithCentresAligned) {
   std::mt19937 gen(::hogstream::TestSeed());
   const Image in = RandomImage(5, 7, 3, gen);
