@@ -2,7 +2,7 @@
 # `hogstream bench` between two network namespaces joined by a veth pair: the two "machines" of
 # a link on one host. Per MTU (1500 and 9000 by default): raw Ethernet (AF_PACKET), UDP unicast
 # and multicast, each with GSO on and off; every row is the segment's rate next to the raw blast
-# rate of the same link in the same run (see bin/link_bench.hpp), medians of --repeat rounds.
+# rate of the same link in the same run (see bench/link_bench.hpp), medians of --repeat rounds.
 #
 #   bench/link_veth.sh [REPEAT=3] [SECONDS=1] [MTU...]     (root: creates and deletes namespaces)
 #   JSON=1 bench/link_veth.sh ...                           JSON lines instead of tables

@@ -1,6 +1,6 @@
 #include "bin/commands.hpp"
 
-#include "bin/link_bench.hpp"
+#include "bench/link_bench.hpp"
 #include "data/convert.hpp"
 #include "observe/plot.hpp"
 #include "sync/hogwild.hpp"

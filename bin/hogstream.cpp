@@ -30,7 +30,7 @@
 #include "data/data_layer.hpp"
 #include "data/lmdb.hpp"
 #include "observe/plot.hpp"
-#include "bin/link_bench.hpp"
+#include "bench/link_bench.hpp"
 
 namespace hogstream {
 namespace {

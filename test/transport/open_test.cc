@@ -4,7 +4,7 @@
 // only), one end of a udp job per OpenTransport, and, where test networks can be made (root),
 // a raw pair on the two ends of a veth link named by interface; a verbs pair on the fake fabric.
 // Not for: --peers' own rules and finding this machine (test/bin/peers_test.cc), the bench
-// (test/bin/link_bench_test.cc), the backends themselves (their folders' tests).
+// (test/bench/link_bench_test.cc), the backends themselves (their folders' tests).
 // Threads: each test runs on gtest's thread, which is every endpoint's sender and receiver.
 #include "transport/open.hpp"
 

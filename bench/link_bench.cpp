@@ -1,4 +1,4 @@
-#include "bin/link_bench.hpp"
+#include "bench/link_bench.hpp"
 
 #include <poll.h>
 #include <sys/resource.h>

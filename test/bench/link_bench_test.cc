@@ -2,7 +2,7 @@
 // blast move data, the ratio is theirs, and bad settings are one-line errors. Every link comes
 // from the transport factory and --peers is read by the one --peers parser; the default chunk
 // sizes follow what one message of the link carries (raw at MTU 9000: no 32 KiB chunk).
-#include "bin/link_bench.hpp"
+#include "bench/link_bench.hpp"
 
 #include <gtest/gtest.h>
 
