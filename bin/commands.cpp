@@ -239,6 +239,7 @@ std::vector<Command> MakeHogstreamCommands() {
         {"bsp", "M[,M...]", "", "after each N, the synchronous reference at each lr multiplier M: n, sqrt, half or "
                                 "a number (default: none)"},
         {"bsp_warmup", "N", "0", "the reference's linear warm-up of its lr, in global iterations"},
+        {"bsp_only", "", "", "only the synchronous references for N > 1, not the asynchronous job (default: both)"},
         {"reference", "FILE", "", "one machine's run kept in FILE and read back while the build, the solver, its nets "
                                   "and the flags it reads stay the same (default: run it each time)"},
         {"json", "", "", "one JSON object per job size instead of the table"},

@@ -536,6 +536,8 @@ int SimulateCommand(int argc, char** argv) {
     }
   }
   const int64_t bsp_warmup = f.int_in("bsp_warmup", 0, INT_MAX);
+  const bool bsp_only = f.has("bsp_only");
+  HS_REQUIRE(!bsp_only || !bsp.empty()) << "--bsp_only wants --bsp=M[,M...]";
   std::optional<SimulateResult> one;
   auto print = [&](const SimulateResult& r, const SimulateOptions& run) {
     const int n = r.machines;
@@ -630,11 +632,13 @@ int SimulateCommand(int argc, char** argv) {
         progress("simulate: one machine's run from " + reference);
       else
         WriteReference(reference, key, r);
+    } else if (n > 1 && bsp_only) {
+      r.machines = 0;  // (the asynchronous job is not run: only the references below)
     } else {
       r = Simulate(param, o, progress);
     }
     if (!one) one = r;
-    print(r, o);
+    if (r.machines) print(r, o);
     if (n == 1) continue;
     for (const std::string& m : bsp) {
       SimulateOptions b = o;
