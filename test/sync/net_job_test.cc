@@ -186,8 +186,9 @@ class NetJobTest : public ::testing::Test {
   // machines added), each machine's progress once. A delta lost or counted twice moves every
   // element of its chunk (the stand-in solvers step whole chunks); a solver's write racing the
   // daemon's rule on an element loses that one write (Hogwild), a few elements of a chunk
-  // (the solver writes a chunk out of order). So no chunk may have more than a quarter of its
-  // elements off, and at most one chunk's worth may be off in all.
+  // (the solver writes a chunk out of order; up to 32 of 256 seen here, more where a sanitizer
+  // slows both sides). So no chunk may have half of its elements off, and at most two chunks'
+  // worth may be off in all.
   static ::testing::AssertionResult LedgerHolds(const std::vector<float>& got, const std::vector<float>& want) {
     size_t total = 0, worst = 0;
     std::string chunks;
@@ -198,7 +199,7 @@ class NetJobTest : public ::testing::Test {
       total += off;
       worst = std::max(worst, off);
     }
-    if (worst <= kChunk / 4 && total <= kChunk)
+    if (worst < kChunk / 2 && total <= 2 * kChunk)
       return ::testing::AssertionSuccess() << total << " elements off (chunk:elements" << chunks << ")";
     return ::testing::AssertionFailure() << total << " elements off, " << worst << " in one chunk of " << kChunk
                                          << " (chunk:elements" << chunks << ")";
