@@ -633,7 +633,7 @@ void NetJob::Reshare() {
     std::set_difference(owned_before.begin(), owned_before.end(), shares_.owned().begin(), shares_.owned().end(),
                         std::back_inserter(lost));
   }
-  const Clock::time_point until = Clock::now() + kRetiredMasterGrace;
+  const Clock::time_point until = Clock::now() + RetiredMasterGrace(opt_.dead_ms);
   for (auto& m : masters_) {
     if (!m) continue;
     if (!lost.empty()) m->PostFinals(lost);
@@ -920,7 +920,8 @@ void NetJob::LeaveOnNotice(Clock::time_point now) {
       // up on after a while; without a window (nothing counted) a few heartbeats are waited.
       bool awaited = opt_.window == 0 && now - quiet_at_ < std::chrono::milliseconds(4 * opt_.heartbeat_ms);
       for (const auto& m : masters_) awaited = awaited || (m && m->in_flight() > 0);
-      const auto patience = std::chrono::milliseconds(std::clamp<uint32_t>(opt_.dead_ms / 4, 50, 500));
+      // (A quarter of dead_ms, at least 50 ms: a slow machine's answers, not only a fast one's.)
+      const auto patience = std::chrono::milliseconds(std::max<uint32_t>(opt_.dead_ms / 4, 50));
       if (awaited && now - quiet_at_ < patience) return;
       leave_ = Leave::kHanding;
       finals_at_ = now - std::chrono::hours(1);

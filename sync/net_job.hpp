@@ -61,6 +61,7 @@
 // where positions go there, else to each live machine) and come in to the SvbLink's inbox.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -177,8 +178,13 @@ struct NetJobOptions {
 // did to the chunks this machine masters.
 using NetPeerFigures = PeerNetFigures;
 
-// How long a master a re-share replaced still takes the answers to its positions.
+// How long a master a re-share replaced still takes the answers to its positions: a second,
+// or half of dead_ms where that is longer (a machine may be slow that long and still live; an
+// answer given up on loses its delta).
 inline constexpr std::chrono::milliseconds kRetiredMasterGrace{1000};
+inline std::chrono::milliseconds RetiredMasterGrace(uint32_t dead_ms) {
+  return std::max(kRetiredMasterGrace, std::chrono::milliseconds(dead_ms / 2));
+}
 
 // Rate windows (of a second or more) in a row below NetJobOptions::straggler before a machine
 // is named a straggler.

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -205,6 +206,18 @@ class NetJobTest : public ::testing::Test {
                                          << " (chunk:elements" << chunks << ")";
   }
 
+  // Each machine's counts of what may cost a delta (for a ledger that does not hold).
+  std::string Drops() const {
+    std::ostringstream os;
+    for (int r = 0; r < kSlots; ++r) {
+      if (!m_[r].job) continue;
+      const NetJobStats s = m_[r].job->stats();
+      os << " [machine " << r << ": lost " << s.lost << ", kernel-dropped " << s.kernel_dropped << ", stale "
+         << s.stale << ", unanswered " << s.unanswered << ", re-shares " << s.reshares << "]";
+    }
+    return os.str();
+  }
+
   void TrainAllAndCheckTheLedger();
   void FinishAll();
   void LeaveMidRun(int leaver);
@@ -252,7 +265,7 @@ void NetJobTest::TrainAllAndCheckTheLedger() {
     EXPECT_EQ(s.lost, 0u);
   }
   EXPECT_EQ(owned, (kFloats + kChunk - 1) / kChunk) << "every chunk has exactly one master";
-  EXPECT_TRUE(LedgerHolds(snapshot, Expected({0, 1, 2})))
+  EXPECT_TRUE(LedgerHolds(snapshot, Expected({0, 1, 2})) << Drops())
       << "the leader's weights hold every machine's progress, once";
 }
 
@@ -528,7 +541,7 @@ TEST_F(NetJobTest, InASynchronousGroupEachMachineSeesItsMatesFlushedClock) {
   EndTraining(2);
   MachineGroup& lead = *m_[0].group;
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
-  EXPECT_TRUE(LedgerHolds(m_[0].w, Expected({1, 2}))) << "the leader's weights hold every machine's progress, once";
+  EXPECT_TRUE(LedgerHolds(m_[0].w, Expected({1, 2})) << Drops()) << "the leader's weights hold every machine's progress, once";
   lead.Ended(true);
   WaitFor([&] { return m_[2].group->shared().job_done.load() == 1; }, 5s);
   m_[0].job->Finish();
@@ -565,7 +578,7 @@ TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
   std::vector<float> want = phase1;
   for (int r = 0; r < 2; ++r)
     for (size_t j = 0; j < kFloats; ++j) want[j] += m_[r].added[j];
-  EXPECT_TRUE(LedgerHolds(m_[0].w, want)) << "all of phase 1 and the survivors' phase 2, once";
+  EXPECT_TRUE(LedgerHolds(m_[0].w, want)) << "all of phase 1 and the survivors' phase 2, once" << Drops();
   EXPECT_EQ(m_[0].group->shared().iter.load(), 3 * 100 + 2 * 100);
   m_[0].group->Ended(true);
   for (int r = 0; r < 2; ++r) m_[r].job->Finish();
@@ -600,7 +613,7 @@ void NetJobTest::LeaveMidRun(int leaver) {
     return a.owned + b.owned == a.chunks && a.peers[leaver].left && b.peers[leaver].left && !a.peers[leaver].live;
   }, 5s)) << "the others never took the leaver's chunks";
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
-  EXPECT_LT(took, 2.0) << "the others took its chunks " << took << " s after the notice: not at once";
+  EXPECT_LT(took, 4.0) << "the others took its chunks " << took << " s after the notice: not at once (dead_ms: 10 s)";
   for (int r : stay) EXPECT_EQ(m_[r].job->dead_machines(), uint64_t{1} << leaver) << "its data partition, to machine " << r;
   m_[leaver].job->Finish();  // returns at once: it has left
   // The lead: the lowest machine that stays (it never moves to a machine leaving).
@@ -611,7 +624,7 @@ void NetJobTest::LeaveMidRun(int leaver) {
   for (int r : stay) EndTraining(r);
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s)) << "the leader never stopped holding";
   EXPECT_EQ(lead.shared().iter.load(), 2 * kIters + leaver_done.load()) << "every iteration run, the leaver's too";
-  EXPECT_TRUE(LedgerHolds(m_[stay[0]].w, Expected({0, 1, 2}))) << "every machine's work, the leaver's too, once";
+  EXPECT_TRUE(LedgerHolds(m_[stay[0]].w, Expected({0, 1, 2})) << Drops()) << "every machine's work, the leaver's too, once";
   lead.Ended(true);
   EXPECT_TRUE(WaitFor([&] { return m_[stay[1]].group->shared().job_done.load() == 1; }, 5s));
   for (int r : stay) m_[r].job->Finish();
@@ -656,7 +669,7 @@ TEST_F(NetJobTest, ANewMachineJoinsTheRunningJobAndTakesAShare) {
   MachineGroup& lead = *m_[0].group;
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
   EXPECT_EQ(lead.shared().iter.load(), 3 * 1500 + 300) << "every iteration counted";
-  EXPECT_TRUE(LedgerHolds(m_[0].w, Expected({0, 1, 2, 3}))) << "every machine's work, the newcomer's too, once";
+  EXPECT_TRUE(LedgerHolds(m_[0].w, Expected({0, 1, 2, 3})) << Drops()) << "every machine's work, the newcomer's too, once";
   lead.Ended(true);
   for (int r = 1; r < kSlots; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
   FinishAll();
@@ -717,7 +730,7 @@ TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
   for (int r = 0; r < 2; ++r) EndTraining(r);
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->holding_final() == 0; }, 10s));
   for (size_t j = 0; j < kFloats; ++j) want[j] += m_[2].added[j];
-  EXPECT_TRUE(LedgerHolds(m_[0].w, want));
+  EXPECT_TRUE(LedgerHolds(m_[0].w, want)) << Drops();
   m_[0].group->Ended(true);
   for (int r = 0; r < kMachines; ++r) m_[r].job->Finish();
 }
