@@ -636,7 +636,7 @@ void NetJob::Reshare() {
   const Clock::time_point until = Clock::now() + RetiredMasterGrace(opt_.dead_ms);
   for (auto& m : masters_) {
     if (!m) continue;
-    if (!lost.empty()) m->PostFinals(lost);
+    if (!lost.empty()) m->PostFinals(lost, slave_->last());  // what set_owners made `last`, exactly
     retired_masters_.push_back({until, std::move(m)});
   }
   masters_.clear();

@@ -253,16 +253,18 @@ void MasterEndpoint::Expire() {
   }
 }
 
-Header MasterEndpoint::Values(uint32_t c, MsgKind kind, std::byte* slot) {
+Header MasterEndpoint::Values(uint32_t c, MsgKind kind, std::byte* slot, const float* from) {
   const uint32_t len = layout_.length(c);
+  const float* src = (from ? from : w_) + layout_.offset(c);
+  const Access access = from ? Access::kPlain : access_;  // (another buffer is this thread's own)
   Header h;
   h.kind = kind;
   h.encoding = rule_.codec.position;
   if (h.encoding == Encoding::kFloat32) {
-    ReadChunk(w_ + layout_.offset(c), reinterpret_cast<float*>(slot), len, access_);
+    ReadChunk(src, reinterpret_cast<float*>(slot), len, access);
     h.length = len * sizeof(float);
   } else {
-    ReadChunk(w_ + layout_.offset(c), scratch_.data(), len, access_);
+    ReadChunk(src, scratch_.data(), len, access);
     h.length = static_cast<uint32_t>(rule_.codec.Encode(h.encoding, scratch_.data(), len, slot));
   }
   h.chunk = c;
@@ -279,14 +281,14 @@ bool MasterEndpoint::PostFinals() {
   return PostFinals(all);
 }
 
-bool MasterEndpoint::PostFinals(const std::vector<uint32_t>& chunks) {
+bool MasterEndpoint::PostFinals(const std::vector<uint32_t>& chunks, const float* values) {
   for (uint32_t c : chunks) {
     std::byte* slot = t_->AcquireSend();
     if (!slot) {
       t_->Flush();
       if (!(slot = t_->AcquireSend())) return false;
     }
-    const Header h = Values(c, MsgKind::kFinal, slot);
+    const Header h = Values(c, MsgKind::kFinal, slot, values);
     t_->CommitSend(slaves_, h);
     Add(bytes_sent_, h.length);
   }

@@ -185,8 +185,12 @@ class MasterEndpoint {
   // (MsgKind::kFinal), which its slaves take without answering, then one Flush. False when
   // send slots ran out before the last (call again: a final taken twice changes nothing).
   bool PostFinals();
-  // The same for these chunks only (a re-share: the chunks this machine no longer masters).
-  bool PostFinals(const std::vector<uint32_t>& chunks);
+  // The same for these chunks only (a re-share: the chunks this machine no longer masters),
+  // their values read from `values` (a buffer of the layout; default: the master's weights).
+  // A re-share sends the values its slave side took as its own `last` for those chunks: a
+  // solver's write between two reads of the weights would go out in the final and again in
+  // w - last.
+  bool PostFinals(const std::vector<uint32_t>& chunks, const float* values = nullptr);
   // One position and its Flush: PostPositions(1) == 1.
   bool PostNextPosition() { return PostPositions(1) == 1; }
   // The epoch stamped on positions (default: seconds since 1970 when it was made). Set it
@@ -247,8 +251,9 @@ class MasterEndpoint {
   std::vector<std::pair<PeerId, SourceStats>> source_stats() const;
 
  private:
-  // Chunk c's values and header (a new seq) in `slot`, as a message of `kind`.
-  Header Values(uint32_t c, MsgKind kind, std::byte* slot);
+  // Chunk c's values (of `from`, a buffer of the layout, default the weights) and header (a
+  // new seq) in `slot`, as a message of `kind`.
+  Header Values(uint32_t c, MsgKind kind, std::byte* slot, const float* from = nullptr);
   void Answered(uint32_t chunk, uint64_t seq);  // a fresh delta for (chunk, seq) came back
   void Expire();  // stops counting positions unanswered for answer_timeout_us
 
@@ -348,6 +353,9 @@ class SlaveEndpoint {
   bool TakeFinal(const Message& m);
   // Chunks owned by `peer` whose final this slave has taken (since that owner took them).
   uint32_t finals_from(PeerId peer) const;
+  // `last`, per element: the master's values as this copy last took them (for a chunk it
+  // no longer masters, what set_owners read of the weights: what its final must carry).
+  const float* last() const { return last_.get(); }
   // Positions answered for chunk c so far (a new position of each chunk since some moment
   // means this slave's progress up to then has gone out).
   uint64_t answers(uint32_t c) const { return answers_[c]; }

@@ -196,7 +196,11 @@ class NetJobTest : public ::testing::Test {
     for (size_t c = 0; c * kChunk < got.size(); ++c) {
       size_t off = 0;
       for (size_t j = c * kChunk; j < std::min(got.size(), (c + 1) * kChunk); ++j) off += got[j] != want[j];
-      if (off) chunks += " " + std::to_string(c) + ":" + std::to_string(off);
+      if (off) {
+        chunks += " " + std::to_string(c) + ":" + std::to_string(off);
+        if (off == std::min<size_t>(kChunk, got.size() - c * kChunk))  // a whole chunk: by how much
+          chunks += "(" + std::to_string(got[c * kChunk] - want[c * kChunk]) + ")";
+      }
       total += off;
       worst = std::max(worst, off);
     }

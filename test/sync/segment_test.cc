@@ -716,6 +716,32 @@ TEST(SegmentPeersTest, SlaveTakesPositionsOnlyFromTheChunksOwner) {
   EXPECT_THROW(se.set_owners({0, 1}, 2), Error);
 }
 
+// A re-share: the chunks leaving this machine go out as finals with the values its slave side
+// took as `last` (set_owners), not the weights read again: a solver's write in between then
+// goes out once (in w - last, with this copy's next answer), not also in the final.
+TEST(SegmentPeersTest, AChunkHandedOnGoesOutWithTheValuesItsSlaveTookAsLast) {
+  std::mt19937 gen(TestSeed());
+  std::vector<float> w = RandomVector(12, gen);  // 3 chunks of 4
+  ScriptedTransport t(4 * sizeof(float));
+  SlaveEndpoint se(w.data(), w.size(), 4, &t);
+  se.set_owners({0, 0, 0}, /*self=*/0);
+  MasterEndpoint me(w.data(), w.size(), 4, &t, Dest::Peer(1));
+  me.set_owned({0, 1, 2});
+  se.set_owners({0, 1, 1}, /*self=*/0);  // chunks 1 and 2 go to machine 1
+  const std::vector<float> taken(w.begin() + 4, w.end());
+  for (size_t i = 4; i < 12; ++i) w[i] += 1.f;  // a solver's step lands before the finals go
+  ASSERT_TRUE(me.PostFinals({1, 2}, se.last()));
+  ASSERT_EQ(t.sent.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(t.sent[k].h.kind, MsgKind::kFinal);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(t.sent[k].payload[i], taken[4 * k + i]) << "chunk " << k + 1;
+  }
+  for (size_t i = 4; i < 12; ++i) EXPECT_FLOAT_EQ(w[i] - se.last()[i], 1.f) << "the step is this copy's to send, once";
+  // Read from the weights instead, the final would carry the step as well.
+  ASSERT_TRUE(me.PostFinals({1}));
+  EXPECT_FLOAT_EQ(t.sent[2].payload[0], taken[0] + 1.f);
+}
+
 INSTANTIATE_TEST_SUITE_P(CleanAndLossy, SegmentHogwildTest, testing::Bool(),
                          [](const auto& info) { return info.param ? "lossy" : "clean"; });
 
