@@ -1008,6 +1008,36 @@ TEST_F(Cluster, ANewMachineFindsTheRunningJobThroughTheStore) {
   EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "the job learned every class";
 }
 
+// Raw Ethernet without --peers: each machine reports to the store the MAC of the interface it
+// reaches the store from, and gets the job's list of MACs in rank order; the job learns every
+// machine's class over raw frames.
+TEST_F(Cluster, BetweenNamespacesRawMachinesMeetAtTheStore) {
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethBridge net(kMachines);
+  std::string macs;
+  for (int i = 0; i < kMachines; ++i)
+    for (const auto& [iface, mac] : ReadLocalAddresses(net.ns(i)).macs)
+      if (iface == net.iface(i)) macs += (i ? "," : "") + FormatMac(mac);
+  const std::string store = "raw://" + net.address(0) + ":29400";
+  std::vector<std::unique_ptr<Child>> m;
+  for (int i = 0; i < kMachines; ++i)
+    m.push_back(std::make_unique<Child>(
+        "/usr/sbin/ip",
+        std::vector<std::string>{"netns", "exec", net.ns(i), HS_HOGSTREAM_BIN, "train", "--solver=" + split_solver_,
+                                 "--solvers=1", "--iterations=3000", "--rendezvous=" + store, "--machines=3",
+                                 "--rank=" + std::to_string(i), "--start_timeout=30", "--sweep_ms=5",
+                                 "--job=raw" + std::to_string(getpid())},
+        scratch_, "rawstore" + std::to_string(i)));
+  std::vector<Finished> f;
+  for (int i = 0; i < kMachines; ++i) f.push_back(m[i]->Wait(180));
+  for (int i = 0; i < kMachines; ++i) ExpectClean(f[i], "machine " + std::to_string(i));
+  for (int i = 0; i < kMachines; ++i)
+    EXPECT_NE(f[i].err.find("--peers=raw://" + macs), std::string::npos)
+        << "machine " << i << " logs the job's list, the MACs in rank order (" << macs << "):\n" << f[i].err;
+  EXPECT_NE(f[0].err.find("frames sealed with a fresh session key"), std::string::npos) << f[0].err;
+  EXPECT_GE(FinalAccuracy(f[0].err), 0.9) << "every machine's class, over raw frames";
+}
+
 TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
   if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
   test::VethBridge net(kMachines);
