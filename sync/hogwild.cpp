@@ -458,7 +458,8 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
     NetJob* job = r.opt.net;
     const int mates = static_cast<int>(
         std::count(plan.machine_group.begin(), plan.machine_group.end(), plan.machine_group[job->rank()]));
-    r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); });
+    r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); },
+                           [job](const auto& done, auto deadline) { return job->AwaitNews(done, deadline); });
     r.policy->set_machine_rounds(MachineRoundScale(mates), r.opt.policy.name());
   }
   ShowPolicy(r);
@@ -654,8 +655,9 @@ void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
     r.policy = std::make_unique<PolicyRun>(r.opt.policy, r.group, ranks, std::vector<float*>(r.plan.n, nullptr),
                                            std::vector<float*>{}, me.solver->net().param_buffer_size(),
                                            [](int) { return true; });
-    r.policy->set_machines([job = r.opt.net] { return job->slowest_other(); },
-                           [job = r.opt.net] { return job->fresh_rounds(); });
+    NetJob* job = r.opt.net;
+    r.policy->set_machines([job] { return job->slowest_other(); }, [job] { return job->fresh_rounds(); },
+                           [job](const auto& done, auto deadline) { return job->AwaitNews(done, deadline); });
     ShowPolicy(r);
   }
   r.sync.arrive_and_wait();

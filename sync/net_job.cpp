@@ -225,14 +225,18 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
   thread_ = std::thread([this] {
     NameThisThread("hs-net");
     Run();
+    News();  // (whoever waits on it learns it has ended)
   });
-  while (!start_ok_.load() && !start_failed_.load()) {
-    if (stop && stop()) {
-      quit_.store(true);
-      thread_.join();
-      HS_REQUIRE(false) << "stopped while waiting for the other machines";
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // The daemon ends its start within start_ms (start_failed_, then its thread); the deadline
+  // here is for a daemon that stopped answering at all.
+  const auto limit = std::chrono::milliseconds(2 * uint64_t{opt_.start_ms} + 60000);
+  const bool told = AwaitNews([&] { return start_ok_.load() || start_failed_.load() || (stop && stop()); },
+                              Clock::now() + limit);
+  if (!told || (!start_ok_.load() && !start_failed_.load())) {
+    quit_.store(true);
+    thread_.join();
+    HS_REQUIRE(told) << "the network daemon did not start within " << limit.count() / 1000 << " s";
+    HS_REQUIRE(false) << "stopped while waiting for the other machines";
   }
   if (start_failed_.load()) {
     thread_.join();
@@ -402,6 +406,7 @@ void NetJob::StartTraining() {
                          << slave_->layout().count << " chunks of " << chunk_floats_ << " floats"
                          << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
   start_ok_.store(true);
+  News();
 }
 
 std::string NetJob::NoWordLine() const {
@@ -435,6 +440,7 @@ bool NetJob::Join(Clock::time_point now) {
       recover_error_ = "every machine's copy of the weights diverged (non-finite) and none is left to recover "
                        "from: the job cannot go on (lower base_lr, or check the data)";
       recover_failed_.store(true);
+      News();
       return false;
     }
   } else if (now - started_ > std::chrono::milliseconds(opt_.start_ms)) {
@@ -458,10 +464,12 @@ void NetJob::Joined(Clock::time_point now) {
     LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
                            << std::setprecision(3) << Seconds(now - recover_began_) << " s; training on";
     recover_done_.store(recover_target_);
+    News();
   } else {
     LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
                            << std::setprecision(3) << Seconds(now - started_) << " s; taking a share";
     start_ok_.store(true);
+    News();
   }
 }
 
@@ -984,14 +992,18 @@ void NetJob::BeginRecovery(const char* why) {
 
 bool NetJob::Recover(std::string* why) {
   const uint64_t ticket = recover_asked_.fetch_add(1) + 1;
-  while (recover_done_.load() < ticket) {
-    if (recover_failed_.load() || quit_.load() || !thread_.joinable()) {
-      if (why) *why = recover_failed_.load() ? recover_error_ : "the network daemon has stopped";
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
+  // The daemon ends a recovery within dead_ms of finding no sound copy (recover_failed_); the
+  // deadline is for a daemon that stopped answering at all.
+  const auto limit = std::chrono::milliseconds(20 * uint64_t{opt_.dead_ms} + 60000);
+  const bool ended = AwaitNews(
+      [&] { return recover_done_.load() >= ticket || recover_failed_.load() || quit_.load() || !thread_.joinable(); },
+      Clock::now() + limit);
+  if (recover_done_.load() >= ticket) return true;
+  if (why)
+    *why = !ended ? "the network daemon did not end the re-take within " + std::to_string(limit.count() / 1000) + " s"
+           : recover_failed_.load() ? recover_error_
+                                    : "the network daemon has stopped";
+  return false;
 }
 
 void NetJob::Refused(PeerId from, uint32_t chunk, Refusal why, const char* what) {
@@ -1006,8 +1018,26 @@ void NetJob::Refused(PeerId from, uint32_t chunk, Refusal why, const char* what)
 
 void NetJob::Clocks() {
   const int64_t mine = LocalIterations() / std::max(1, local_);  // per solver, as the others' clocks
-  slowest_other_.store(members_.SlowestOther(opt_.machine_group, mine), std::memory_order_relaxed);
+  const int64_t slowest = members_.SlowestOther(opt_.machine_group, mine);
+  const bool moved = slowest_other_.exchange(slowest, std::memory_order_relaxed) != slowest;
+  const uint64_t rounds = fresh_rounds_.load(std::memory_order_relaxed);
   if (opt_.track_fresh && slave_ && !shares_.owners().empty()) FreshRound();
+  if (moved || fresh_rounds_.load(std::memory_order_relaxed) != rounds) News();
+}
+
+void NetJob::News() {
+  { std::lock_guard<std::mutex> lock(news_mu_); }  // a waiter between its check and its sleep hears it
+  news_cv_.notify_all();
+}
+
+bool NetJob::AwaitNews(const std::function<bool()>& done, Clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(news_mu_);
+  while (!done()) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    news_cv_.wait_until(lock, std::min(deadline, now + std::chrono::milliseconds(50)));
+  }
+  return true;
 }
 
 void NetJob::FreshRound() {

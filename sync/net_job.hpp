@@ -63,6 +63,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -267,6 +268,11 @@ class NetJob {
   // data partitions are read by the others (TakenOverPartitions) until they are back.
   uint64_t dead_machines() const { return dead_.load(std::memory_order_relaxed); }
   uint64_t fresh_rounds() const { return fresh_rounds_.load(std::memory_order_relaxed); }
+  // Waits, from any thread, until `done()` holds or `deadline` passes (returns done()). The
+  // daemon wakes the waiters whenever slowest_other(), fresh_rounds() or a recovery changes,
+  // and when it ends; `done` is also asked every 50 ms, for what the daemon does not tell (a
+  // solver's stop flag).
+  bool AwaitNews(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline) const;
   NetJobStats stats() const;
   // A local solver's loss went non-finite: this machine's copy is lost. Asks the daemon to give
   // up the chunks it masters and re-take every chunk whole from the others' positions (a
@@ -398,6 +404,9 @@ class NetJob {
   mutable std::mutex policy_mu_;      // the policy's figures, which the runner binds at any time
   std::string policy_name_;
   std::function<PolicyFigures()> policy_figures_;
+  void News();  // daemon: wakes AwaitNews
+  mutable std::mutex news_mu_;
+  mutable std::condition_variable news_cv_;
 
   // Shared with other threads.
   std::atomic<bool> start_ok_{false}, quit_{false};

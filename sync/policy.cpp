@@ -190,13 +190,17 @@ PolicyRun::PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> 
   }
 }
 
-void PolicyRun::set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds) {
+void PolicyRun::set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds,
+                             Await await) {
+  HS_CHECK(slowest_other && fresh_rounds && await) << "set_machines wants all three";
   slowest_other_ = std::move(slowest_other);
-  refresh_ = [this, fresh = std::move(fresh_rounds)](int) {
+  await_ = std::move(await);
+  refresh_ = [this, fresh = std::move(fresh_rounds)](int i) {
+    (void)i;
     const uint64_t want = fresh() + 2;
-    const auto deadline = std::chrono::steady_clock::now() + policy_.timeout;
-    while (fresh() < want && !group_->stop.load() && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // (Past the deadline it reads the weights as they are: the rounds are for freshness, and
+    // a job whose other machines have ended answers no more.)
+    await_([&] { return fresh() >= want || group_->stop.load(); }, std::chrono::steady_clock::now() + policy_.timeout);
   };
 }
 
@@ -255,6 +259,18 @@ bool PolicyRun::Wait(int i) {
   if (!Blocked(i)) return true;
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + policy_.timeout;
+  if (slowest_other_) {
+    // Across machines only the others' clocks (NetJob's news) unblock it (more steps of this
+    // machine's own solvers would not), or the stop.
+    const bool passed = await_([&] { return !Blocked(i) || group_->stop.load(); }, deadline);
+    Waited(start);
+    if (group_->stop.load()) return false;
+    if (!passed)
+      HS_FAIL() << "--policy=" << shown() << ": solver " << ranks_[i] << " waited " << policy_.timeout.count() / 1000.0
+                << " s at iteration " << group_->done[ranks_[i]].load() << " for a machine that stopped progressing";
+    if (policy_.kind == Policy::Kind::kSsp && refresh_) refresh_(i);
+    return true;
+  }
   {
     std::unique_lock<std::mutex> lk(mu_);
     while (Blocked(i)) {
@@ -267,8 +283,7 @@ bool PolicyRun::Wait(int i) {
                   << group_->done[ranks_[i]].load() << " for a "
                   << (slowest_other_ ? "machine" : "solver") << " that stopped progressing";
       }
-      // Other machines' clocks come in control messages, not through this process's notify.
-      cv_.wait_for(lk, std::chrono::milliseconds(slowest_other_ ? 1 : 20));
+      cv_.wait_for(lk, std::chrono::milliseconds(20));
     }
   }
   Waited(start);

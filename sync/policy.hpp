@@ -117,8 +117,10 @@ class PolicyRun {
   // solvers (their mean count: they share one buffer, so not between each other) and the
   // slowest other machine's (`slowest_other`, its iterations over its solver count), so that
   // machines of different solver counts are held alike. ssp's refresh then waits for two more
-  // `fresh_rounds` (every chunk this machine does not own answered twice).
-  void set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds);
+  // `fresh_rounds` (every chunk this machine does not own answered twice). Both waits sleep in
+  // `await` (NetJob::AwaitNews: woken when either count moves), up to --policy_timeout.
+  using Await = std::function<bool(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline)>;
+  void set_machines(std::function<int64_t()> slowest_other, std::function<uint64_t()> fresh_rounds, Await await);
   // Across machines, bsp and gsp (the run made as bsp over this machine's solvers, its target
   // the host copy that the network links to the others): a round adds the average of the local
   // steps times `scale` (1 / the machines of this machine's group, so that each owner sums the
@@ -153,6 +155,7 @@ class PolicyRun {
   std::function<bool(int)> live_;
   std::function<void(int)> exchange_, refresh_;
   std::function<int64_t()> slowest_other_;
+  Await await_;  // set_machines
   bool machine_rounds_ = false;
   float scale_ = 1;     // of a round's average (machine rounds)
   std::string shown_;   // the policy's name in lines, when not policy_.name()

@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,16 @@ namespace hogstream {
 namespace {
 
 using namespace std::chrono_literals;
+
+// What NetJob::AwaitNews is to a policy across machines, for counts kept by the test: asks
+// `done` every 200 us until it holds or the deadline passes.
+bool PollUntil(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline) {
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
 
 TEST(PolicyParse, EveryFormAndItsName) {
   EXPECT_EQ(Policy::Parse("").kind, Policy::Kind::kAsync);
@@ -244,7 +255,7 @@ TEST(PolicyRunTest, AcrossMachinesTheBoundHoldsPerSolverAgainstTheSlowestMachine
   b.run->set_machines([&] { return other.load(); }, [&] {
     refreshes.fetch_add(1);
     return fresh.load();
-  });
+  }, PollUntil);
   std::atomic<bool> over{false}, stalled{true};
   std::thread remote([&] {  // the other machine: one iteration and one exchange round every ms
     while (!over.load()) {
@@ -285,7 +296,7 @@ TEST(PolicyRunTest, AcrossMachinesBspRoundsWaitForTheGroupAndStartFromTheHost) {
   Bench b(Policy::Parse("bsp"), 2, 1, 8, 0.5f);
   std::atomic<int64_t> other{0};
   std::atomic<uint64_t> fresh{0};
-  b.run->set_machines([&] { return other.load(); }, [&] { return fresh.load(); });
+  b.run->set_machines([&] { return other.load(); }, [&] { return fresh.load(); }, PollUntil);
   b.run->set_machine_rounds(0.5f, "bsp");
   constexpr int kIters = 40;
   std::atomic<bool> over{false};
@@ -348,7 +359,7 @@ TEST(PolicyRunTest, AcrossMachinesBspAMateAheadDoesNotHoldTheOtherBack) {
       std::this_thread::sleep_for(1ms);
     }
   });
-  b.run->set_machines([&] { return other.load(); }, [&] { return fresh.load(); });
+  b.run->set_machines([&] { return other.load(); }, [&] { return fresh.load(); }, PollUntil);
   b.run->set_machine_rounds(0.5f, "bsp");
   b.group->done[0].store(2);  // solver 0 finished iteration 1 and is in its round
   b.group->done[1].store(1);  // solver 1 is about to start iteration 1
