@@ -252,16 +252,14 @@ void NetJob::Finish() {
   // deadlines: the drain, then dead_ms for the others to say they hold its finals).
   if (g_ && g_->leaving()) {
     const Clock::time_point handed = Clock::now() + std::chrono::milliseconds(opt_.drain_ms + 2 * opt_.dead_ms);
-    while (!left_.load() && !all_done_.load() && !quit_.load() && Clock::now() < handed)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    AwaitNews([&] { return left_.load() || all_done_.load() || quit_.load(); }, handed);
   }
   // The others hear this machine's last state a few times; the leader's "done" until every
   // live machine has said it back (a lost "done" would make one of them take over and end
   // the job again), or dead_ms.
   const Clock::time_point until = Clock::now() + std::chrono::milliseconds(opt_.dead_ms);
   std::this_thread::sleep_for(std::chrono::milliseconds(5 * opt_.heartbeat_ms));
-  while (leads() && !all_done_.load() && Clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(opt_.heartbeat_ms));
+  AwaitNews([&] { return !leads() || all_done_.load(); }, until);
   quit_.store(true);
   thread_.join();
   if (!g_) return;
@@ -783,6 +781,7 @@ void NetJob::ChooseLeader(Clock::time_point now) {
     LOG(INFO) << "Network: " << Name(leader) << " leads the job now (tests, display, snapshots)";
   lead_.store(leader);
   g_->SetLeads(leader == opt_.rank);
+  News();
 }
 
 void NetJob::PassRequests() {
@@ -793,7 +792,8 @@ void NetJob::PassRequests() {
   if (g_->shared().stop_requested.load()) stop_ = true;
   for (int r = 0; r < opt_.machines; ++r)
     if (r != opt_.rank && members_[r].live) PassRequestsOf(r);
-  all_done_.store(done_ && members_.AllLiveOthers(kNetDone));
+  const bool all_done = done_ && members_.AllLiveOthers(kNetDone);
+  if (all_done_.exchange(all_done) != all_done) News();
 }
 
 void NetJob::PassRequestsOf(int r) {
@@ -941,6 +941,7 @@ void NetJob::LeaveOnNotice(Clock::time_point now) {
       if (held || late) {
         leave_ = Leave::kLeft;
         left_.store(true);
+        News();
         LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has left the job "
                                << std::setprecision(3) << Seconds(now - leave_at_) << " s after the notice ("
                                << final_sweeps_ << " sweeps of finals; "

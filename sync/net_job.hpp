@@ -269,8 +269,8 @@ class NetJob {
   uint64_t dead_machines() const { return dead_.load(std::memory_order_relaxed); }
   uint64_t fresh_rounds() const { return fresh_rounds_.load(std::memory_order_relaxed); }
   // Waits, from any thread, until `done()` holds or `deadline` passes (returns done()). The
-  // daemon wakes the waiters whenever slowest_other(), fresh_rounds() or a recovery changes,
-  // and when it ends; `done` is also asked every 50 ms, for what the daemon does not tell (a
+  // daemon wakes the waiters whenever slowest_other(), fresh_rounds(), a recovery, the start,
+  // the lead, the job's end or a leave changes, and when it ends; `done` is also asked every 50 ms, for what the daemon does not tell (a
   // solver's stop flag).
   bool AwaitNews(const std::function<bool()>& done, std::chrono::steady_clock::time_point deadline) const;
   NetJobStats stats() const;

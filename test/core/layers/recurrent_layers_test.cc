@@ -352,18 +352,19 @@ TEST(RecurrentNet, LstmNetTrainsAndItsWeightsReload) {
   for (int p = 0; p < 3; ++p) EXPECT_GT(net.learnable_params()[p]->asum_diff(), 0.f) << p;
   EXPECT_GT(testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 1), 0);
 
-  // Trained: twenty steps of plain gradient descent lower the loss (the sum of squares).
+  // Trained: plain gradient descent halves the loss (the sum of squares) within 400 steps.
   float trained = loss;
-  for (int step = 0; step < 20; ++step) {
+  int steps = 0;
+  for (; steps < 400 && trained >= 0.5f * loss; ++steps) {
     net.ClearParamDiffs();
-    trained = net.ForwardBackward();
+    net.ForwardBackward();
     for (Blob* p : net.learnable_params()) {
-      p->scale_diff(0.02f);
+      p->scale_diff(0.05f);
       p->Update();
     }
+    trained = net.Forward();
   }
-  trained = net.Forward();
-  EXPECT_LT(trained, 0.5f * loss) << "trained from " << loss;
+  EXPECT_LT(trained, 0.5f * loss) << "trained from " << loss << " for " << steps << " steps";
 
   // Saved and loaded into a fresh net drawn from another seed (as a .caffemodel's layers are
   // loaded), the trained outputs: not the fresh net's own.
