@@ -23,11 +23,14 @@ if [[ ${1:-} == --sanitize ]]; then
 fi
 source scripts/setup.sh
 hs_ensure_packages
+built_from=$(date +%s)
 hs_build
+tested_from=$(date +%s)
 echo "== test"
 cd "$BUILD_DIR"
 rc=0
 ctest --output-on-failure -j "$JOBS" "$@" || rc=$?
+echo "== $BUILD_DIR: build $(( tested_from - built_from )) s, tests $(( $(date +%s) - tested_from )) s"
 if (( rc != 0 )); then
   # The failures' own lines once more, last: a log read from its tail shows which assertion
   # failed and the seed that replays it, not only the failing tests' names.
