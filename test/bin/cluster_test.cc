@@ -157,9 +157,8 @@ class Cluster : public ::testing::Test {
 
   // Data that one machine alone cannot learn (SetUp says how), `classes` classes of 200
   // records, sorted; returns a solver training on it, snapshots under `name`.
-  std::string MakeSplit(const std::string& name, int classes) {
-    testing::WriteSplitLmdbs(scratch_ / (name + "_train_lmdb"), scratch_ / (name + "_test_lmdb"), classes,
-                             static_cast<uint32_t>(getpid()));
+  std::string MakeSplit(const std::string& name, int classes, uint32_t seed = static_cast<uint32_t>(getpid())) {
+    testing::WriteSplitLmdbs(scratch_ / (name + "_train_lmdb"), scratch_ / (name + "_test_lmdb"), classes, seed);
     const std::string solver = scratch_ / (name + ".prototxt");
     std::ofstream(solver) << R"(
       net_param {
@@ -1050,7 +1049,9 @@ TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
     udp += (i ? "," : "") + net.address(i) + ":7000";
     other += (i ? "," : "") + net.address(i) + ":7100";
   }
-  const std::string foreign_solver = SolverWithPrefix("foreign");
+  // The foreign job trains the same net on other data (other class templates): its frames,
+  // were any taken, would pull this job's weights toward its own classes.
+  const std::string foreign_solver = MakeSplit("foreign", 3, static_cast<uint32_t>(getpid()) + 7);
   // Over raw Ethernet the two jobs have the same list (the machines' MACs) and differ by --job;
   // over UDP the foreign job has the SAME --job name on the same multicast group, and differs
   // only by its ports (it used to mix in silently).
@@ -1072,7 +1073,7 @@ TEST_F(Cluster, BetweenNamespacesOverRawAndUdpMulticastBesideAForeignJob) {
           scratch_, std::string(c.name) + tag + std::to_string(i));
     };
     // This job on data split by class (each machine one class of three: it learns them all only
-    // through its own exchange), the foreign one on the small net's.
+    // through its own exchange), the foreign one on the same net and other classes.
     for (int i = 0; i < kMachines; ++i) job.push_back(start(c.peers, split_solver_, "A", "A", i));
     for (int i = 0; i < kMachines; ++i) foreign.push_back(start(c.foreign_peers, foreign_solver, c.foreign_job, "B", i));
     std::vector<Finished> f, g;
