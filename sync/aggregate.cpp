@@ -708,4 +708,26 @@ std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* par
   return os.str();
 }
 
+float GspWeightScale(int machines) {
+  return static_cast<float>(std::max(1.0, std::min<double>(machines - 1, kJobSolverSpeed - 1)));
+}
+
+double EasgdSpeed(int machines, int solvers, double weight) {
+  const int copies = machines * solvers;
+  if (copies < 2) return 1;
+  const double k = solvers * (1 + (machines - 1) * weight);
+  return std::min(copies, kEasgdSpeed) * (1 + k) / k;
+}
+
+std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param) {
+  if (speed == 1) return "";
+  std::ostringstream os;
+  os << std::setprecision(3) << "easgd: the centre is the mean of its " << copies
+     << " copies and trails them, so each solver's base_lr " << param->base_lr() << " -> "
+     << param->base_lr() * speed << " (the centre moves as one solver on " << std::min(copies, kEasgdSpeed)
+     << " batches together)";
+  param->set_base_lr(static_cast<float>(param->base_lr() * speed));
+  return os.str();
+}
+
 }  // namespace hogstream

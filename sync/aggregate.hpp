@@ -209,6 +209,30 @@ constexpr double kShareNormGuard = 3;
 // machine moves at min(n, speed) solvers' speed. Returns one line saying what changed.
 constexpr double kJobSolverSpeed = 4;  // measured: 4 machines x 4 solvers, 2 x 4 and 4 x 2
 std::string SolverLocalShare(int solvers, double speed, pb::SolverParameter* param);
+// gsp across machines: the default `scale` of the 1/staleness weights between its machines,
+// min(machines - 1, kJobSolverSpeed - 1) (at least 1). At equal pace each delta reaches a master
+// after the other machines' (staleness about machines - 1), so a group mate's delta, which its
+// round already made synchronous, and the other groups' come whole; only a machine that falls
+// behind is weighted down. With scale 1 every delta was cut to about 1/3 at 4 machines, and gsp
+// ended 0.7-0.8 points short of one solver (docs/experiments/2026-11-27-bsp-gsp-across-machines.md).
+float GspWeightScale(int machines);
+// easgd's rate (docs/experiments/2026-11-27-easgd-centre-rate.md). The centre is the
+// mean of its copies, so at the recipe's rate a job of T copies ends where one solver is after
+// 1/T of the iterations; and it trails them: a copy drifting v per iteration, pulled toward the
+// centre every P iterations, moves the centre at K / (1 + K) v in the steady state, where K is
+// how many pulls of that size the centre (or this machine's share of it) takes per period: the
+// `solvers` of this process whole, and each other machine's `solvers` pulls (their sum, one
+// delta) by `weight`, the aggregation's weight at equal pace:
+//   K = solvers (1 + (machines - 1) weight).
+// Each solver's base_lr is therefore multiplied by
+//   min(machines x solvers, kEasgdSpeed) (1 + K) / K
+// so that the centre moves as one solver on min(T, kEasgdSpeed) batches together (the linear
+// scaling of larger batches). 1 for a single copy.
+constexpr int kEasgdSpeed = 4;  // measured: 8 machines at 8 times the rate diverged in 1 of 3 runs
+double EasgdSpeed(int machines, int solvers, double weight);
+// Multiplies base_lr by `speed` (EasgdSpeed); returns one line saying so ("" = nothing).
+std::string EasgdSpeedUp(int copies, double speed, pb::SolverParameter* param);
+
 // Whether the momentum share can change this solver (SGD or Nesterov with a momentum in (0, 1)).
 bool MomentumShareable(const pb::SolverParameter& param);
 

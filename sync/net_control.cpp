@@ -84,6 +84,14 @@ std::pair<Header, NetControl> NetControlChannel::Round(const ControlState& s) {
   return {h, b};
 }
 
+bool NetControlChannel::Due(std::chrono::steady_clock::time_point now, uint32_t heartbeat_ms) {
+  const auto since = now - last_sent_;
+  if (since < std::chrono::milliseconds(heartbeat_ms) && !(answer_now_ && since >= std::chrono::milliseconds(2)))
+    return false;
+  answer_now_ = false;
+  return true;
+}
+
 void NetControlChannel::EchoTo(int r, NetControl* body) const {
   const Fresh& f = fresh_[static_cast<size_t>(r)];
   body->echo[0] = f.nonce;

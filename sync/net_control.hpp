@@ -149,6 +149,14 @@ class NetControlChannel {
   // `done_believed`: its "done" is taken (it leads, or this machine is done already).
   ControlNews Decode(const Message& m, bool done_believed);
 
+  // Whether a round is due now: `heartbeat_ms` since the last one sent, or 2 ms where an answer
+  // is due at once (a hello to echo, a round a synchronous group awaits: AnswerSoon). At most
+  // every 2 ms: forged hellos (new nonces without a key) must not make this machine send a
+  // message for each. True clears the answer due; Sent(now) once the round went out.
+  bool Due(std::chrono::steady_clock::time_point now, uint32_t heartbeat_ms);
+  void AnswerSoon() { answer_now_ = true; }
+  void Sent(std::chrono::steady_clock::time_point now) { last_sent_ = now; }
+
   // Refusals so far, by reason (ControlRefusal).
   const uint64_t* refusals() const { return refused_; }
   uint64_t refused(ControlRefusal r) const { return refused_[static_cast<size_t>(r)]; }
@@ -175,6 +183,8 @@ class NetControlChannel {
   uint64_t counter_ = 0;  // control messages sent (each round carries the count)
   std::vector<Fresh> fresh_;  // per rank (this one's unused)
   uint64_t refused_[static_cast<size_t>(ControlRefusal::kCount)] = {};
+  bool answer_now_ = false;                           // Due: an answer due at once
+  std::chrono::steady_clock::time_point last_sent_{};  // Sent (the epoch: never)
 };
 
 }  // namespace hogstream

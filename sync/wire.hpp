@@ -129,4 +129,27 @@ class Wire {
   std::atomic<uint64_t> malformed_{0};
 };
 
+// A batch polled from a Wire, handled one message at a time in order; a message that must wait
+// (for a send slot, say) stays first, and the batch is released once every message is handled.
+// The polling thread's.
+class Inbox {
+ public:
+  // The next message to handle, polling `w` when the batch is done (null: nothing came).
+  const Message* Next(Wire& w) {
+    if (next_ == polled_) {
+      if (polled_) w.Release(polled_);
+      next_ = polled_ = 0;
+      polled_ = w.Poll(batch_, kBatch);
+      if (polled_ == 0) return nullptr;
+    }
+    return &batch_[next_];
+  }
+  void Handled() { ++next_; }
+
+ private:
+  static constexpr size_t kBatch = 32;
+  Message batch_[kBatch];
+  size_t polled_ = 0, next_ = 0;
+};
+
 }  // namespace hogstream
