@@ -84,6 +84,24 @@ std::pair<Header, NetControl> NetControlChannel::Round(const ControlState& s) {
   return {h, b};
 }
 
+bool NetControlChannel::Send(Wire& wire, const ControlState& s, std::chrono::steady_clock::time_point now) {
+  auto [h, b] = Round(s);
+  for (int r = 0; r < machines_; ++r) {
+    if (r == rank_) continue;
+    std::byte* slot = wire.AcquireSend();
+    if (!slot) {
+      wire.Flush();
+      if (!(slot = wire.AcquireSend())) return false;
+    }
+    EchoTo(r, &b);
+    std::memcpy(slot, &b, sizeof b);
+    wire.CommitSend(Dest::Peer(static_cast<PeerId>(r)), h);
+  }
+  wire.Flush();
+  Sent(now);
+  return true;
+}
+
 bool NetControlChannel::Due(std::chrono::steady_clock::time_point now, uint32_t heartbeat_ms) {
   const auto since = now - last_sent_;
   if (since < std::chrono::milliseconds(heartbeat_ms) && !(answer_now_ && since >= std::chrono::milliseconds(2)))

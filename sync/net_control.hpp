@@ -143,6 +143,9 @@ class NetControlChannel {
   // echoes, which EchoTo fills for machine r before each send.
   std::pair<Header, NetControl> Round(const ControlState& s);
   void EchoTo(int r, NetControl* body) const;
+  // One round to every other machine over `wire` (each with its echoes), then Sent(now); false
+  // when send slots ran out (the round is tried again at the next Due).
+  bool Send(Wire& wire, const ControlState& s, std::chrono::steady_clock::time_point now);
 
   // Decoding a control message from machine m.h.source (a machine of the job, not this one):
   // checked, counted when refused, and its sender's run, counter and hellos moved on.

@@ -81,6 +81,18 @@ std::string NetLine(const NetJobStats& s) {
   return os.str();
 }
 
+std::string JobLine(const std::string& name, int64_t iterations, double seconds, const TransportCounters& tc,
+                    const NetJobStats& s) {
+  const double secs = std::max(1e-9, seconds);
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << "Network: " << name << " ran " << iterations << " iterations in " << secs
+     << " s (" << iterations / secs << " iter/s); sent " << std::setprecision(3) << tc.bytes_sent * 1e-9
+     << " GB, received " << tc.bytes_received * 1e-9 << " GB (" << (tc.bytes_sent + tc.bytes_received) * 8e-9 / secs
+     << " Gbit/s); " << s.lost << " frames lost (" << std::setprecision(2) << (tc.sent ? 100.0 * s.lost / tc.sent : 0.0)
+     << "% of sent); " << s.reshares << " re-shares; refused: " << RefusedText(s);
+  return os.str();
+}
+
 std::vector<StragglerWatch::Change> StragglerWatch::Window(const std::vector<Rate>& rates) {
   std::vector<double> training;
   for (const Rate& r : rates) {

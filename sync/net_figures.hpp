@@ -61,6 +61,11 @@ std::string RefusedText(const NetJobStats& s);
 // sweeps/s, Gbit/s, losses, staleness, weight, re-shares, refusals, quorum, recoveries.
 std::string NetLine(const NetJobStats& s);
 
+// "Network: machine 0 ran 6000 iterations in 51.2 s (117.2 iter/s); sent 1.2 GB, ...": what
+// machine `name` did over the whole job (`seconds` since it attached), for the log at its end.
+std::string JobLine(const std::string& name, int64_t iterations, double seconds, const TransportCounters& tc,
+                    const NetJobStats& s);
+
 // Rate windows (of a second or more) in a row below the bound before a machine is named a
 // straggler.
 inline constexpr int kStragglerSeconds = 2;

@@ -167,15 +167,7 @@ void NetJob::Finish() {
   if (figures_.sink()) figures_.sink()->OnNetwork(s);
   if (!opt_.log) return;
   // What this machine did over the whole job, for the log (and tools that read it).
-  const int64_t mine = LocalIterations();
-  const double secs = std::max(1e-9, Seconds(Clock::now() - attached_at_));
-  const TransportCounters tc = wire_.counters();
-  LOG(INFO) << std::fixed << std::setprecision(1) << "Network: " << Name(opt_.rank) << " ran " << mine
-            << " iterations in " << secs << " s (" << mine / secs << " iter/s); sent "
-            << std::setprecision(3) << tc.bytes_sent * 1e-9 << " GB, received " << tc.bytes_received * 1e-9
-            << " GB (" << (tc.bytes_sent + tc.bytes_received) * 8e-9 / secs << " Gbit/s); " << s.lost
-            << " frames lost (" << std::setprecision(2) << (tc.sent ? 100.0 * s.lost / tc.sent : 0.0)
-            << "% of sent); " << shares_.reshares() << " re-shares; refused: " << RefusedText(s);
+  LOG(INFO) << JobLine(Name(opt_.rank), LocalIterations(), Seconds(Clock::now() - attached_at_), wire_.counters(), s);
 }
 
 bool NetJob::leads() const { return bridge_.leader() == opt_.rank; }
@@ -440,23 +432,7 @@ ControlState NetJob::Told() const {
   return s;
 }
 
-void NetJob::SendControl() {
-  const Clock::time_point now = Clock::now();
-  auto [h, b] = control_.Round(Told());
-  for (int r = 0; r < opt_.machines; ++r) {
-    if (r == opt_.rank) continue;
-    std::byte* slot = wire_.AcquireSend();
-    if (!slot) {
-      wire_.Flush();
-      if (!(slot = wire_.AcquireSend())) return;  // try again next turn (not Sent)
-    }
-    control_.EchoTo(r, &b);
-    std::memcpy(slot, &b, sizeof b);
-    wire_.CommitSend(Dest::Peer(static_cast<PeerId>(r)), h);
-  }
-  wire_.Flush();
-  control_.Sent(now);
-}
+void NetJob::SendControl() { control_.Send(wire_, Told(), Clock::now()); }
 
 void NetJob::CheckLiveness() {
   for (int r : members_.CheckLiveness(Clock::now(), opt_.dead_ms))
@@ -559,10 +535,8 @@ bool NetJob::Admit(PeerId r, const std::string& address) {
   // One at a time, the next rank, while training; not where every machine's part is fixed
   // (bsp and gsp's groups, --svb's factors), and not while an earlier one is still unproven.
   if (phase_ != Phase::kTraining || r != static_cast<PeerId>(opt_.machines) || !opt_.machine_group.empty() ||
-      svb_ || leave_.leaving())
+      svb_ || leave_.leaving() || members_.AnyAdmittedUnheard())
     return false;
-  for (int q = 0; q < opt_.machines; ++q)
-    if (members_[q].admitted && !members_[q].heard && !members_[q].left) return false;
   Grow(opt_.machines + 1);
   NetMember& p = members_[static_cast<int>(r)];
   p.admitted = true;

@@ -152,6 +152,12 @@ int NetMembers::ChooseLeader(Clock::time_point now, uint32_t dead_ms) {
   return leader;
 }
 
+bool NetMembers::AnyAdmittedUnheard() const {
+  for (const NetMember& p : m_)
+    if (p.admitted && !p.heard && !p.left) return true;
+  return false;
+}
+
 std::vector<PeerId> NetMembers::ReadyRanks() const {
   std::vector<PeerId> ready;
   for (int r = 0; r < machines_; ++r)

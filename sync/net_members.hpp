@@ -112,6 +112,9 @@ class NetMembers {
   int ChooseLeader(Clock::time_point now, uint32_t dead_ms);
   int leader() const { return leader_; }
 
+  // A machine admitted while the job ran that has not been heard from yet (nor left): the next
+  // waits for it.
+  bool AnyAdmittedUnheard() const;
   std::vector<PeerId> ReadyRanks() const;  // in rank order: who owns chunks
   std::vector<bool> LiveRanks() const;     // per rank (this one live)
   int LiveOthers() const;

@@ -184,3 +184,26 @@ TEST(NetControlTest, AClockIsBoundedByWhatItsMachineCouldHaveRun) {
 
 }  // namespace
 }  // namespace hogstream
+
+namespace hogstream {
+namespace {
+
+// When a round is due: a heartbeat after the last one sent; an answer asked for (a hello to
+// echo) 2 ms after it, not sooner (forged hellos must not make a machine send one message each).
+TEST(NetControlTest, ARoundIsDueEveryHeartbeatAndAnAnswerAfterTwoMilliseconds) {
+  using std::chrono::milliseconds;
+  NetControlChannel c(0, 2, 7);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(c.Due(t0, 20)) << "never sent: due";
+  c.Sent(t0);
+  EXPECT_FALSE(c.Due(t0 + milliseconds(19), 20));
+  EXPECT_TRUE(c.Due(t0 + milliseconds(20), 20));
+  c.Sent(t0 + milliseconds(20));
+  c.AnswerSoon();
+  EXPECT_FALSE(c.Due(t0 + milliseconds(21), 20)) << "within 2 ms of the last";
+  EXPECT_TRUE(c.Due(t0 + milliseconds(22), 20));
+  EXPECT_FALSE(c.Due(t0 + milliseconds(23), 20)) << "the answer taken: back to the heartbeat";
+}
+
+}  // namespace
+}  // namespace hogstream

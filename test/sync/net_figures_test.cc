@@ -114,6 +114,22 @@ TEST(NetFiguresTest, TheLogLinesSayWhatWasRefusedAndWhoLags) {
   EXPECT_EQ(MachineName(5, {"a"}), "machine 5");
 }
 
+TEST(NetFiguresTest, TheJobsLineSaysWhatThisMachineDid) {
+  TransportCounters tc;
+  tc.sent = 1000;
+  tc.bytes_sent = 2'000'000'000;
+  tc.bytes_received = 500'000'000;
+  NetJobStats s;
+  s.lost = 5;
+  s.reshares = 2;
+  const std::string line = JobLine("machine 1", 600, 10, tc, s);
+  EXPECT_EQ(line.rfind("Network: machine 1 ran 600 iterations in 10.0 s (60.0 iter/s); sent 2.000 GB, received 0.500 GB "
+                       "(2.000 Gbit/s); 5 frames lost (0.50% of sent); 2 re-shares; refused: 0 foreign",
+                       0),
+            0u)
+      << line;
+}
+
 TEST(NetFiguresTest, ARefusalIsNamedOncePerSenderAndReason) {
   NetFigures f(0.5);
   EXPECT_TRUE(f.FirstRefusal(3, false));

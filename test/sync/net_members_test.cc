@@ -334,3 +334,24 @@ TEST(NetMembersTest, RandomRostersLeadByTheLowestLiveReadyRank) {
 
 }  // namespace
 }  // namespace hogstream
+
+namespace hogstream {
+namespace {
+
+TEST(NetMembersTest, AMachineAdmittedButNotYetHeardHoldsTheNextBack) {
+  const auto t0 = std::chrono::steady_clock::now();
+  NetMembers m(0, 2);
+  EXPECT_FALSE(m.AnyAdmittedUnheard());
+  m.Grow(3);
+  m[2].admitted = true;
+  EXPECT_TRUE(m.AnyAdmittedUnheard());
+  m.Hear(2, t0, ControlState{}, false);
+  EXPECT_FALSE(m.AnyAdmittedUnheard()) << "heard: the next may be admitted";
+  m.Grow(4);
+  m[3].admitted = true;
+  m[3].left = true;
+  EXPECT_FALSE(m.AnyAdmittedUnheard()) << "one that left holds nothing back";
+}
+
+}  // namespace
+}  // namespace hogstream
