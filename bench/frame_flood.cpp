@@ -92,7 +92,7 @@ std::vector<Where> Machines(const std::string& text) {
   hogstream::UrlRules rules;
   rules.flag = "MACHINES";
   const hogstream::PeerList list = hogstream::ParseTransportUrl(url, rules);
-  if (list.scheme != hogstream::PeerScheme::kUdp) throw std::runtime_error("MACHINES are udp addresses");
+  if (list.scheme != "udp") throw std::runtime_error("MACHINES are udp addresses");
   std::vector<Where> all;
   for (const hogstream::PeerEntry& e : list.peers) {
     Where w;

@@ -358,7 +358,7 @@ std::string Unschemed(const std::string& text) {
 // interface (raw).
 std::pair<int, std::string> LocalEnd(const PeerList& list, const LinkBenchOptions& opt) {
   LocalAddresses local = ReadLocalAddresses();
-  const bool raw = list.scheme == PeerScheme::kRaw;
+  const bool raw = list.scheme == "raw";
   if (raw && !opt.where[0].empty()) {  // --where picks the NIC
     std::erase_if(local.macs, [&](const auto& m) { return m.first != opt.where[0]; });
   }
@@ -379,9 +379,9 @@ PeerEnd OpenPeerEnd(const LinkBenchOptions& opt, uint32_t payload) {
   const PeerList list = ParsePeers(opt.peers);
   HS_REQUIRE(list.peers.size() == 2) << "bench --peers takes exactly two entries (the two ends of one link), got "
                                      << list.peers.size() << " in '" << opt.peers << "'";
-  const std::string scheme = SchemeName(list.scheme);
+  const std::string scheme = list.scheme;
   HS_REQUIRE(scheme == opt.transport) << "--peers=" << scheme << "://... does not match --transport=" << opt.transport;
-  HS_REQUIRE(list.scheme == PeerScheme::kUdp || list.scheme == PeerScheme::kRaw)
+  HS_REQUIRE(list.scheme == "udp" || list.scheme == "raw")
       << "bench --peers works over udp:// or raw://, got '" << scheme << "://'";
   const auto [local, iface] = LocalEnd(list, opt);
   OpenOptions o = LinkOptions(opt, payload);
@@ -389,7 +389,7 @@ PeerEnd OpenPeerEnd(const LinkBenchOptions& opt, uint32_t payload) {
   o.iface = iface;
   o.peer_timeout_ms = 5000;
   o.multicast = opt.multicast;  // udp: the group's port is end 1's port + 1, the same on both ends
-  if (!opt.multicast.empty() && list.scheme == PeerScheme::kUdp)
+  if (!opt.multicast.empty() && list.scheme == "udp")
     o.multicast.append(":").append(std::to_string(list.peers[1].port + 1));
   PeerEnd end;
   end.t = OpenTransport(list, o);

@@ -6,6 +6,7 @@
 #include "sync/hogwild.hpp"
 #include "sync/net_job.hpp"
 #include "sync/simulate.hpp"
+#include "transport/registry.hpp"
 
 namespace hogstream {
 namespace {
@@ -117,10 +118,10 @@ Specs TrainFlags() {
                     {"solvers", "[gpu:]*N", "",
                      "Hogwild solvers: 4 = four CPU threads, 0:0:2 = two on GPU 0 and two CPU (default: 1, or "
                      "this machine's solvers= in a topology file)"},
-                    {"peers", "udp://HOST:PORT,...|raw://MAC,...|verbs://HOST:PORT,...|@FILE", "",
+                    {"peers", TransportUsage() + "|@FILE", "",
                      "one machine of a job across these machines (default: this host alone)"},
-                    {"rendezvous", "[udp|raw|verbs://]HOST:PORT", "",
-                     "one machine of a job whose list comes from a store at HOST:PORT, served by rank 0 (default: "
+                    {"rendezvous", "[SCHEME://]HOST:PORT", "",
+                     "one machine of a job whose list comes from a store at HOST:PORT, served by rank 0, training over SCHEME (" + TransportList(true) + ", default udp) (default: "
                      "torchrun's MASTER_ADDR:MASTER_PORT, srun's first node or mpirun's host where one launched "
                      "this process with more than one rank)"},
                     {"machines", "N", "", "--rendezvous: the job's machines (default: the launcher's WORLD_SIZE, "

@@ -8,6 +8,7 @@
 
 #include "base/common.hpp"
 #include "sync/net_job.hpp"
+#include "transport/registry.hpp"
 
 namespace hogstream {
 
@@ -57,23 +58,17 @@ PeerList ParseRawBinPeers(const std::string& text) {
     return ParsePeers(spec);  // ',' at the end is a blank entry, ignored
   }
   PeerList list = ParsePeers(text);
-  HS_REQUIRE(list.scheme == PeerScheme::kRaw) << "peers '" << text << "' are not raw:// MACs";
+  HS_REQUIRE(list.scheme == "raw") << "peers '" << text << "' are not raw:// MACs";
   return list;
 }
 
 std::vector<std::pair<int, std::string>> LocalEntries(const PeerList& list, const LocalAddresses& local) {
   std::vector<std::pair<int, std::string>> mine;
+  const TransportScheme* scheme = FindTransport(list.scheme);
+  if (!scheme || !scheme->is_here) return mine;
   for (int r = 0; r < static_cast<int>(list.peers.size()); ++r) {
-    const PeerEntry& e = list.peers[r];
-    if (list.scheme != PeerScheme::kRaw) {
-      if (std::find(local.ipv4.begin(), local.ipv4.end(), e.ip) != local.ipv4.end()) mine.emplace_back(r, "");
-      continue;
-    }
-    for (const auto& [name, mac] : local.macs) {
-      if (mac != e.mac) continue;
-      mine.emplace_back(r, name);
-      break;
-    }
+    std::string iface;
+    if (scheme->is_here(list.peers[r], local, &iface)) mine.emplace_back(r, iface);
   }
   return mine;
 }
@@ -114,12 +109,8 @@ SelfRank FindSelf(const PeerList& list, const LocalAddresses& local,
     return pick(launched, launcher->rank_var);
   }
   if (mine.empty()) {
-    std::vector<std::string> have;
-    if (list.scheme != PeerScheme::kRaw) {
-      have = local.ipv4;
-    } else {
-      for (const auto& [name, mac] : local.macs) have.push_back(name + " " + FormatMac(mac));
-    }
+    const TransportScheme* scheme = FindTransport(list.scheme);
+    const std::vector<std::string> have = scheme && scheme->local_text ? scheme->local_text(local) : local.ipv4;
     HS_FAIL() << "none of the " << n << " --peers entries is an address of this machine (local: " << Join(have)
               << ")";
   }
@@ -162,13 +153,10 @@ std::unique_ptr<Transport> OpenPeers(const PeerList& list, const SelfRank& self,
   o.heartbeat_ms = 0;  // one liveness: the job's control messages (no transport heartbeats, no timeout)
   o.verbs_api = opt.verbs_api;
   o.exchange_timeout = opt.exchange_timeout;
-  if (list.scheme == PeerScheme::kVerbs) {
-    // UD drops a message that finds no receive buffer posted (RNR), so post as many as the job
-    // may have in flight to this machine: a window of positions from each other master and one
-    // of deltas answering ours, per machine, plus room for control messages and a held batch.
-    const uint32_t window = NetJobOptions{}.window;
-    o.recv_slots = static_cast<uint32_t>(std::min<size_t>(16384, 2 * window * (list.peers.size() - 1) + 256));
-  }
+  // What the job may have in flight to this machine from each other one: a window of positions
+  // from its master and one of deltas answering ours (a transport that drops what finds no
+  // receive buffer sizes its buffers from it).
+  o.in_flight = 2 * NetJobOptions{}.window;
   return OpenTransport(list, o);
 }
 

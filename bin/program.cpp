@@ -4,6 +4,7 @@
 #include "sync/wire.hpp"
 #include "transport/fault/endpoint.hpp"
 #include "transport/frame.hpp"
+#include "transport/registry.hpp"
 
 #include "core/signals.hpp"
 #include "data/data_layer.hpp"
@@ -120,10 +121,19 @@ std::vector<double> ShareWeights(const std::string& text, int machines) {
   return w;
 }
 
+// "udp://": the schemes that can take a new machine into a running job.
+std::string AdmittingSchemes() {
+  std::string out;
+  for (const TransportScheme* s : Transports())
+    if (s->admits) out += (out.empty() ? "" : ", ") + s->name + "://";
+  return out.empty() ? "no transport of this build" : out;
+}
+
 // A job whose frames carry no key, on addresses beyond this host, says so once.
 void WarnUnkeyed(const PeerList& list) {
+  const TransportScheme* scheme = FindTransport(list.scheme);
   const bool beyond = std::any_of(list.peers.begin(), list.peers.end(), [&](const PeerEntry& e) {
-    return list.scheme == PeerScheme::kRaw || e.ip.rfind("127.", 0) != 0;
+    return !scheme || !scheme->leaves_host || scheme->leaves_host(e);
   });
   LOG_IF(WARNING, beyond) << "Network: this job's frames carry no key: anyone on its network who spoofs a machine's "
                              "address can stop, end or poison it (give --job-key=FILE, or start it with --rendezvous)";
@@ -163,8 +173,10 @@ std::unique_ptr<NetJob> NetJobFromFlags(const Flags& f, const std::string& peers
   const bool join = f.has("join");
   const int listed = static_cast<int>(list.peers.size());
   if (join) {
-    HS_REQUIRE(list.scheme == PeerScheme::kUdp)
-        << "--join: only udp:// can take a new machine into a running job (raw and verbs know their machines at the start)";
+    const TransportScheme* scheme = FindTransport(list.scheme);
+    HS_REQUIRE(scheme && scheme->admits) << "--join: " << list.scheme << ":// cannot take a new machine into a "
+                                         << "running job (its machines are known at the start); " << AdmittingSchemes()
+                                         << " can";
     HS_REQUIRE(f.has("job-key")) << "--join needs the job's --job-key: the others admit a new machine only on frames "
                                     "sealed with it";
     HS_REQUIRE(listed >= 2 && self.rank == listed - 1)

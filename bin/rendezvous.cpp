@@ -19,7 +19,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -42,7 +41,7 @@
 #include "base/hash.hpp"
 #include "bin/peers.hpp"
 #include "glog/logging.h"
-#include "transport/raw/device.hpp"
+#include "transport/registry.hpp"
 
 namespace hogstream {
 
@@ -284,7 +283,7 @@ class Store {
     }
     std::vector<std::string> entries(static_cast<size_t>(plan_.machines));
     for (const Visitor& x : v) entries[static_cast<size_t>(x.rank)] = x.entry;
-    std::string spec = std::string(SchemeName(plan_.scheme)) + "://";
+    std::string spec = plan_.scheme + "://";
     for (size_t r = 0; r < entries.size(); ++r) spec += (r ? "," : "") + entries[r];
     const std::string bad = NotAList(spec);
     for (Visitor& x : v) {
@@ -406,8 +405,7 @@ class Store {
       if (!MacOk(*opt_.key, x->challenge + "\n" + signed_part, f["mac"])) return "its --job-key is not the job's";
     }
     if (f["job"] != job_) return "it names another job (--job) than the store's";
-    if (f["scheme"] != SchemeName(plan_.scheme))
-      return "it trains over " + f["scheme"] + ", the job over " + SchemeName(plan_.scheme);
+    if (f["scheme"] != plan_.scheme) return "it trains over " + f["scheme"] + ", the job over " + plan_.scheme;
     const bool join = f["join"] == "1";
     if (join && !started_) return "it joins a running job (--join), and this one has not started";
     if (!join && started_) return "the job has started: a new machine joins it with --join (and the job's --job-key)";
@@ -472,34 +470,13 @@ Fd Listen(const RendezvousPlan& plan, bool may_fail) {
   return fd;
 }
 
-// This machine's entry for the job, on the address it reaches the store from: udp and verbs
-// "IP:PORT" on a port held (returned in *hold) until its endpoint opens; raw, the MAC of the
-// interface with that address.
-std::string OwnEntry(PeerScheme scheme, const sockaddr_in& local, std::shared_ptr<void>* hold) {
-  const std::string ip = Ip(local);
-  if (scheme == PeerScheme::kRaw) {
-    ifaddrs* all = nullptr;
-    HS_REQUIRE(getifaddrs(&all) == 0) << "rendezvous: getifaddrs: " << std::strerror(errno);
-    std::string name;
-    for (ifaddrs* i = all; i; i = i->ifa_next)
-      if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-          reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == local.sin_addr.s_addr)
-        name = i->ifa_name;
-    freeifaddrs(all);
-    for (const auto& [iface, mac] : ReadLocalAddresses().macs)
-      if (iface == name) return FormatMac(mac);
-    HS_FAIL() << "rendezvous: raw:// trains on the interface this machine reaches the store from (" << ip
-              << ", interface '" << name << "'), which has no MAC";
-  }
-  auto fd = std::make_shared<Fd>(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  sockaddr_in a = local;
-  a.sin_port = 0;
-  HS_REQUIRE(fd->fd >= 0 && bind(fd->fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0)
-      << "rendezvous: no udp port free on " << ip << ": " << std::strerror(errno);
-  socklen_t len = sizeof a;
-  getsockname(fd->fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *hold = fd;
-  return ip + ":" + std::to_string(ntohs(a.sin_port));
+// This machine's entry for the job, on the address it reaches the store from, as its scheme
+// writes one (TransportScheme::own_entry: a port held in *hold until its endpoint opens, or an
+// interface's MAC).
+std::string OwnEntry(const std::string& scheme, const sockaddr_in& local, std::shared_ptr<void>* hold) {
+  const TransportScheme* s = FindTransport(scheme);
+  HS_REQUIRE(s && s->own_entry) << "rendezvous: " << scheme << ":// cannot name this machine for a rendezvous";
+  return s->own_entry(local, hold);
 }
 
 // Connects to the store, trying again until the deadline (its machine may start later).
@@ -527,10 +504,10 @@ std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced
     const size_t sep = text.find("://");
     if (sep != std::string::npos) {
       const std::string scheme = text.substr(0, sep);
-      if (scheme == "udp") p.scheme = PeerScheme::kUdp;
-      else if (scheme == "raw") p.scheme = PeerScheme::kRaw;
-      else if (scheme == "verbs") p.scheme = PeerScheme::kVerbs;
-      else HS_FAIL() << "--rendezvous: unknown scheme '" << scheme << "' (udp, raw or verbs)";
+      const TransportScheme* known = FindTransport(scheme);
+      HS_REQUIRE(known && known->machines && known->own_entry)
+          << "--rendezvous: unknown scheme '" << scheme << "' (" << TransportList(true) << ")";
+      p.scheme = scheme;
       text = text.substr(sep + 3);
     }
     HostPort(text, "--rendezvous", &p);
@@ -638,7 +615,7 @@ Rendezvoused Rendezvous(const RendezvousPlan& plan, const RendezvousOptions& opt
   unsigned char pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES];
   crypto_box_keypair(pk, sk);
   std::string hello = "hello job=" + JobHex(opt.job) + " machines=" + std::to_string(me.machines) +
-                      " rank=" + std::to_string(me.rank) + " scheme=" + SchemeName(me.scheme) + " entry=" + entry +
+                      " rank=" + std::to_string(me.rank) + " scheme=" + me.scheme + " entry=" + entry +
                       " pk=" + Hex(pk, sizeof pk) + (opt.join ? " join=1" : "");
   const std::string signed_hello = hello;
   if (opt.key) hello += " mac=" + Hmac(*opt.key, challenge + "\n" + signed_hello);

@@ -28,7 +28,7 @@ namespace hogstream {
 
 // Where the store is and what this machine knows of itself before it asks.
 struct RendezvousPlan {
-  PeerScheme scheme = PeerScheme::kUdp;  // the transport the job trains on
+  std::string scheme = "udp";  // the transport the job trains on (a registered scheme)
   std::string host;                      // the store's address
   uint16_t port = 0;
   int rank = -1;      // -1: not known; the store gives ranks in the order machines come

@@ -182,7 +182,11 @@ bool SharedGroup::WaitUntil(const std::function<bool()>& done, Clock::time_point
 
 void MachineGroup::AwaitGo() {
   if (!paused()) return;  // (each iteration: no wait set up while the machine is not cut off)
-  WaitUntil([&] { return !paused() || Stopping(); }, Clock::time_point::max());
+  if (WaitUntil([&] { return !paused() || Stopping(); }, Clock::now() + pause_limit_)) return;
+  LOG_IF(ERROR, log_) << "Network: this machine's solvers waited " << pause_limit_.count() / 1000.0
+                      << " s for the job's majority and the network daemon neither ended the wait nor gave up: "
+                         "stopping";
+  Stop();
 }
 
 void MachineGroup::SetLeads(bool leads) {
@@ -215,7 +219,9 @@ void MachineGroup::SetLeaving() {
 }
 
 void MachineGroup::AwaitDrain() {
-  WaitUntil([&] { return !holding_final(); }, Clock::time_point::max());
+  if (WaitUntil([&] { return !holding_final(); }, Clock::now() + hold_limit_)) return;
+  LOG_IF(WARNING, log_) << "Network: the network daemon held the final snapshot " << hold_limit_.count() / 1000.0
+                        << " s without releasing it: taking it with the weights here";
 }
 
 }  // namespace hogstream

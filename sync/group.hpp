@@ -78,8 +78,26 @@ class SharedGroup : public Group {
   bool StoppedEarly() const override { return g_->stop.load() || g_->stop_requested.load(); }
   void Ended(bool ok) override;
 
-  SolverGroup& shared() { return *g_; }
-  const SolverGroup& shared() const { return *g_; }
+  // --- Named operations for the network daemon (sync/net_job.hpp), which never touches the
+  // counters themselves.
+  int64_t DoneBy(int rank) const { return g_->done[rank].load(std::memory_order_relaxed); }  // iterations it completed
+  bool FinishedRank(int rank) const { return g_->finished[rank].load() != 0; }  // its training is over
+  bool Testing() const { return g_->testing.load(std::memory_order_relaxed) > 0; }  // a test pass runs
+  bool StopRequested() const { return g_->stop_requested.load() != 0; }
+  bool JobDone() const { return g_->job_done.load() != 0; }
+  // The other machines' new iterations join the global iteration.
+  void AddOthers(int64_t iterations) { g_->iter.fetch_add(iterations, std::memory_order_relaxed); }
+  // A joiner takes the running job's global iteration.
+  void TakeGlobalIteration(int64_t iter) { g_->iter.store(iter); }
+  // Snapshot requests made on other machines (the leader acts on each).
+  void PassSnapshotRequests(int64_t n) { g_->snapshot_requests.fetch_add(n); }
+  // --- For the runner (sync/hogwild.cpp): this process's `n` ranks (the first returned), and
+  // its pulse for them.
+  int JoinRanks(int n) { return g_->solvers.fetch_add(n); }
+  void Beat(int first_rank, int n, int64_t now_ms) {
+    for (int k = first_rank; k < first_rank + n; ++k) g_->heartbeat_ms[k].store(now_ms);
+  }
+  bool Gone(int rank) const { return g_->gone[rank].load() != 0; }
   // `rank` is a rank of the job whose process beats and which has not left on an error.
   bool Live(int rank) const;
   // `rank` left on an error (its process may still beat): it never acts again; the job stops.
@@ -135,6 +153,14 @@ class MachineGroup : public SharedGroup {
   // and return (Finish: kFollow); the job goes on without it.
   void SetLeaving();
   void ForgetLeave() { leave_asked_.store(0); }  // a request that cannot be met (said why)
+  // The longest the daemon's own waits may keep a solver: paused while cut off (the daemon
+  // gives up after its quorum wait) and the final snapshot held (the daemon releases it after
+  // its drain). Past them the daemon has failed: a paused solver stops the job with one line,
+  // the held snapshot is taken with what is here. Before Attach's start; default an hour each.
+  void set_wait_limits(std::chrono::milliseconds paused, std::chrono::milliseconds held) {
+    pause_limit_ = paused;
+    hold_limit_ = held;
+  }
 
   // --- Read by the daemon and tests.
   bool leads() const { return leads_.load() != 0; }
@@ -160,6 +186,7 @@ class MachineGroup : public SharedGroup {
   std::atomic<int32_t> paused_{0};
   std::atomic<int32_t> final_failed_{0};
   std::atomic<int32_t> leave_asked_{0}, leaving_{0};
+  std::chrono::milliseconds pause_limit_{std::chrono::hours(1)}, hold_limit_{std::chrono::hours(1)};
 };
 
 }  // namespace hogstream

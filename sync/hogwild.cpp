@@ -333,14 +333,14 @@ void OpenSharedWeights(Run& r, Solver& first) {
     r.job = std::make_unique<SharedGroup>(r.group, opt.log);
   }
   const int n = r.plan.n;
-  r.base_rank = r.group->solvers.fetch_add(n);
+  r.base_rank = r.job->JoinRanks(n);
   HS_REQUIRE(r.base_rank + n <= SolverGroup::kMaxSolvers)
       << "the job already has " << r.base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
   if (r.creator) {
     if (!opt.weights.empty()) net.CopyTrainedLayersFromFiles(opt.weights);
     if (!opt.resume.empty()) {
       first.Restore(opt.resume);
-      r.group->iter.store(first.iter());
+      r.job->TakeGlobalIteration(first.iter());
     }
     std::memcpy(r.master, net.param_data(), floats * sizeof(float));
   }
@@ -451,7 +451,7 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
     }
   }
   r.policy = std::make_unique<PolicyRun>(plan.local, r.group, ranks, copies, targets, floats,
-                                         [&r](int k) { return !r.group->gone[r.locals[k].rank].load(); });
+                                         [&r](int k) { return !r.job->Gone(r.locals[k].rank); });
   r.policy->set_exchange([&r](int k) { r.locals[k].segment->Sweep(); });
   r.policy->set_refresh([&r](int k) { r.locals[k].segment->AwaitSweeps(2, r.plan.local.timeout); });
   if (plan.net_rounds) {
@@ -673,7 +673,7 @@ void StartHeartbeat(Run& r) {
     NameThisThread("hs-heartbeat");
     while (!r.heartbeat_stop.load()) {
       const int64_t now = HeartbeatNowMs();
-      for (int k = r.base_rank; k < r.base_rank + r.plan.n; ++k) r.group->heartbeat_ms[k].store(now);
+      r.job->Beat(r.base_rank, r.plan.n, now);
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });

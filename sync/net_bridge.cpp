@@ -5,7 +5,7 @@ namespace hogstream {
 
 void NetBridge::CountOthers(NetMembers& members) {
   const int64_t more = members.TakeNewIterations();
-  if (more > 0) g_->shared().iter.fetch_add(more, std::memory_order_relaxed);
+  if (more > 0) g_->AddOthers(more);
 }
 
 NetBridge::Quorum NetBridge::WatchQuorum(Clock::time_point now, NetMembers& members, bool started, bool training,
@@ -42,7 +42,7 @@ int NetBridge::ChooseLeader(Clock::time_point now, NetMembers& members) {
 }
 
 bool NetBridge::PassRequests(NetMembers& members, NetEnd& end) {
-  if (g_->shared().stop_requested.load()) end.set_stop();
+  if (g_->StopRequested()) end.set_stop();
   for (int r = 0; r < members.machines(); ++r)
     if (r != rank_ && members[r].live) PassRequestsOf(r, members, end);
   return end.set_all_done(end.done() && members.AllLiveOthers(kNetDone));
@@ -57,13 +57,13 @@ void NetBridge::PassRequestsOf(int r, NetMembers& members, NetEnd& end) {
   }
   if (p.snapshots > p.snapshots_taken) {  // a snapshot request (SIGHUP) on that machine
     if (p.snapshots_taken >= 0) {
-      g_->shared().snapshot_requests.fetch_add(p.snapshots - p.snapshots_taken);
+      g_->PassSnapshotRequests(p.snapshots - p.snapshots_taken);
       snapshots_passed_ += p.snapshots - p.snapshots_taken;  // not this machine's own: never echoed
     }
     p.snapshots_taken = p.snapshots;
   }
   if (p.flags & kNetDone) {  // the leader has finished the job: whatever still trains stops
-    if (!end.done()) end.EndedBy(r, g_->shared().iter.load());  // who ended it, and where (FinishRun says so if early)
+    if (!end.done()) end.EndedBy(r, g_->Reached());  // who ended it, and where (FinishRun says so if early)
     if (p.flags & kNetKeep) g_->SetFailedElsewhere();  // before job_done: Finish reads it then
     g_->EndJob();
     end.set_done();  // and says so back, so the leader knows it was heard

@@ -118,6 +118,10 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
   for (int r = 0; r < opt_.machines; ++r)
     if (r != opt_.rank) endpoints_.slave().set_min_epoch(static_cast<PeerId>(r), std::numeric_limits<uint32_t>::max());
   g_->HoldFinal();
+  // (The daemon gives up after quorum_ms cut off, and a re-take ends within start_ms; it
+  // releases the hold within drain_ms of the end. Past those and twice dead_ms, it has failed.)
+  g_->set_wait_limits(std::chrono::milliseconds(opt_.quorum_ms + uint64_t{opt_.start_ms} + 2 * uint64_t{opt_.dead_ms}),
+                      std::chrono::milliseconds(opt_.drain_ms + 2 * uint64_t{opt_.dead_ms}));
   attached_at_ = Clock::now();
   g_->SetLeads(opt_.machines == 1);
   if (opt_.admit) transport_->set_admit([this](PeerId r, const std::string& address) { return Admit(r, address); });
@@ -174,7 +178,7 @@ bool NetJob::leads() const { return bridge_.leader() == opt_.rank; }
 
 int64_t NetJob::LocalIterations() const {
   int64_t n = 0;
-  for (int r = 0; g_ && r < local_; ++r) n += g_->shared().done[r].load(std::memory_order_relaxed);
+  for (int r = 0; g_ && r < local_; ++r) n += g_->DoneBy(r);
   return n;
 }
 
@@ -187,7 +191,7 @@ uint32_t NetJob::Flags() const {
   if (end_.done()) f |= kNetDone;
   if (end_.done() && g_ && g_->final_failed()) f |= kNetKeep;
   if (end_.stop()) f |= kNetStop;
-  if (g_ && g_->shared().testing.load(std::memory_order_relaxed) > 0) f |= kNetTesting;
+  if (g_ && g_->Testing()) f |= kNetTesting;
   if (leave_.leaving()) f |= kNetLeaving;
   if (leave_.left()) f |= kNetLeft;
   return f;
@@ -215,7 +219,7 @@ void NetJob::Run() {
       if (svb_) SendFactors();
     }
     wire_.Flush();
-    if (g_ && g_->shared().testing.load(std::memory_order_relaxed) > 0) members_[opt_.rank].tested = true;
+    if (g_ && g_->Testing()) members_[opt_.rank].tested = true;
     if (now - last_figures_ >= std::chrono::milliseconds(100)) Figures();
     if (now - last_clocks_ >= std::chrono::milliseconds(2)) {
       last_clocks_ = now;
@@ -264,7 +268,7 @@ bool NetJob::Start(Clock::time_point now) {
 void NetJob::JoinRunning(int64_t view) {
   phase_ = Phase::kJoining;
   joined_running_.store(true);
-  g_->shared().iter.store(view);
+  g_->TakeGlobalIteration(view);
   members_.CountAllAsTaken();  // their past is in `view` already
   LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " joins a running job at iteration "
                          << view << "; receiving the weights";
@@ -423,10 +427,10 @@ ControlState NetJob::Told() const {
   s.flags = Flags();
   s.first_epoch = shares_.first_epoch();  // every master epoch of this run is above it
   s.clock = LocalIterations();
-  s.view = g_ ? g_->shared().iter.load(std::memory_order_relaxed) : 0;
+  s.view = g_ ? g_->Reached() : 0;
   // How many of its iterations have gone out (what a synchronous round waits for).
   s.flushed = opt_.track_fresh ? rounds_.flushed_iter() : 0;
-  s.snapshots = g_ ? g_->shared().snapshot_requests.load(std::memory_order_relaxed) - bridge_.snapshots_passed() : 0;
+  s.snapshots = g_ ? g_->SnapshotRequests() - bridge_.snapshots_passed() : 0;
   s.solvers = std::max(1, local_);
   s.held = endpoints_.open() && !shares_.owners().empty() ? HeldFinals(members_, shares_.owners(), endpoints_.slave()) : 0;
   return s;
@@ -464,7 +468,7 @@ void NetJob::Reshare() {
 
 void NetJob::Post() {
   if (leave_.quiet()) return;  // leaving: the finals alone go out now
-  const uint64_t clock = static_cast<uint64_t>(g_->shared().iter.load(std::memory_order_relaxed));
+  const uint64_t clock = static_cast<uint64_t>(g_->Reached());
   endpoints_.Post(shares_.owned().size(), clock, LocalIterations(), Clock::now());
 }
 
@@ -476,7 +480,7 @@ void NetJob::Bridge() {
   if (bridge_.PassRequests(members_, end_)) News();
   Drain(now);
   LeaveOnNotice(now);
-  if (g_->shared().job_done.load() && members_.leader() == opt_.rank) end_.set_done();
+  if (g_->JobDone() && members_.leader() == opt_.rank) end_.set_done();
 }
 
 bool NetJob::WatchQuorum(Clock::time_point now) {
@@ -521,7 +525,7 @@ void NetJob::ChooseLeader(Clock::time_point now) {
 
 void NetJob::Drain(Clock::time_point now) {
   bool local_done = local_ > 0;
-  for (int r = 0; r < local_; ++r) local_done = local_done && g_->shared().finished[r].load();
+  for (int r = 0; r < local_; ++r) local_done = local_done && g_->FinishedRank(r);
   end_.Step(now, local_done, endpoints_, shares_);
   if (!end_.finished() || !g_->holding_final() || members_.leader() != opt_.rank) return;
   bool late = false;
@@ -568,7 +572,7 @@ void NetJob::LeaveOnNotice(Clock::time_point now) {
       LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " cannot leave the job on notice: " << cannot;
       return;
     }
-    leave_.Begin(now, g_->shared().iter.load());
+    leave_.Begin(now, g_->Reached());
     members_.set_leaving(true);
     ChooseLeader(now);  // the lead passes on before the solvers stop: none of them takes the final snapshot
     g_->SetLeaving();   // they stop after their iteration and return
@@ -599,7 +603,7 @@ void NetJob::BeginRecovery(const char* why) {
   members_.set_ready(false);  // the others stop taking this machine's positions and share its chunks out
   phase_ = Phase::kJoining;
   LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " " << why << " at iteration "
-                            << g_->shared().iter.load() << "; it hands over its chunks and re-takes the job's weights";
+                            << g_->Reached() << "; it hands over its chunks and re-takes the job's weights";
   Reshare();                        // owns nothing now
   endpoints_.slave().RetakeAll();   // every chunk's next position taken whole
 }
@@ -669,7 +673,7 @@ void NetJob::Figures(bool report) {
   in.leads = leads();
   in.log = opt_.log;
   in.names = &opt_.names;
-  in.global_iter = g_ ? g_->shared().iter.load() : 0;
+  in.global_iter = g_ ? g_->Reached() : 0;
   in.mine = LocalIterations();
   in.self_left = leave_.left();
   in.self_training = phase_ == Phase::kTraining && !end_.finished();

@@ -2,23 +2,24 @@
 // process), and OpenTransport / OpenTransports open the endpoint(s) behind the Transport
 // interface, each knowing every other as a peer (PeerId = the entry's rank, its position in the
 // url) and multicast group 0 when asked. Callers never construct a backend, nor call its
-// AddPeer / AddGroup with addresses or MACs: that happens here. Also here, once: the parser of
-// peer lists (`--peers`, `hogstream bench --peers`, frame_flood's MACHINES go through it), this
-// host's addresses, and the default payload of a UDP link.
+// AddPeer / AddGroup with addresses or MACs: each backend's registration does
+// (transport/registry.hpp; transport/<x>/open.cpp). Here: the url grammar, the parser of peer
+// lists (`--peers`, `hogstream bench --peers`, frame_flood's MACHINES go through it), this host's
+// addresses, and the dispatch to the scheme a url names.
 // Not for: deciding which entry this process is (bin/peers.hpp: FindSelf, from the addresses
 // and a launcher's environment), liveness (the caller's peer timeout), the wire (each backend),
 // discovery (every machine is in the url; verbs queue pair numbers are traded over UDP by
 // transport/verbs/exchange.hpp inside OpenTransport).
 //
 // Url grammar (what --peers took before this file existed, plus ends opened in this process):
-//   URL     := LIST | "@" FILE | "inproc://" [NAME]
+//   URL     := LIST | "@" FILE | SCHEME "://" WHOLE     (a scheme's url of its own: inproc://[NAME])
 //   LIST    := ENTRY ("," ENTRY)*     a FILE may also separate entries by newlines; '#' starts a
 //                                     comment; blank entries are ignored
 //   ENTRY   := [SCHEME "://"] ADDRESS (" " SETTING)*   the scheme on the first entry, repeated
 //                                     on any other (all agree); at most kMaxPeers entries
-//   udp     ADDRESS := HOST ":" PORT  HOST a name or IPv4 address (resolved, AF_INET), PORT 1..65535
-//   raw     ADDRESS := MAC            12 hex digits, or 6 pairs joined by ':'
-//   verbs   ADDRESS := HOST ":" PORT  where that machine trades its RDMA address (over UDP)
+//   ADDRESS := the scheme's own (TransportScheme::address): udp and verbs HOST:PORT (HOST a name
+//              or IPv4 address, resolved, AF_INET; PORT 1..65535; verbs trades its RDMA address
+//              there), raw a MAC (12 hex digits, or 6 pairs joined by ':')
 //   SETTING := solvers=SPEC | private | iface=NAME     a topology file's per-machine settings
 //                                     (configs/topology/); the factory reads only iface=
 // Only where every end is opened in this process (OpenTransports; UrlRules::here):
@@ -46,14 +47,12 @@
 #include <vector>
 
 #include "transport/frame.hpp"
-#include "transport/raw/device.hpp"
+#include "transport/raw/device.hpp"  // Mac
 #include "transport/transport.hpp"
 
 namespace hogstream {
 
 struct VerbsApi;
-
-enum class PeerScheme { kUdp, kRaw, kVerbs, kInproc };
 
 struct PeerEntry {
   std::string text;   // the address as the user wrote it (named in error messages)
@@ -68,11 +67,8 @@ struct PeerEntry {
   std::string iface;            // iface=NAME or %NAME: raw's interface, verbs' DEVICE[:PORT]
 };
 
-// "udp", "raw", "verbs", "inproc": the scheme's name in urls.
-const char* SchemeName(PeerScheme s);
-
 struct PeerList {
-  PeerScheme scheme = PeerScheme::kUdp;
+  std::string scheme;            // the registered scheme's name ("udp", "raw", ...)
   std::vector<PeerEntry> peers;  // index = rank
 };
 constexpr size_t kMaxPeers = 65534;
@@ -95,11 +91,6 @@ struct LocalAddresses {
 // getifaddrs in network namespace `netns` ("" = the calling thread's own).
 LocalAddresses ReadLocalAddresses(const std::string& netns = "");
 
-// The largest UDP payload (a multiple of 16) whose frame fits one datagram within `mtu`, so
-// nothing is fragmented: IPv4 + UDP headers (28 bytes), the frame header and its trailer (32
-// bytes keyed, 8 not), padded to 16. At most 32 KiB (loopback's MTU is 64 KiB); 8 KiB when
-// the MTU is unknown (0). The udp default of OpenOptions::max_payload.
-uint32_t UdpPayloadFor(uint32_t mtu, bool keyed);
 
 
 struct OpenOptions {
@@ -113,6 +104,9 @@ struct OpenOptions {
   uint32_t send_slots = 0;      // 0 = the backend's default
   uint32_t recv_slots = 0;      // udp, verbs; 0 = the backend's default
   uint32_t max_batch = 0;       // udp, raw, verbs; 0 = the backend's default
+  // Messages per peer that may be in flight to this end at once (0: unknown): a backend that
+  // drops what finds no receive buffer (verbs' UD) sizes its buffers from it.
+  uint32_t in_flight = 0;
   // Liveness: a heartbeat to every peer this often, and a peer silent for peer_timeout_ms (0: 10
   // heartbeats) is down. heartbeat_ms 0: no heartbeats and no timeout, for a caller whose own
   // messages decide who is alive (a job: sync/net_job.hpp's control messages).

@@ -263,13 +263,4 @@ class Transport {
   Status status_;  // under status_mu_
 };
 
-// Makes endpoints. Set-up never blocks: Open answers nullptr for "not ready yet" (a peer not
-// yet reachable, an address not yet resolved), and the caller calls it again later.
-class Device {
- public:
-  virtual ~Device() = default;
-  // Owner thread. The endpoint of peer `self`, or nullptr = not yet. A bad setting is an Error.
-  virtual std::unique_ptr<Transport> Open(PeerId self) = 0;
-};
-
 }  // namespace hogstream

@@ -26,6 +26,7 @@
 #include "test/test_seed.hpp"
 #include "test/transport/transport_test_util.hpp"
 #include "test/transport/veth.hpp"
+#include "transport/udp/device.hpp"
 #ifdef HOGSTREAM_VERBS
 #include "test/transport/verbs/fake_verbs.hpp"
 #endif
@@ -56,7 +57,7 @@ using test::Delivers;
 
 TEST(PeersParse, UdpHostsResolveAndKeepTheirText) {
   const PeerList l = ParsePeers("udp://127.0.0.1:9000,localhost:9001");
-  EXPECT_EQ(l.scheme, PeerScheme::kUdp);
+  EXPECT_EQ(l.scheme, "udp");
   ASSERT_EQ(l.peers.size(), 2u);
   EXPECT_EQ(l.peers[0].text, "udp://127.0.0.1:9000");
   EXPECT_EQ(l.peers[1].text, "localhost:9001");
@@ -69,7 +70,7 @@ TEST(PeersParse, UdpHostsResolveAndKeepTheirText) {
 
 TEST(PeersParse, RawTakesBothMacSpellings) {
   const PeerList l = ParsePeers("raw://0025908a56d8,00:25:90:8A:56:D9");
-  EXPECT_EQ(l.scheme, PeerScheme::kRaw);
+  EXPECT_EQ(l.scheme, "raw");
   ASSERT_EQ(l.peers.size(), 2u);
   EXPECT_EQ(l.peers[0].mac, (Mac{0x00, 0x25, 0x90, 0x8a, 0x56, 0xd8}));
   EXPECT_EQ(l.peers[1].mac, (Mac{0x00, 0x25, 0x90, 0x8a, 0x56, 0xd9}));
@@ -78,7 +79,7 @@ TEST(PeersParse, RawTakesBothMacSpellings) {
 
 TEST(PeersParse, VerbsEntriesAreWhereEachMachineTradesItsAddress) {
   const PeerList l = ParsePeers("verbs://127.0.0.1:7100,localhost:7101");
-  EXPECT_EQ(l.scheme, PeerScheme::kVerbs);
+  EXPECT_EQ(l.scheme, "verbs");
   ASSERT_EQ(l.peers.size(), 2u);
   EXPECT_EQ(l.peers[1].ip, "127.0.0.1");
   EXPECT_EQ(l.peers[1].port, 7101);
@@ -165,7 +166,7 @@ TEST(PeersParse, AtMost65534Machines) {
 
 TEST(PeersParse, RawBinPositionalForm) {
   PeerList l = ParseRawBinPeers("0025908a56d8:0025908a56d9:0025908A56DA");
-  EXPECT_EQ(l.scheme, PeerScheme::kRaw);
+  EXPECT_EQ(l.scheme, "raw");
   ASSERT_EQ(l.peers.size(), 3u);
   EXPECT_EQ(l.peers[2].mac, (Mac{0x00, 0x25, 0x90, 0x8a, 0x56, 0xda}));
   l = ParseRawBinPeers("raw://00:25:90:8a:56:d8,00:25:90:8a:56:d9");

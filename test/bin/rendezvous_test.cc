@@ -51,8 +51,8 @@ TEST(RendezvousPlanTest, FromTheFlagAndEachLaunchersVariables) {
       << "a rank alone names no store";
   std::optional<RendezvousPlan> p = PlanRendezvous("127.0.0.1:7000", -1, 3, {});
   EXPECT_EQ(Said(p), "127.0.0.1:7000 rank -1 of 3") << "the store gives the rank";
-  EXPECT_EQ(p->scheme, PeerScheme::kUdp);
-  EXPECT_EQ(PlanRendezvous("raw://store:9", 2, 3, {})->scheme, PeerScheme::kRaw);
+  EXPECT_EQ(p->scheme, "udp");
+  EXPECT_EQ(PlanRendezvous("raw://store:9", 2, 3, {})->scheme, "raw");
   EXPECT_EQ(PlanRendezvous("verbs://store:9", 2, 3, {})->rank, 2);
   // torchrun: MASTER_ADDR:MASTER_PORT, or the port after it where torchrun's agent holds it.
   const Env torchrun = {{"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"RANK", "2"}, {"WORLD_SIZE", "4"}};

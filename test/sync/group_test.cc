@@ -35,9 +35,10 @@ double Seconds(Clock::time_point since) { return std::chrono::duration<double>(C
 // Whatever a test asserted, its Finish threads return before their futures are destroyed (a
 // future of std::async waits for its thread): every rank finished, the job ended, bounded.
 struct EndsTheJob {
+  SolverGroup& g;
   SharedGroup& group;
   ~EndsTheJob() {
-    for (int r = 0; r < SolverGroup::kMaxSolvers; ++r) group.shared().finished[r].store(1);
+    for (int r = 0; r < SolverGroup::kMaxSolvers; ++r) g.finished[r].store(1);
     group.EndJob();
   }
 };
@@ -93,7 +94,7 @@ TEST(GroupTest, TheLeaderWaitsForTheOthersAndPassesOnAStopRequest) {
   Beat(g, 2);
   SharedGroup group(&g, false);
   auto finish = std::async(std::launch::async, [&] { return group.Finish(0); });
-  EndsTheJob bounded{group};
+  EndsTheJob bounded{g, group};
   EXPECT_EQ(finish.wait_for(200ms), std::future_status::timeout) << "the leader did not wait for rank 1";
   EXPECT_EQ(g.stop.load(), 0);
   group.Request(SolverAction::STOP);  // a signal to rank 1's process
@@ -114,7 +115,7 @@ TEST(GroupTest, AFollowerTakesTheEndOverFromALeaderThatStoppedBeating) {
   g.heartbeat_ms[0].store(HeartbeatNowMs() - 2 * kHeartbeatStaleMs);  // rank 0, the leader, is dead
   SharedGroup group(&g, false);
   auto finish = std::async(std::launch::async, [&] { return group.Finish(1); });
-  EndsTheJob bounded{group};
+  EndsTheJob bounded{g, group};
   ASSERT_EQ(finish.wait_for(5s), std::future_status::ready) << "the follower waits for a dead leader";
   EXPECT_EQ(finish.get(), Group::End::kTakeFinal);
   EXPECT_EQ(g.leader.load(), 1);
@@ -131,7 +132,7 @@ TEST(GroupTest, AMachineThatDoesNotLeadFollowsOrKeepsItsCopy) {
     group.SetLeads(false);
     auto first = std::async(std::launch::async, [&] { return group.Finish(0); });
     auto second = std::async(std::launch::async, [&] { return group.Finish(1); });
-    EndsTheJob bounded{group};
+    EndsTheJob bounded{g, group};
     EXPECT_EQ(first.wait_for(200ms), std::future_status::timeout) << "it ended before the leader did";
     if (failed) group.SetFailedElsewhere();
     group.EndJob();  // the network daemon hears the leader's "done"
@@ -140,6 +141,34 @@ TEST(GroupTest, AMachineThatDoesNotLeadFollowsOrKeepsItsCopy) {
     EXPECT_EQ(first.get(), failed ? Group::End::kKeepCopy : Group::End::kFollow);
     EXPECT_EQ(second.get(), Group::End::kFollow);
   }
+}
+
+// The daemon's own waits have limits: a machine paused longer than its daemon could keep it
+// (the daemon failed) stops with one line; a final snapshot held longer is taken anyway.
+TEST(GroupTest, ThePauseAndTheFinalHoldEndAtTheirLimits) {
+  SolverGroup g;
+  Beat(g, 1);
+  MachineGroup group(&g, false);
+  group.set_wait_limits(300ms, 300ms);
+  group.SetPaused(true);
+  auto go = std::async(std::launch::async, [&] {
+    group.AwaitGo();
+    return group.Stopping();
+  });
+  EXPECT_EQ(go.wait_for(150ms), std::future_status::timeout) << "a paused machine waits";
+  ASSERT_EQ(go.wait_for(5s), std::future_status::ready) << "the pause outlived its limit";
+  EXPECT_TRUE(go.get()) << "past the limit the job stops";
+  SolverGroup h;
+  Beat(h, 1);
+  MachineGroup held(&h, false);
+  held.set_wait_limits(300ms, 300ms);
+  held.HoldFinal();
+  const auto t0 = Clock::now();
+  auto finish = std::async(std::launch::async, [&] { return held.Finish(0); });
+  EndsTheJob bounded{h, held};
+  ASSERT_EQ(finish.wait_for(5s), std::future_status::ready) << "the hold outlived its limit";
+  EXPECT_EQ(finish.get(), Group::End::kTakeFinal);
+  EXPECT_GE(Seconds(t0), 0.29) << "the hold was kept until its limit";
 }
 
 // The leader's final snapshot holds what arrives in the network drain: Solve takes it only

@@ -148,7 +148,7 @@ class NetJobTest : public ::testing::Test {
     m.solver = std::thread([&m, iters, seed] {
       std::mt19937 rng(seed);
       std::uniform_int_distribution<size_t> at(0, (kFloats + kChunk - 1) / kChunk - 1);
-      for (int i = 0; i < iters && !m.group->shared().stop.load(); ++i) {
+      for (int i = 0; i < iters && !m.counters->stop.load(); ++i) {
         while (m.pause.load()) std::this_thread::sleep_for(1ms);
         for (int k = 0; k < 8; ++k) {
           const size_t c = at(rng);
@@ -160,15 +160,15 @@ class NetJobTest : public ::testing::Test {
             m.added[j] += d;
           }
         }
-        m.group->shared().iter.fetch_add(1);  // as a solver claims its iteration
-        m.group->shared().done[0].fetch_add(1);
+        m.counters->iter.fetch_add(1);  // as a solver claims its iteration
+        m.counters->done[0].fetch_add(1);
         std::this_thread::sleep_for(1ms + std::chrono::milliseconds(m.slow_ms.load()));
       }
     });
   }
   void EndTraining(int r) {
     if (m_[r].solver.joinable()) m_[r].solver.join();
-    m_[r].group->shared().finished[0].store(1);
+    m_[r].counters->finished[0].store(1);
   }
   // What the leader's final snapshot must hold: the initial weights plus every machine's sums.
   std::vector<float> Expected(const std::vector<int>& machines) const {
@@ -228,7 +228,7 @@ class NetJobTest : public ::testing::Test {
 
   void TearDown() override {
     for (Machine& m : m_) {  // a test that failed early leaves its stand-in solvers running
-      m.group->shared().stop.store(1);
+      m.counters->stop.store(1);
       if (m.solver.joinable()) m.solver.join();
     }
   }
@@ -253,12 +253,12 @@ void NetJobTest::TrainAllAndCheckTheLedger() {
   EXPECT_EQ(lead.leads(), 1);
   EXPECT_EQ(m_[1].group->leads(), 0);
   EXPECT_EQ(m_[2].group->leads(), 0);
-  EXPECT_EQ(lead.shared().iter.load(), 3 * 300) << "the global iteration is the sum over the machines";
+  EXPECT_EQ(lead.Reached(), 3 * 300) << "the global iteration is the sum over the machines";
   const std::vector<float> snapshot = m_[0].w;
   // Done: the others hear it and end.
   lead.Ended(true);
   for (int r = 1; r < kMachines; ++r)
-    EXPECT_TRUE(WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s)) << "machine " << r;
+    EXPECT_TRUE(WaitFor([&] { return m_[r].counters->job_done.load() == 1; }, 5s)) << "machine " << r;
   uint32_t owned = 0;
   for (int r = 0; r < kMachines; ++r) {
     ASSERT_TRUE(WaitFor([&] { return m_[r].job->stats().chunks > 0; }, 2s));
@@ -413,7 +413,7 @@ TEST_F(NetJobTest, EachDropIsCountedAgainstTheMachineItWasFor) {
   // The ledger sees the lost deltas (the bound the other tests hold).
   EXPECT_FALSE(LedgerHolds(m_[0].w, Expected({0, 1, 2}))) << "machine 1's dropped deltas are missing";
   lead.Ended(true);
-  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].counters->job_done.load() == 1; }, 5s);
   FinishAll();
 }
 
@@ -444,7 +444,7 @@ TEST_F(NetJobTest, ASlowMachineIsNamedAStragglerWithinSecondsAndNoLongerOnceItKe
       << "machine 2 kept up again but is still named";
   // A machine whose solver tests (the leader's test passes) makes no steps meanwhile: that is
   // not lagging. Machine 1 stands still for 3.5 s, testing.
-  m_[1].group->shared().testing.store(1);
+  m_[1].counters->testing.store(1);
   m_[1].pause.store(true);
   const auto still_until = std::chrono::steady_clock::now() + 3500ms;
   bool named = false;
@@ -454,13 +454,13 @@ TEST_F(NetJobTest, ASlowMachineIsNamedAStragglerWithinSecondsAndNoLongerOnceItKe
   }
   EXPECT_FALSE(named) << "a machine in a test pass was named a straggler";
   m_[1].pause.store(false);
-  m_[1].group->shared().testing.store(0);
-  for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);  // the stand-in solvers return
+  m_[1].counters->testing.store(0);
+  for (int r = 0; r < kMachines; ++r) m_[r].counters->stop.store(1);  // the stand-in solvers return
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   MachineGroup& lead = *m_[0].group;
   EXPECT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
   lead.Ended(true);
-  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].counters->job_done.load() == 1; }, 5s);
   FinishAll();
 }
 
@@ -518,7 +518,7 @@ TEST_F(NetJobTest, EachMachineSeesTheSlowestOtherMachinesClock) {
   MachineGroup& lead = *m_[0].group;
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
   lead.Ended(true);
-  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  for (int r = 1; r < kMachines; ++r) WaitFor([&] { return m_[r].counters->job_done.load() == 1; }, 5s);
   FinishAll();
 }
 
@@ -547,7 +547,7 @@ TEST_F(NetJobTest, InASynchronousGroupEachMachineSeesItsMatesFlushedClock) {
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
   EXPECT_TRUE(LedgerHolds(m_[0].w, Expected({1, 2})) << Drops()) << "the leader's weights hold every machine's progress, once";
   lead.Ended(true);
-  WaitFor([&] { return m_[2].group->shared().job_done.load() == 1; }, 5s);
+  WaitFor([&] { return m_[2].counters->job_done.load() == 1; }, 5s);
   m_[0].job->Finish();
   m_[2].job->Finish();
 }
@@ -583,7 +583,7 @@ TEST_F(NetJobTest, ASilentMachineIsTakenForDeadAndItsChunksReshared) {
   for (int r = 0; r < 2; ++r)
     for (size_t j = 0; j < kFloats; ++j) want[j] += m_[r].added[j];
   EXPECT_TRUE(LedgerHolds(m_[0].w, want)) << "all of phase 1 and the survivors' phase 2, once" << Drops();
-  EXPECT_EQ(m_[0].group->shared().iter.load(), 3 * 100 + 2 * 100);
+  EXPECT_EQ(m_[0].counters->iter.load(), 3 * 100 + 2 * 100);
   m_[0].group->Ended(true);
   for (int r = 0; r < 2; ++r) m_[r].job->Finish();
 }
@@ -601,7 +601,7 @@ void NetJobTest::LeaveMidRun(int leaver) {
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads(); }, 5s)) << "machine 0 never led";
   constexpr int kIters = 1000;
   for (int r = 0; r < kMachines; ++r) Train(r, r == leaver ? 1000000 : kIters, TestSeed() + r);
-  std::atomic<int64_t>& leaver_done = m_[leaver].group->shared().done[0];
+  std::atomic<int64_t>& leaver_done = m_[leaver].counters->done[0];
   ASSERT_TRUE(WaitFor([&] { return leaver_done.load() >= 150; }, 10s));
   std::vector<int> stay;
   for (int r = 0; r < kMachines; ++r)
@@ -627,10 +627,10 @@ void NetJobTest::LeaveMidRun(int leaver) {
   EXPECT_FALSE(m_[stay[1]].group->leads());
   for (int r : stay) EndTraining(r);
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s)) << "the leader never stopped holding";
-  EXPECT_EQ(lead.shared().iter.load(), 2 * kIters + leaver_done.load()) << "every iteration run, the leaver's too";
+  EXPECT_EQ(lead.Reached(), 2 * kIters + leaver_done.load()) << "every iteration run, the leaver's too";
   EXPECT_TRUE(LedgerHolds(m_[stay[0]].w, Expected({0, 1, 2})) << Drops()) << "every machine's work, the leaver's too, once";
   lead.Ended(true);
-  EXPECT_TRUE(WaitFor([&] { return m_[stay[1]].group->shared().job_done.load() == 1; }, 5s));
+  EXPECT_TRUE(WaitFor([&] { return m_[stay[1]].counters->job_done.load() == 1; }, 5s));
   for (int r : stay) m_[r].job->Finish();
 }
 
@@ -644,7 +644,7 @@ TEST_F(NetJobTest, AMachineLeavesOnNoticeAndNothingItComputedIsLost) { LeaveMidR
 TEST_F(NetJobTest, ANewMachineJoinsTheRunningJobAndTakesAShare) {
   AttachAll();
   for (int r = 0; r < kMachines; ++r) Train(r, 1500, TestSeed() + r);
-  ASSERT_TRUE(WaitFor([&] { return m_[0].group->shared().done[0].load() >= 100; }, 10s));
+  ASSERT_TRUE(WaitFor([&] { return m_[0].counters->done[0].load() >= 100; }, 10s));
   UdpOptions o;
   o.job = 0x7e57;
   o.heartbeat_ms = 0;
@@ -653,7 +653,7 @@ TEST_F(NetJobTest, ANewMachineJoinsTheRunningJobAndTakesAShare) {
   const std::vector<float> garbage(kFloats, 12345.f);
   Attach(3, garbage);  // returns once it has the weights
   EXPECT_TRUE(m_[3].job->joined_running());
-  EXPECT_GT(m_[3].group->shared().iter.load(), 100) << "the global iteration taken over";
+  EXPECT_GT(m_[3].counters->iter.load(), 100) << "the global iteration taken over";
   EXPECT_EQ(std::count(m_[3].w.begin(), m_[3].w.end(), 12345.f), 0) << "the newcomer holds the job's weights";
   for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].job->machines(), 4) << "machine " << r << " admitted it";
   Train(3, 300, TestSeed() + 3);
@@ -672,10 +672,10 @@ TEST_F(NetJobTest, ANewMachineJoinsTheRunningJobAndTakesAShare) {
   for (int r = 0; r < kSlots; ++r) EndTraining(r);
   MachineGroup& lead = *m_[0].group;
   ASSERT_TRUE(WaitFor([&] { return lead.holding_final() == 0; }, 10s));
-  EXPECT_EQ(lead.shared().iter.load(), 3 * 1500 + 300) << "every iteration counted";
+  EXPECT_EQ(lead.Reached(), 3 * 1500 + 300) << "every iteration counted";
   EXPECT_TRUE(LedgerHolds(m_[0].w, Expected({0, 1, 2, 3})) << Drops()) << "every machine's work, the newcomer's too, once";
   lead.Ended(true);
-  for (int r = 1; r < kSlots; ++r) WaitFor([&] { return m_[r].group->shared().job_done.load() == 1; }, 5s);
+  for (int r = 1; r < kSlots; ++r) WaitFor([&] { return m_[r].counters->job_done.load() == 1; }, 5s);
   FinishAll();
 }
 
@@ -715,7 +715,7 @@ TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
   std::vector<float> garbage(kFloats, 12345.f);
   Attach(2, garbage);  // returns once it has the weights
   EXPECT_TRUE(m_[2].job->joined_running());
-  EXPECT_EQ(m_[2].group->shared().iter.load(), m_[0].group->shared().iter.load()) << "the global iteration taken over";
+  EXPECT_EQ(m_[2].counters->iter.load(), m_[0].counters->iter.load()) << "the global iteration taken over";
   EXPECT_EQ(Differing(m_[2].w, m_[0].w), 0u) << "the newcomer holds the job's weights";
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->dead_machines() == 0 && m_[1].job->dead_machines() == 0; }, 5s))
       << "its data partition stays with the others after it is back";
@@ -725,12 +725,12 @@ TEST_F(NetJobTest, ARestartedMachineReceivesTheWeightsAndTakesBackAShare) {
   }, 5s)) << "the newcomer never took back a share";
   // It contributes: its iterations reach the others' count of the global iteration, and its
   // work the leader's weights, once (chunks that moved to it are not counted twice).
-  const int64_t before = m_[0].group->shared().iter.load();
+  const int64_t before = m_[0].counters->iter.load();
   std::vector<float> want = m_[0].w;
   m_[2].added.assign(kFloats, 0);
   Train(2, 50, TestSeed());
   EndTraining(2);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->shared().iter.load() == before + 50; }, 5s));
+  EXPECT_TRUE(WaitFor([&] { return m_[0].counters->iter.load() == before + 50; }, 5s));
   for (int r = 0; r < 2; ++r) EndTraining(r);
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->holding_final() == 0; }, 10s));
   for (size_t j = 0; j < kFloats; ++j) want[j] += m_[2].added[j];
@@ -913,7 +913,7 @@ class HandPlayed {
   }
   ~HandPlayed() {
     if (attach.joinable()) attach.join();  // Attach ends by its start_ms at the latest
-    g.shared().finished[0].store(1);
+    counters.finished[0].store(1);
     job->Finish();
   }
   static JobKey Key() {
@@ -1006,9 +1006,9 @@ TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
   }
   ASSERT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kUnproven) >= 50; }, 5s)) << m.Refused(ControlRefusal::kUnproven);
   EXPECT_FALSE(m.attached.load()) << "an earlier run's messages made machine 1 count as started";
-  EXPECT_EQ(m.g.shared().job_done.load(), 0);
-  EXPECT_EQ(m.g.shared().stop_requested.load(), 0);
-  EXPECT_EQ(m.g.shared().iter.load(), 0);
+  EXPECT_EQ(m.counters.job_done.load(), 0);
+  EXPECT_EQ(m.counters.stop_requested.load(), 0);
+  EXPECT_EQ(m.counters.iter.load(), 0);
   // 2. Machine 1 proves itself: it echoes the nonce machine 0 sends it now.
   const uint64_t nonce0 = m.MachineZeroNonce();
   ASSERT_NE(nonce0, 0u) << "machine 0 sent no control message";
@@ -1023,20 +1023,20 @@ TEST(NetJobSteerTest, ControlOfAnotherRunReplayedOrImplausibleIsRefused) {
   // 4. "done" and "stop" from machine 1, which does not lead: done is refused; stop is a request.
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining | kNetDone, 0)));
   EXPECT_TRUE(WaitFor([&] { return m.Refused(ControlRefusal::kNotLeader) > 0; }, 5s));
-  EXPECT_EQ(m.g.shared().job_done.load(), 0) << "a machine that does not lead ended the job";
+  EXPECT_EQ(m.counters.job_done.load(), 0) << "a machine that does not lead ended the job";
   // 5. A clock of 1e9: taken only as far as a machine could have run (64 + 4 x 1 000 it/s while
   // no rate is known), and counted as not borne out once kClockBearOut has passed.
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce0, kNetReady | kNetTraining, 1000000000)));
   EXPECT_TRUE(WaitFor([&] { return m.job->stats().clock_unbacked > 0; }, kClockBearOut + 5s));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() + 10;
-  EXPECT_LT(m.g.shared().iter.load(), 64 + 4000 * secs) << "a forged clock moved the global iteration";
+  EXPECT_LT(m.counters.iter.load(), 64 + 4000 * secs) << "a forged clock moved the global iteration";
   // 6. An earlier run's "stop", now: refused (counted), and still not believed.
   auto earlier_run = [&] { return m.Refused(ControlRefusal::kOldRun) + m.Refused(ControlRefusal::kUnproven); };
   const uint64_t refused = earlier_run();
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(0x01d, 0xbad, kNetReady | kNetStop, 0)));
   EXPECT_TRUE(WaitFor([&] { return earlier_run() > refused; }, 5s)) << "the earlier run's stop was never seen";
-  EXPECT_EQ(m.g.shared().stop_requested.load(), 0);
+  EXPECT_EQ(m.counters.stop_requested.load(), 0);
 }
 
 // A follower whose job the leader's "done" ends knows on whose word and at which global
@@ -1055,7 +1055,7 @@ TEST(NetJobSteerTest, AFollowerEndedByTheLeaderKnowsWhoEndedItAndWhen) {
   for (int i = 0; i < 3; ++i)
     ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce1, kNetReady | kNetTraining, 100 + i)));
   ASSERT_TRUE(m.one.SendBytes(m.port0, m.Control(mine, nonce1, kNetReady | kNetTraining | kNetDone, 144)));
-  ASSERT_TRUE(WaitFor([&] { return m.g.shared().job_done.load() != 0; }, 5s)) << "the leader's done was not taken";
+  ASSERT_TRUE(WaitFor([&] { return m.counters.job_done.load() != 0; }, 5s)) << "the leader's done was not taken";
   EXPECT_EQ(m.job->ended_by(), 0);
   EXPECT_FALSE(m.job->stopped()) << "no stop request came";
   EXPECT_GE(m.job->ended_at(), 100);
@@ -1112,10 +1112,10 @@ TEST(NetJobSteerTest, AJoinerTakesTheMedianOfTheMembersViews) {
   const bool joined = WaitFor([&] {
     for (PeerId r : {3, 1, 2})  // the absurd one first
       m.From(r).SendBytes(m.port0, m.Control(0xa0 + r, nonce0, kNetReady | kNetTraining, 10, 0, r, views[r]));
-    return m.g.shared().iter.load() != 0 || !m.attach_error.empty();
+    return m.counters.iter.load() != 0 || !m.attach_error.empty();
   }, 5s);
   ASSERT_TRUE(joined);
-  EXPECT_TRUE(m.g.shared().iter.load() == 5000 || m.g.shared().iter.load() == 5200) << m.g.shared().iter.load() << " " << m.attach_error;
+  EXPECT_TRUE(m.counters.iter.load() == 5000 || m.counters.iter.load() == 5200) << m.counters.iter.load() << " " << m.attach_error;
   EXPECT_TRUE(m.job->joined_running());
 }
 
@@ -1182,7 +1182,7 @@ TEST_F(NetJobTest, APartitionedMachineDoesNotLeadAndRetakesTheWeightsWhenHealed)
       << "healed, the machine did not re-take the job's weights";
   EXPECT_TRUE(WaitFor([&] { return m_[0].job->leads() && m_[1].group->leads() == 0; }, 5s));
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->paused() == 0; }, 5s)) << "its solvers never resumed";
-  for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);
+  for (int r = 0; r < kMachines; ++r) m_[r].counters->stop.store(1);
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   m_[0].group->Ended(true);
   FinishAll();
@@ -1209,7 +1209,7 @@ TEST_F(NetJobTest, WhenEveryCopyIsLostEachRecoveryEndsInOneLine) {
     EXPECT_NE(why.find("every machine's copy of the weights diverged"), std::string::npos) << why;
   }
   for (int r = 0; r < kMachines; ++r) {
-    m_[r].group->shared().stop.store(1);
+    m_[r].counters->stop.store(1);
     m_[r].pause.store(false);
   }
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
@@ -1229,7 +1229,7 @@ TEST_F(NetJobTest, AMachineWithoutAMajorityForTooLongGivesUpInOneLine) {
   const std::string why = m_[2].job->error();
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   EXPECT_NE(why.find("no majority"), std::string::npos) << why;
-  EXPECT_EQ(m_[2].group->shared().job_done.load(), 1) << "its solvers were not let go";
+  EXPECT_EQ(m_[2].counters->job_done.load(), 1) << "its solvers were not let go";
   EXPECT_TRUE(m_[0].job->error().empty());
   EXPECT_TRUE(m_[0].job->leads());
   m_[0].group->Ended(true);
@@ -1245,7 +1245,7 @@ TEST_F(NetJobTest, TheLastMachineStandingGivesUpInOneLine) {
   AttachAll();
   for (int r = 0; r < kMachines; ++r) Train(r, 1000000, TestSeed() + r);
   for (int r = 1; r < kMachines; ++r) {  // killed: their stand-in solvers first, then the daemons
-    m_[r].group->shared().stop.store(1);
+    m_[r].counters->stop.store(1);
     m_[r].solver.join();
     m_[r].job.reset();
   }
@@ -1254,8 +1254,8 @@ TEST_F(NetJobTest, TheLastMachineStandingGivesUpInOneLine) {
   const std::string why = m_[0].job->error();
   EXPECT_EQ(why.find('\n'), std::string::npos) << why;
   EXPECT_NE(why.find("no majority"), std::string::npos) << why;
-  EXPECT_EQ(m_[0].group->shared().job_done.load(), 1) << "its solvers were not let go";
-  m_[0].group->shared().stop.store(1);
+  EXPECT_EQ(m_[0].counters->job_done.load(), 1) << "its solvers were not let go";
+  m_[0].counters->stop.store(1);
   EndTraining(0);
   m_[0].job->Finish();
 }
@@ -1298,16 +1298,16 @@ TEST_F(NetJobTest, RequestsOnAnyMachineReachTheLeaderAndItsStopEndsTraining) {
   AttachAll();
   for (int r = 0; r < kMachines; ++r) Train(r, 100000, TestSeed() + r);
   std::this_thread::sleep_for(100ms);
-  m_[2].group->shared().snapshot_requests.fetch_add(1);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->shared().snapshot_requests.load() == 1; }, 3s)) << "the leader never heard the request";
+  m_[2].counters->snapshot_requests.fetch_add(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].counters->snapshot_requests.load() == 1; }, 3s)) << "the leader never heard the request";
   std::this_thread::sleep_for(200ms);
-  for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].group->shared().snapshot_requests.load(), 1) << "machine " << r;
-  m_[2].group->shared().stop_requested.store(1);
-  EXPECT_TRUE(WaitFor([&] { return m_[0].group->shared().stop_requested.load() == 1; }, 3s)) << "the leader never heard the stop";
-  m_[0].group->shared().stop.store(1);  // what the leader's solver does on its stop request
+  for (int r = 0; r < kMachines; ++r) EXPECT_EQ(m_[r].counters->snapshot_requests.load(), 1) << "machine " << r;
+  m_[2].counters->stop_requested.store(1);
+  EXPECT_TRUE(WaitFor([&] { return m_[0].counters->stop_requested.load() == 1; }, 3s)) << "the leader never heard the stop";
+  m_[0].counters->stop.store(1);  // what the leader's solver does on its stop request
   for (int r = 1; r < kMachines; ++r)
-    EXPECT_TRUE(WaitFor([&] { return m_[r].group->shared().stop.load() == 1; }, 3s)) << "machine " << r << " trains on";
-  for (int r = 0; r < kMachines; ++r) m_[r].group->shared().stop.store(1);  // (where the test failed: bounded)
+    EXPECT_TRUE(WaitFor([&] { return m_[r].counters->stop.load() == 1; }, 3s)) << "machine " << r << " trains on";
+  for (int r = 0; r < kMachines; ++r) m_[r].counters->stop.store(1);  // (where the test failed: bounded)
   for (int r = 0; r < kMachines; ++r) EndTraining(r);
   EXPECT_TRUE(WaitFor([&] { return m_[0].group->holding_final() == 0; }, 3s)) << "the drain waited for its deadline";
   m_[0].group->Ended(true);

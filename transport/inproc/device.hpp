@@ -16,11 +16,11 @@ struct InprocOptions {
   uint32_t slots = 4;           // send slots per direction
 };
 
-class InprocDevice final : public Device {
+class InprocDevice final {
  public:
   explicit InprocDevice(const InprocOptions& opt);
   // Peer 0 or 1; each once. Never "not yet".
-  std::unique_ptr<Transport> Open(PeerId self) override;
+  std::unique_ptr<Transport> Open(PeerId self);
 
   using Pair = std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>>;
   // Both ends at once: (peer 0, peer 1).

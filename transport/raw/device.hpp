@@ -50,12 +50,12 @@ struct RawOptions {
   uint32_t peer_timeout_ms = 0;      // silence after which a heard peer is down; 0 = 10 heartbeats
 };
 
-class RawDevice final : public Device {
+class RawDevice final {
  public:
   explicit RawDevice(RawOptions opt);
   // The endpoint of peer `self` on opt.iface (a RawEndpoint; never "not yet"). Errors are one
   // line: no CAP_NET_RAW, no such interface or namespace, a max_payload the MTU cannot carry.
-  std::unique_ptr<Transport> Open(PeerId self) override;
+  std::unique_ptr<Transport> Open(PeerId self);
   const RawOptions& options() const { return opt_; }
 
  private:

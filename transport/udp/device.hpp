@@ -16,6 +16,12 @@
 
 namespace hogstream {
 
+// The largest UDP payload (a multiple of 16) whose frame fits one datagram within `mtu`, so
+// nothing is fragmented: IPv4 + UDP headers (28 bytes), the frame header and its trailer (32
+// bytes keyed, 8 not), padded to 16. At most 32 KiB (loopback's MTU is 64 KiB); 8 KiB when
+// the MTU is unknown (0). The udp default of OpenOptions::max_payload.
+uint32_t UdpPayloadFor(uint32_t mtu, bool keyed);
+
 struct UdpOptions {
   std::string address = "127.0.0.1";  // the local IPv4 address to bind (and to send multicast from)
   uint16_t port = 0;                  // 0: the kernel picks one (UdpEndpoint::port() tells)
@@ -35,11 +41,11 @@ struct UdpOptions {
   std::string netns;                  // `ip netns` name to make the sockets in; "" = the caller's own
 };
 
-class UdpDevice final : public Device {
+class UdpDevice final {
  public:
   explicit UdpDevice(UdpOptions opt);
   // Binds a socket for peer `self` (never "not yet": bind does not wait). Errors are one line.
-  std::unique_ptr<Transport> Open(PeerId self) override;
+  std::unique_ptr<Transport> Open(PeerId self);
   const UdpOptions& options() const { return opt_; }
   // Peers 0 and 1 on 127.0.0.1 (kernel-chosen ports), each knowing the other: both ends of a
   // link in one process, for `hogstream bench --loopback` and tests.

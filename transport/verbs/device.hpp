@@ -50,11 +50,11 @@ struct VerbsOptions {
   const VerbsApi* api = nullptr;  // the verbs library; nullptr: VerbsApi::System() (tests: a fake)
 };
 
-class VerbsDevice final : public Device {
+class VerbsDevice final {
  public:
   explicit VerbsDevice(VerbsOptions opt);
   // Owner thread. The endpoint of peer `self`; nullptr while the port is not active yet.
-  std::unique_ptr<Transport> Open(PeerId self) override;
+  std::unique_ptr<Transport> Open(PeerId self);
   // The same, typed: the job layer needs Address(), AddPeer and AddGroup.
   std::unique_ptr<VerbsEndpoint> OpenEndpoint(PeerId self);
   const VerbsOptions& options() const { return opt_; }
