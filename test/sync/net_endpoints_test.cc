@@ -94,22 +94,20 @@ TEST(NetEndpointsTest, ADeltaToARetiredMastersPositionIsAppliedAndItsFiguresOutl
   ASSERT_EQ(p.zero->Drain(), chunks);
   for (size_t i = 0; i < kFloats; ++i)
     ASSERT_NEAR(p.zero->w[i], p.start[i] + 0.5f, 1e-5) << "element " << i << ": the delta was lost";
-  NetworkFigures f;
-  f.peers.resize(2);
-  f.peers[1].rank = 1;
-  p.zero->endpoints.Figures(&f, 2, p.zero->shares);
-  EXPECT_EQ(f.deltas_applied, chunks);
-  EXPECT_EQ(f.peers[1].deltas_applied, chunks);
-  EXPECT_EQ(f.positions_sent, chunks);
+  // Machine 0's figures: every delta applied (by machine 1), every position it sent.
+  auto expect_all_counted = [&](const char* when) {
+    NetworkFigures f;
+    f.peers.resize(2);
+    f.peers[1].rank = 1;
+    p.zero->endpoints.Figures(&f, 2, p.zero->shares);
+    EXPECT_EQ(f.deltas_applied, chunks) << when;
+    EXPECT_EQ(f.peers[1].deltas_applied, chunks) << when;
+    EXPECT_EQ(f.positions_sent, chunks) << when;
+  };
+  expect_all_counted("while the retired master takes answers");
   // Past the grace the retired master goes; what it did stays in the sums.
   p.zero->endpoints.Post(0, 2, 2, t0 + RetiredMasterGrace(kDeadMs) + milliseconds(1));
-  NetworkFigures g;
-  g.peers.resize(2);
-  g.peers[1].rank = 1;
-  p.zero->endpoints.Figures(&g, 2, p.zero->shares);
-  EXPECT_EQ(g.deltas_applied, chunks);
-  EXPECT_EQ(g.peers[1].deltas_applied, chunks);
-  EXPECT_EQ(g.positions_sent, chunks);
+  expect_all_counted("after it went");
 }
 
 TEST(NetEndpointsTest, AFreshRoundEndsOnlyOnceEveryChunkIsAnsweredAgain) {
