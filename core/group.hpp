@@ -76,6 +76,44 @@ class Group {
   virtual bool StoppedEarly() const = 0;
   // The leader's final snapshot was written (`ok`) or failed; the followers stop waiting.
   virtual void Ended(bool ok) = 0;
+  // Whether the snapshot due at the job's last iteration waits for the end (Finish: every
+  // solver done, every last progress in), rather than being taken as the count reaches it.
+  virtual bool FinalSnapshotAtTheEnd() const { return true; }
+};
+
+// A solver alone (the null group): it is its own count (`iter`, the solver's), leads, never
+// waits, and acts on its own requests; Caffe's single solver, unchanged. The solver makes one
+// for itself until it joins a group.
+class LoneGroup final : public Group {
+ public:
+  explicit LoneGroup(const int* iter) : iter_(iter) {}
+  int64_t Claim(int64_t) override { return *iter_; }
+  int64_t Reached() const override { return *iter_; }
+  void Completed(int) override {}
+  std::vector<int64_t> Completions() const override { return {}; }  // (no per-solver figures)
+  bool Leads(int) const override { return true; }
+  void TakeOverIfLeaderGone(int) override {}
+  bool Stopping() const override { return false; }  // (a stop request ends its loop itself)
+  void Stop() override {}
+  void AwaitGo() override {}
+  // STOP and SNAPSHOT are its own to act on; LEAVE is for a machine of a job: a warning.
+  void Request(SolverAction a) override;
+  SolverAction Pending(int64_t* seen) const override {
+    if (stop_asked_) return SolverAction::STOP;
+    if (snapshots_ == *seen) return SolverAction::NONE;
+    *seen = snapshots_;
+    return SolverAction::SNAPSHOT;
+  }
+  int64_t SnapshotRequests() const override { return snapshots_; }
+  End Finish(int) override { return End::kTakeFinal; }
+  bool StoppedEarly() const override { return false; }  // (the solver knows its own stop)
+  void Ended(bool) override {}
+  bool FinalSnapshotAtTheEnd() const override { return false; }
+
+ private:
+  const int* iter_;
+  bool stop_asked_ = false;
+  int64_t snapshots_ = 0;
 };
 
 }  // namespace hogstream

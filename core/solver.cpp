@@ -25,6 +25,7 @@ namespace hogstream {
 Solver::Solver(const pb::SolverParameter& param, const SolverOptions& options,
                int history_per_param)
     : param_(param), options_(options) {
+  group_ = options_.group ? options_.group : &lone_;
   if (param_.solver_mode() == pb::SolverParameter::GPU) {
 #ifndef HOGSTREAM_CUDA
     HS_FAIL() << "solver_mode: GPU but this hogstream was built without CUDA; pass --cpu (or set "
@@ -312,10 +313,17 @@ std::string LossSuffix(float weight, float value) {
 }
 }  // namespace
 
-bool Solver::leader() const { return !options_.group || options_.group->Leads(options_.rank); }
-bool Solver::reports() const { return !options_.group || options_.group->Reports(options_.rank); }
+void LoneGroup::Request(SolverAction a) {
+  if (a == SolverAction::STOP) stop_asked_ = true;
+  if (a == SolverAction::SNAPSHOT) ++snapshots_;
+  LOG_IF(WARNING, a == SolverAction::LEAVE)
+      << "SIGUSR1 (leave on notice) is for one machine of a job across machines (--peers): ignored";
+}
 
-int64_t Solver::Claim(int64_t stop_iter) { return options_.group ? options_.group->Claim(stop_iter) : iter_; }
+bool Solver::leader() const { return group_->Leads(options_.rank); }
+bool Solver::reports() const { return group_->Reports(options_.rank); }
+
+int64_t Solver::Claim(int64_t stop_iter) { return group_->Claim(stop_iter); }
 
 bool Solver::Due(int64_t it, int interval, int64_t* next) {
   if (interval <= 0 || it < *next) return false;
@@ -342,10 +350,9 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     fig.outputs.push_back({slots[k].name, v});
   }
   const int batch = BatchSize();
-  // Per solver in a group: iterations done and images/s since the last display.
-  Group* g = options_.group;
-  if (g) {
-    const std::vector<int64_t> done = g->Completions();
+  // Per solver in a group: iterations done and images/s since the last display (none alone).
+  {
+    const std::vector<int64_t> done = group_->Completions();
     const int n = static_cast<int>(done.size());
     if (solver_done_.size() < static_cast<size_t>(n)) solver_done_.resize(n, 0);
     for (int r = 0; r < n; ++r) {
@@ -365,7 +372,7 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
        << std::fixed << std::setprecision(0) << ips * batch << " img/s, ETA "
        << eta / 3600 << "h" << std::setw(2) << std::setfill('0') << eta / 60 % 60 << "m"
        << std::setw(2) << eta % 60 << "s";
-    if (g) {
+    if (!fig.solvers.empty()) {
       os << "; per solver img/s:";
       for (const SolverFigures& s : fig.solvers) os << " " << std::setprecision(0) << s.img_per_s;
     }
@@ -383,7 +390,7 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     // In a group, from the solvers' own counters: the global count between two of the leader's
     // displays also holds what the others ran while the leader was testing.
     fig.img_per_s = per_s * batch;
-    if (g) {
+    if (!fig.solvers.empty()) {
       fig.img_per_s = 0;
       for (const SolverFigures& s : fig.solvers) fig.img_per_s += s.img_per_s;
     }
@@ -397,23 +404,14 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
   last_iter = iter_;
 }
 
-void Solver::Step(int iters) {
-  Group* g = options_.group;
-  StepTo((g ? g->Reached() : iter_) + static_cast<int64_t>(iters));
-}
+void Solver::Step(int iters) { StepTo(group_->Reached() + static_cast<int64_t>(iters)); }
 
 SolverAction Solver::PollAction() {
   const SolverAction a = options_.action ? options_.action() : SolverAction::NONE;
-  Group* g = options_.group;
-  if (!g && a == SolverAction::LEAVE) {
-    LOG_IF(WARNING, options_.log) << "SIGUSR1 (leave on notice) is for one machine of a job across machines (--peers): ignored";
-    return SolverAction::NONE;
-  }
-  if (!g) return a;
   // A request this process received goes to the group, whichever solver took it; the leader
   // (perhaps in another process) acts on it.
-  if (a != SolverAction::NONE) g->Request(a);
-  return leader() ? g->Pending(&snapshot_requests_seen_) : SolverAction::NONE;
+  if (a != SolverAction::NONE) group_->Request(a);
+  return leader() ? group_->Pending(&snapshot_requests_seen_) : SolverAction::NONE;
 }
 
 // Caffe's intervals, as "the global iteration reached the next multiple": identical to
@@ -433,7 +431,7 @@ void Solver::StartSteps() {
   next_test_ = FirstMultiple(param_.test_interval(), iter_ > 0 || param_.test_initialization());
   next_display_ = FirstMultiple(param_.display(), true);
   next_snapshot_ = FirstMultiple(param_.snapshot(), false);
-  if (options_.group) snapshot_requests_seen_ = options_.group->SnapshotRequests();
+  snapshot_requests_seen_ = group_->SnapshotRequests();
   led_from_ = -1;
   was_leading_ = false;
 }
@@ -445,8 +443,7 @@ void Solver::StartSteps() {
 // of it was written in this run, these later weights are not passed off under its name but
 // written once under the global iteration they are really of.
 void Solver::SnapshotMultiples(int64_t last_periodic) {
-  Group* g = options_.group;
-  const int64_t reached = std::min(g ? g->Reached() : iter_, last_periodic);
+  const int64_t reached = std::min(group_->Reached(), last_periodic);
   if (led_from_ < 0) led_from_ = reached;
   int64_t missed = -1;
   bool on_time = false;
@@ -495,35 +492,32 @@ void Solver::ForgetHistory() {
 }
 
 void Solver::StepTo(int64_t stop_iter) {
-  Group* g = options_.group;
-  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
+  Group* g = group_;
+  iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
   StartSteps();
   auto last = start_time_;
   int last_iter = iter_;
   // Periodic snapshots are named by the multiple of `snapshot` the count reached, as Caffe
   // names them. In a group the one at the very end waits for Solve, which takes it once every
   // solver is done (and every private copy has handed in its last deltas).
-  const int64_t last_periodic = g ? stop_iter - 1 : stop_iter;
+  const int64_t last_periodic = g->FinalSnapshotAtTheEnd() ? stop_iter - 1 : stop_iter;
   auto last_takeover_check = std::chrono::steady_clock::time_point{};
-  while (!(g && g->Stopping())) {
+  while (!g->Stopping()) {
     if (options_.before_iteration && !options_.before_iteration()) break;
-    if (g) g->AwaitGo();
+    g->AwaitGo();
     const int64_t it = Claim(stop_iter);
     if (it >= stop_iter) break;
     iter_ = static_cast<int>(it);
-    if (g) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_takeover_check > std::chrono::milliseconds(500)) {
-        last_takeover_check = now;
-        g->TakeOverIfLeaderGone(options_.rank);
-      }
+    if (const auto now = std::chrono::steady_clock::now(); now - last_takeover_check > std::chrono::milliseconds(500)) {
+      last_takeover_check = now;
+      g->TakeOverIfLeaderGone(options_.rank);
     }
     const bool lead = leader();
     if (lead && !was_leading_) led_from_ = it;
     was_leading_ = lead;
     TrainIteration(it, lead, last, last_iter);
     iter_ = static_cast<int>(it + 1);
-    if (g) g->Completed(options_.rank);
+    g->Completed(options_.rank);
     if (options_.after_iteration) options_.after_iteration();
     const SolverAction action = PollAction();
     if (lead) {
@@ -532,13 +526,13 @@ void Solver::StepTo(int64_t stop_iter) {
     }
     if (action == SolverAction::STOP) {
       stopped_early_ = true;  // Solve snapshots once everyone has stopped
-      if (g) g->Stop();
+      g->Stop();
       break;
     }
   }
   // The others may have run the count past a multiple after this leader's last iteration.
-  if (g && leader() && !stopped_early_) SnapshotMultiples(last_periodic);
-  if (g) iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
+  if (leader() && !stopped_early_) SnapshotMultiples(last_periodic);
+  iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), stop_iter));
 }
 
 void Solver::Solve(const std::string& resume_file) {
@@ -553,26 +547,22 @@ void Solver::Solve(const std::string& resume_file) {
   }
   StepTo(param_.max_iter());
   if (options_.on_train_end) options_.on_train_end();
-  Group* g = options_.group;
-  if (g) {
-    // The group decides whether this solver takes the final snapshot, and when (core/group.hpp).
-    switch (g->Finish(options_.rank)) {
-      case Group::End::kFollow:
-        return;
-      case Group::End::kKeepCopy:
-        KeepWeightsAfterTheLeadersFailure();
-      case Group::End::kTakeFinal:
-        break;
-    }
-    iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), param_.max_iter()));
-    if (g->StoppedEarly()) stopped_early_ = true;
+  Group* g = group_;
+  // The group decides whether this solver takes the final snapshot, and when (core/group.hpp).
+  switch (g->Finish(options_.rank)) {
+    case Group::End::kFollow:
+      return;
+    case Group::End::kKeepCopy:
+      KeepWeightsAfterTheLeadersFailure();
+    case Group::End::kTakeFinal:
+      break;
   }
+  iter_ = static_cast<int>(std::min<int64_t>(g->Reached(), param_.max_iter()));
+  if (g->StoppedEarly()) stopped_early_ = true;
   struct MarkDone {  // whatever happens below, followers stop waiting
     Group* g;
     bool ok = true;
-    ~MarkDone() {
-      if (g) g->Ended(ok);
-    }
+    ~MarkDone() { g->Ended(ok); }
   } mark_done{g};
   // Caffe's final snapshot (snapshot_after_train, or the last multiple of `snapshot`), and
   // one on an early stop; never twice for one iteration.
@@ -645,12 +635,12 @@ std::vector<std::vector<float>> Solver::TestAll() {
   struct Testing {
     Group* g;
     explicit Testing(Group* group) : g(group) {
-      if (g) g->SetTesting(true);
+      g->SetTesting(true);
     }
     ~Testing() {
-      if (g) g->SetTesting(false);
+      g->SetTesting(false);
     }
-  } testing(options_.group);
+  } testing(group_);
   std::vector<std::vector<float>> all;
   for (size_t t = 0; t < test_nets_.size(); ++t) {
     SLOG << "Iteration " << iter_ << ", Testing net (#" << t << ")";
@@ -745,7 +735,7 @@ std::string Solver::Rescue(const std::string& tag) {
 }
 
 void Solver::KeepWeightsAfterTheLeadersFailure() {
-  iter_ = static_cast<int>(std::min<int64_t>(options_.group->Reached(), param_.max_iter()));
+  iter_ = static_cast<int>(std::min<int64_t>(group_->Reached(), param_.max_iter()));
   // Named by this process too: machines of one job may share a host and its $TMPDIR.
   std::string kept;
   try {

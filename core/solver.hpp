@@ -131,6 +131,7 @@ class Solver {
     options_.group = group;
     options_.rank = rank;
     options_.extra_stats = std::move(extra_stats);
+    group_ = group ? group : &lone_;
   }
   // A policy's iteration hooks (see SolverOptions): set after construction, like JoinGroup.
   void SetIterationHooks(std::function<bool()> before, std::function<void()> after) {
@@ -222,6 +223,10 @@ class Solver {
   pb::SolverParameter param_;
   SolverOptions options_;
   int iter_ = 0;
+  // The group it trains in: options_.group, or itself alone (a null object: the solver never
+  // asks whether it has a group).
+  LoneGroup lone_{&iter_};
+  Group* group_ = &lone_;
   int current_step_ = 0;
   int64_t next_test_ = 0, next_display_ = 0, next_snapshot_ = 0;
   std::unique_ptr<Net> net_;

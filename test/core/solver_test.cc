@@ -442,6 +442,22 @@ TEST_F(SolverSnapshot, SnapshotAt100ResumeTo200EqualsUninterrupted) {
   }
 }
 
+// A solver alone (its own null group) snapshots at each multiple its Step reaches, the last
+// one included, as Caffe's Step does; and once per multiple.
+TEST_F(SolverSnapshot, AStepAloneSnapshotsAtEveryMultipleItReachesTheLastToo) {
+  auto s = CreateSolver(LinearSolver("max_iter: 1000 snapshot: 5 snapshot_after_train: false snapshot_prefix: '" +
+                                     (dir_ / "step").string() + "'"),
+                        Quiet());
+  SetInputs(*s, 4);
+  s->Step(10);
+  EXPECT_TRUE(fs::exists(dir_ / "step_iter_5.caffemodel"));
+  EXPECT_TRUE(fs::exists(dir_ / "step_iter_10.caffemodel")) << "the multiple the Step ended on";
+  const auto written = fs::last_write_time(dir_ / "step_iter_10.caffemodel");
+  s->Step(2);
+  EXPECT_EQ(fs::last_write_time(dir_ / "step_iter_10.caffemodel"), written) << "not written twice";
+  EXPECT_FALSE(fs::exists(dir_ / "step_iter_12.caffemodel"));
+}
+
 TEST_F(SolverSnapshot, TruncatedFilesAreClearErrors) {
   auto s = CreateSolver(LinearSolver("momentum: 0.9 snapshot_prefix: '" + (dir_ / "t").string() + "'"), Quiet());
   SetInputs(*s, 1);

