@@ -105,7 +105,7 @@ bool GpuSegment::Complete(Slot& s) {
   s.state = State::kFree;
   in_flight_[s.chunk] = 0;
   in_flight_count_.fetch_sub(1, std::memory_order_release);
-  chunks_done_.fetch_add(1, std::memory_order_relaxed);
+  if ((chunks_done_.fetch_add(1, std::memory_order_relaxed) + 1) % count_ == 0) swept_.Tell();
   return true;
 }
 
@@ -261,12 +261,7 @@ bool GpuSegment::Retake(StreamId solver) {
 
 bool GpuSegment::AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit) {
   const uint64_t want = stats().sweeps + sweeps;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (stats().sweeps < want) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(opt_.idle_us));
-  }
-  return true;
+  return swept_.Await([&] { return stats().sweeps >= want; }, std::chrono::steady_clock::now() + limit);
 }
 
 GpuSegmentStats GpuSegment::stats() const {

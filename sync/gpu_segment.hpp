@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/news.hpp"
 #include "core/device_api.hpp"
 #include "sync/segment.hpp"
 
@@ -150,6 +151,7 @@ class GpuSegment {
       retakes_{0};
   std::atomic<bool> quit_{false};
   std::atomic<bool> paused_{false};   // RunOnMaster: Step issues nothing
+  NewsBoard swept_;                   // told each time chunks_done_ completes a sweep
   std::mutex step_mu_;                // a turn (Step, Sweep, RunOnMaster's drain): slots change only under it
   std::atomic<uint32_t> in_flight_count_{0};
   float* saved_ = nullptr;            // device: the copy, kept across RunOnMaster (made at its first use)

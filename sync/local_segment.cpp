@@ -58,9 +58,12 @@ Segment::~Segment() { Stop(); }
 void Segment::Start() {
   if (running()) return;
   stop_.store(false, kRelaxed);
+  live_.store(true, std::memory_order_release);
   thread_ = std::thread([this] {
     NameThisThread("hs-segment");
     Run();
+    live_.store(false, std::memory_order_release);
+    news_.Tell();
   });
 }
 
@@ -87,6 +90,7 @@ void Segment::Run() {
     const uint64_t now_sweeps = master_.stats().sweeps;
     if (now_sweeps == sweeps) continue;
     sweeps = now_sweeps;
+    news_.Tell();
     const auto now = Clock::now();
     const double secs = std::chrono::duration<double>(now - window_start).count();
     if (secs >= 0.5) {
@@ -141,12 +145,10 @@ bool Segment::Retake() {
 
 bool Segment::AwaitSweeps(uint64_t sweeps, std::chrono::milliseconds limit) {
   const uint64_t want = master_.stats().sweeps + sweeps;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (master_.stats().sweeps < want) {
-    if (!running() || std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
-  return true;
+  const auto swept = [&] { return master_.stats().sweeps >= want; };
+  news_.Await([&] { return swept() || !live_.load(std::memory_order_acquire); },
+              std::chrono::steady_clock::now() + limit);
+  return swept();
 }
 
 SegmentStats Segment::stats() const {

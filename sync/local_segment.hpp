@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/news.hpp"
 #include "sync/segment.hpp"
 #include "transport/fault/endpoint.hpp"
 
@@ -91,6 +92,8 @@ class Segment {
   SlaveEndpoint slave_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> live_{false};  // the daemon runs (false once its loop has ended)
+  NewsBoard news_;                 // told at each completed sweep and when the daemon ends
   std::atomic<double> rate_{0};
 };
 

@@ -215,6 +215,34 @@ TEST(GpuSegmentTest, TheDaemonNeverWaitsForTheDevice) {
   EXPECT_EQ(seg.stats().chunks, so.slots + seg.chunks());
 }
 
+// A wait for sweeps on the device's segment: false at its deadline while the stream is stalled
+// (no chunk completes), true once it moves, and told at each sweep (ten waits of one sweep
+// each are not ten of the board's 50 ms rechecks).
+TEST(GpuSegmentTest, AWaitEndsAtItsSweepsOrAtItsDeadline) {
+  using Clock = std::chrono::steady_clock;
+  FakeDevice dev;
+  const size_t n = 2000;
+  std::mt19937 gen(TestSeed());
+  std::vector<float> master = Ints(n, gen);
+  DeviceBuffer w(dev, n);
+  GpuSegmentOptions so;
+  so.chunk_floats = 500;
+  GpuSegment seg(dev, master.data(), w.p, n, so);
+  dev.Stall(seg.stream());
+  seg.Start();
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(seg.AwaitSweeps(1, 200ms)) << "a sweep on a stalled stream";
+  EXPECT_GE(Clock::now() - t0, 200ms);
+  dev.Release(seg.stream());
+  const uint64_t before = seg.stats().sweeps;
+  const auto t1 = Clock::now();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(seg.AwaitSweeps(1, 10s)) << i;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t1).count(), 0.4)
+      << "the waits were not told of the sweeps (each waited for the board's recheck)";
+  EXPECT_GE(seg.stats().sweeps, before + 10);
+  seg.Stop();
+}
+
 // The bandwidth cap: at 4 MB/s, half a second of the daemon moves about 2 MB (a tenth of a
 // second's burst more at most); without it, the fake moves far more.
 TEST(GpuSegmentTest, TheBandwidthCapHoldsTheRate) {

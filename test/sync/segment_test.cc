@@ -299,6 +299,40 @@ TEST(SegmentRetakeTest, ALostCopyTakesTheMasterWholeAndSendsNothing) {
 // half, so a segment that moved nothing (or lost everything) shows as a missing sum.
 class SegmentHogwildTest : public testing::TestWithParam<bool> {};
 
+// A wait for sweeps (a policy's fresh-round refresh, a solver's end) is told by the daemon at
+// each sweep: ten waits of one sweep each take about ten sweeps, not ten of the board's 50 ms
+// rechecks; it ends false, at once, when the daemon stops under it or is not running, and the
+// sweeps it asked for have happened when it says true.
+TEST(SegmentAwaitTest, AWaitEndsAtItsSweepsAndWhenTheDaemonStops) {
+  using Clock = std::chrono::steady_clock;
+  std::mt19937 gen(TestSeed());
+  const size_t n = 1000;
+  std::vector<float> master = RandomVector(n, gen), slave = master;
+  SegmentOptions opt;
+  opt.chunk_floats = 100;
+  Segment seg(master.data(), slave.data(), n, opt);
+  EXPECT_FALSE(seg.AwaitSweeps(1, std::chrono::seconds(10))) << "no daemon: no sweep comes";
+  seg.Start();
+  const uint64_t before = seg.stats().sweeps;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(seg.AwaitSweeps(1, std::chrono::seconds(10))) << i;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 0.4)
+      << "the waits were not told of the sweeps (each waited for the board's recheck)";
+  EXPECT_GE(seg.stats().sweeps, before + 10);
+  bool got = true;
+  double waited = 0;
+  std::thread waiter([&] {
+    const auto w0 = Clock::now();
+    got = seg.AwaitSweeps(uint64_t{1} << 40, std::chrono::seconds(30));
+    waited = std::chrono::duration<double>(Clock::now() - w0).count();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  seg.Stop();
+  waiter.join();
+  EXPECT_FALSE(got);
+  EXPECT_LT(waited, 5.0) << "the wait outlived the daemon";
+}
+
 TEST_P(SegmentHogwildTest, ThreadsHammeringBothSidesConverge) {
   const size_t n = 100000, half = n / 2;
   const uint32_t seed = TestSeed();
