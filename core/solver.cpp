@@ -473,14 +473,17 @@ void Solver::TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::ti
     UpdateSmoothedLoss(loss);
     if ((lead || (options_.stats && reports())) && Due(it, param_.display(), &next_display_))
       Display(last, last_iter, lead);
-    if (options_.after_backward) options_.after_backward();
+    for (SolverCallback* c : options_.callbacks) c->AfterBackward(*net_);
     ApplyUpdate();
     return;
   }
   // These weights are lost. Where the job can restore them (another machine's copy), the
   // step is skipped and the momentum of the lost trajectory forgotten; else one line.
   std::string why;
-  HS_REQUIRE(options_.on_diverged && options_.on_diverged(&why))
+  bool restored = false;
+  for (SolverCallback* c : options_.callbacks)
+    if ((restored = c->Diverged(&why))) break;
+  HS_REQUIRE(restored)
       << "loss is " << loss << " at iteration " << iter_
       << (why.empty() ? std::string(" (diverged: lower base_lr?)") : "; " + why);
   ForgetHistory();
@@ -489,6 +492,12 @@ void Solver::TrainIteration(int64_t it, bool lead, std::chrono::steady_clock::ti
 
 void Solver::ForgetHistory() {
   for (const auto& h : history_) std::fill_n(h->mutable_cpu_data(), h->count(), 0.f);
+}
+
+bool Solver::BeforeIteration() {
+  for (SolverCallback* c : options_.callbacks)
+    if (!c->BeforeIteration()) return false;
+  return true;
 }
 
 void Solver::StepTo(int64_t stop_iter) {
@@ -503,7 +512,7 @@ void Solver::StepTo(int64_t stop_iter) {
   const int64_t last_periodic = g->FinalSnapshotAtTheEnd() ? stop_iter - 1 : stop_iter;
   auto last_takeover_check = std::chrono::steady_clock::time_point{};
   while (!g->Stopping()) {
-    if (options_.before_iteration && !options_.before_iteration()) break;
+    if (!BeforeIteration()) break;
     g->AwaitGo();
     const int64_t it = Claim(stop_iter);
     if (it >= stop_iter) break;
@@ -518,7 +527,7 @@ void Solver::StepTo(int64_t stop_iter) {
     TrainIteration(it, lead, last, last_iter);
     iter_ = static_cast<int>(it + 1);
     g->Completed(options_.rank);
-    if (options_.after_iteration) options_.after_iteration();
+    for (SolverCallback* c : options_.callbacks) c->AfterIteration();
     const SolverAction action = PollAction();
     if (lead) {
       SnapshotMultiples(last_periodic);
@@ -546,7 +555,7 @@ void Solver::Solve(const std::string& resume_file) {
     Restore(resume_file);
   }
   StepTo(param_.max_iter());
-  if (options_.on_train_end) options_.on_train_end();
+  for (SolverCallback* c : options_.callbacks) c->TrainEnd();
   Group* g = group_;
   // The group decides whether this solver takes the final snapshot, and when (core/group.hpp).
   switch (g->Finish(options_.rank)) {
@@ -602,7 +611,8 @@ void Solver::ViewWeights(const float* weights) {
 }
 
 void Solver::OnMaster(const std::function<void()>& f) {
-  if (options_.on_master) return options_.on_master(f);
+  for (SolverCallback* c : options_.callbacks)
+    if (c->OnMaster(f)) return;
   if (!options_.master_weights) return f();
   ViewWeights(options_.master_weights);
   try {

@@ -18,6 +18,7 @@
 
 #include "core/group.hpp"
 #include "core/net.hpp"
+#include "core/solver_callback.hpp"
 #include "core/stats.hpp"
 
 namespace hogstream {
@@ -46,27 +47,10 @@ struct SolverOptions {
   // Private copies: the job's master weights (same layout as the net's flat buffer). The
   // leader tests and snapshots these, not its own copy.
   const float* master_weights = nullptr;
-  // Private copies whose weights the nets cannot view elsewhere (a GPU solver's copy on its
-  // device, under gpus.bin's segment): runs its argument with the master's values in the
-  // solver's own copy, and puts the copy back as it was after (GpuSegment::RunOnMaster).
-  // Takes precedence over master_weights for the leader's tests and snapshots.
-  std::function<void(const std::function<void()>&)> on_master;
-  // Called once after this solver's last iteration, before it counts as finished (a private
-  // copy hands its last deltas to the master here, so the final snapshot holds them).
-  std::function<void()> on_train_end;
-  // A sharing policy's hooks (sync/policy.hpp): `before_iteration` runs before each iteration
-  // is claimed and may wait (a clock bound); false = stop training now (the job is stopping).
-  // `after_iteration` runs after each update (a synchronous round, a periodic exchange).
-  std::function<bool()> before_iteration;
-  std::function<void()> after_iteration;
-  // Runs after each iteration's backward, before the update: the gradient is in the net's
-  // diffs and may be added to (--svb folds in the other solvers' gradients, sync/svb.hpp).
-  std::function<void()> after_backward;
-  // Called when an iteration's loss is non-finite (this solver's weights are lost): true = the
-  // weights were restored (a job across machines re-took them from the others), so the step is
-  // skipped, the update history cleared, and training goes on; false (with a reason) or unset:
-  // the one-line error that ends training.
-  std::function<bool(std::string* why)> on_diverged;
+  // What the solver tells and asks of whatever it trains within, in this order
+  // (core/solver_callback.hpp; not owned: each must outlive Solve). Solver::AddCallback adds
+  // one after construction.
+  std::vector<SolverCallback*> callbacks;
   // Where the leader sends its figures at each display interval and test pass (--metrics,
   // --stats_json); null: nowhere.
   std::shared_ptr<StatsSink> stats;
@@ -133,27 +117,12 @@ class Solver {
     options_.extra_stats = std::move(extra_stats);
     group_ = group ? group : &lone_;
   }
-  // A policy's iteration hooks (see SolverOptions): set after construction, like JoinGroup.
-  void SetIterationHooks(std::function<bool()> before, std::function<void()> after) {
-    options_.before_iteration = std::move(before);
-    options_.after_iteration = std::move(after);
-  }
-  // The gradient hook (see SolverOptions): set after construction, like JoinGroup.
-  void SetGradientHook(std::function<void()> after_backward) { options_.after_backward = std::move(after_backward); }
-  // The divergence hook (see SolverOptions): set after construction, like JoinGroup.
-  void SetDivergenceHook(std::function<bool(std::string*)> fn) { options_.on_diverged = std::move(fn); }
-  // Private copies (see SolverOptions): set after construction, like JoinGroup.
-  void UseMaster(const float* master, std::function<void()> on_train_end) {
-    options_.master_weights = master;
-    options_.on_train_end = std::move(on_train_end);
-  }
-
-  // A device copy's master (see SolverOptions::on_master): set after construction, like UseMaster.
-  void UseMasterThrough(std::function<void(const std::function<void()>&)> on_master,
-                        std::function<void()> on_train_end) {
-    options_.on_master = std::move(on_master);
-    options_.on_train_end = std::move(on_train_end);
-  }
+  // One more callback, after those it has (see SolverOptions::callbacks): set after
+  // construction, like JoinGroup; not owned.
+  void AddCallback(SolverCallback* callback) { options_.callbacks.push_back(callback); }
+  // Private copies: the job's master weights, which the leader tests and snapshots (see
+  // SolverOptions::master_weights): set after construction, like JoinGroup.
+  void UseMaster(const float* master) { options_.master_weights = master; }
 
   // Trains to max_iter (resuming from a .solverstate when given), then snapshots and tests
   // as Caffe does. In a group, max_iter bounds the global iteration.
@@ -275,8 +244,10 @@ class Solver {
   // back at the net's own buffer when null; for the leader's tests and snapshots of a master.
   void ViewWeights(const float* weights);
   // Runs f with the nets viewing the master weights when there are any (private copies; a
-  // device copy through on_master).
+  // device copy through its callback's OnMaster).
   void OnMaster(const std::function<void()>& f);
+  // Every callback's BeforeIteration, in order, until one says stop (false).
+  bool BeforeIteration();
   std::vector<ptrdiff_t> view_offsets_;  // learnable params' offsets in the flat buffer
 
   std::vector<float> losses_;

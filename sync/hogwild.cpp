@@ -98,7 +98,14 @@ struct Local {
   int retakes_in_row = 0;
   std::atomic<uint64_t> lead_waits{0};  // read by the leader's display
   std::atomic<uint64_t> retakes{0};     // read by the leader's display
+  std::vector<std::unique_ptr<SolverCallback>> callbacks;  // the solver's (AddCallback), owned here
 };
+
+// Hands `c` to solver `me` (after those it has) and keeps it alive as long as the solver.
+void AddCallback(Local& me, std::unique_ptr<SolverCallback> c) {
+  me.solver->AddCallback(c.get());
+  me.callbacks.push_back(std::move(c));
+}
 
 // Adds the segment figures of this process's private copies (the GPU solvers' segments too,
 // their sweep rate over the last display interval) to the reporting solver's display record;
@@ -468,76 +475,6 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
 // bsp / gsp: a solver whose step is left out of this many rounds in a row (non-finite) ends.
 constexpr int kUnsoundRounds = 3;
 
-// The hooks of a private copy: its last progress handed in before it counts as finished (so
-// the final snapshot holds everyone's work), and before each iteration the lead bound
-// (HogwildOptions::copy_lead: one sweep awaited, for at most 2 s; a daemon that stopped, at
-// the end, lets the solver go on at once) and the policy's wait.
-void SetCopyHooks(Run& r, int i) {
-  Local& me = r.locals[i];
-  auto end = [&r, i] {
-    if (r.svb) r.svb->OnTrainEnd(i, r.locals[i].solver->net());
-    const bool last_of_group = r.policy->End(i);
-    if (Segment* s = r.locals[i].segment.get()) {
-      s->Stop();
-      s->Sweep();
-    }
-    if (r.locals[i].device_copy >= 0) r.devices->Finish(r.locals[i].device_copy);
-    if (r.plan.local.kind == Policy::Kind::kGsp && last_of_group) {
-      Segment* gs = r.group_segments[r.policy->group_of(i)].get();
-      gs->Stop();
-      gs->Sweep();
-    }
-  };
-  if (me.device_copy < 0) {
-    me.solver->UseMaster(r.master, std::move(end));
-  } else {  // the leader's tests and snapshots: the master's values swapped into the device copy and out
-    me.solver->UseMasterThrough(
-        [&r, i](const std::function<void()>& f) {
-          Local& l = r.locals[i];
-          Net& net = l.solver->net();
-          r.devices->RunOnMaster(l.device_copy, r.devices->api().CurrentStream(), [&] {
-            net.DeviceParamsWritten();
-            f();
-          });
-          net.DeviceParamsWritten();
-        },
-        std::move(end));
-  }
-  const int lead = r.opt.copy_lead;
-  me.solver->SetIterationHooks(
-      [&r, i, lead] {
-        Local& l = r.locals[i];
-        GpuSegment* device = l.device_copy >= 0 ? &r.devices->segment(l.device_copy) : nullptr;
-        if (lead > 0 && (device || (l.segment && l.segment->running()))) {
-          auto sweeps = [&] { return device ? device->stats().sweeps : l.segment->stats().sweeps; };
-          if (const uint64_t now = sweeps(); now != l.seen_sweeps) {
-            l.seen_sweeps = now;
-            l.ahead = 0;
-          }
-          if (++l.ahead > lead) {
-            l.lead_waits.fetch_add(1, std::memory_order_relaxed);
-            if (device) device->AwaitSweeps(1, std::chrono::milliseconds(2000));
-            else l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
-            l.seen_sweeps = sweeps();
-            l.ahead = 1;
-          }
-        }
-        return r.policy->Before(i);
-      },
-      [&r, i] {
-        ++r.locals[i].iterations;
-        r.policy->After(i);
-        // A step left out of its round for a non-finite element: its momentum is lost too, and
-        // a solver whose steps keep coming out non-finite from sound weights has diverged.
-        Local& l = r.locals[i];
-        l.unsound = r.policy->sound(i) ? 0 : l.unsound + 1;
-        HS_REQUIRE(l.unsound < kUnsoundRounds)
-            << "solver " << l.rank << "'s step was non-finite " << kUnsoundRounds
-            << " rounds in a row, each from the round's weights (diverged: lower base_lr?)";
-        if (l.unsound) l.solver->ForgetHistory();
-      });
-}
-
 // Solver i's private copy went non-finite (its loss did): it re-takes the shared weights whole
 // through its segment (Segment::Retake) and the solver forgets its momentum, so one copy's
 // divergence costs its lost steps, not the run. Across machines, if the host copy is lost too,
@@ -597,6 +534,86 @@ SegmentRule CopiesRule(const Run& r) {
   return rule;
 }
 
+// The callbacks of a private copy: its last progress handed in before it counts as finished
+// (so the final snapshot holds everyone's work); before each iteration the lead bound
+// (HogwildOptions::copy_lead: one sweep awaited, for at most 2 s; a daemon that stopped, at the
+// end, lets the solver go on at once) and the policy's wait; after each, the policy's round
+// and the count of its unsound steps; a device copy's master swapped in for the leader's tests
+// and snapshots; and, where the copy can re-take the shared weights, its divergence.
+class CopyCallback final : public SolverCallback {
+ public:
+  CopyCallback(Run& r, int i, bool retakes) : r_(r), i_(i), retakes_(retakes) {}
+
+  bool BeforeIteration() override {
+    Local& l = r_.locals[i_];
+    GpuSegment* device = l.device_copy >= 0 ? &r_.devices->segment(l.device_copy) : nullptr;
+    const int lead = r_.opt.copy_lead;
+    if (lead > 0 && (device || (l.segment && l.segment->running()))) {
+      auto sweeps = [&] { return device ? device->stats().sweeps : l.segment->stats().sweeps; };
+      if (const uint64_t now = sweeps(); now != l.seen_sweeps) {
+        l.seen_sweeps = now;
+        l.ahead = 0;
+      }
+      if (++l.ahead > lead) {
+        l.lead_waits.fetch_add(1, std::memory_order_relaxed);
+        if (device) device->AwaitSweeps(1, std::chrono::milliseconds(2000));
+        else l.segment->AwaitSweeps(1, std::chrono::milliseconds(2000));
+        l.seen_sweeps = sweeps();
+        l.ahead = 1;
+      }
+    }
+    return r_.policy->Before(i_);
+  }
+
+  void AfterIteration() override {
+    Local& l = r_.locals[i_];
+    ++l.iterations;
+    r_.policy->After(i_);
+    // A step left out of its round for a non-finite element: its momentum is lost too, and
+    // a solver whose steps keep coming out non-finite from sound weights has diverged.
+    l.unsound = r_.policy->sound(i_) ? 0 : l.unsound + 1;
+    HS_REQUIRE(l.unsound < kUnsoundRounds)
+        << "solver " << l.rank << "'s step was non-finite " << kUnsoundRounds
+        << " rounds in a row, each from the round's weights (diverged: lower base_lr?)";
+    if (l.unsound) l.solver->ForgetHistory();
+  }
+
+  bool Diverged(std::string* why) override { return retakes_ && RetakeCopy(r_, i_, why); }
+
+  void TrainEnd() override {
+    Local& l = r_.locals[i_];
+    if (r_.svb) r_.svb->OnTrainEnd(i_, l.solver->net());
+    const bool last_of_group = r_.policy->End(i_);
+    if (Segment* s = l.segment.get()) {
+      s->Stop();
+      s->Sweep();
+    }
+    if (l.device_copy >= 0) r_.devices->Finish(l.device_copy);
+    if (r_.plan.local.kind == Policy::Kind::kGsp && last_of_group) {
+      Segment* gs = r_.group_segments[r_.policy->group_of(i_)].get();
+      gs->Stop();
+      gs->Sweep();
+    }
+  }
+
+  bool OnMaster(const std::function<void()>& f) override {
+    Local& l = r_.locals[i_];
+    if (l.device_copy < 0) return false;  // a host copy: the solver views the master in place
+    Net& net = l.solver->net();
+    r_.devices->RunOnMaster(l.device_copy, r_.devices->api().CurrentStream(), [&] {
+      net.DeviceParamsWritten();
+      f();
+    });
+    net.DeviceParamsWritten();
+    return true;
+  }
+
+ private:
+  Run& r_;
+  const int i_;
+  const bool retakes_;
+};
+
 // Solver i on a private copy: the shared weights copied in, its segment (or the policy's
 // rounds) linking it to them, and its hooks. Every solver calls it (it meets the others).
 void WirePrivateCopy(Run& r, int i) {
@@ -641,8 +658,27 @@ void WirePrivateCopy(Run& r, int i) {
     if (local.kind == PK::kEasgd) seg.elastic = local.alpha;
     me.segment = std::make_unique<Segment>(r.master, net.param_data(), net.param_buffer_size(), seg);
   }
-  SetCopyHooks(r, i);
+  me.solver->UseMaster(r.master);
+  // A private copy that went non-finite re-takes the shared weights (a CPU copy streamed by its
+  // own segment, or a GPU solver's copy on its device: not bsp or gsp, whose rounds hand every
+  // copy the round's weights, nor --svb, whose factored weights are not streamed, nor a GPU
+  // solver's host copy).
+  const bool retakes = (me.segment && me.ctx->mode() == Mode::CPU && !r.svb) || me.device_copy >= 0;
+  AddCallback(me, std::make_unique<CopyCallback>(r, i, retakes));
 }
+
+// A policy's clock bound and rounds on the solver's loop (the machine gate: ssp, max-advance
+// across machines on shared weights).
+class PolicyCallback final : public SolverCallback {
+ public:
+  PolicyCallback(Run& r, int i) : r_(r), i_(i) {}
+  bool BeforeIteration() override { return r_.policy->Before(i_); }
+  void AfterIteration() override { r_.policy->After(i_); }
+
+ private:
+  Run& r_;
+  const int i_;
+};
 
 // ssp, max-advance across machines: the clock bound holds between machines. Every solver
 // calls it (it meets the others); the leader's display gains the policy's line.
@@ -661,10 +697,35 @@ void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
     ShowPolicy(r);
   }
   r.sync.arrive_and_wait();
-  me.solver->SetIterationHooks([&r, i] { return r.policy->Before(i); }, [&r, i] { r.policy->After(i); });
+  AddCallback(me, std::make_unique<PolicyCallback>(r, i));
   if (me.rank == 0)
     me.solver->JoinGroup(r.job.get(), me.rank, [before = std::move(extra), &r] { return before() + "\n" + r.policy->Line(); });
 }
+
+// The gradient of solver i, before its update: --svb folds in the others' (sync/svb.hpp), or a
+// test's hook (HogwildOptions::after_backward) sees it.
+class GradientCallback final : public SolverCallback {
+ public:
+  GradientCallback(Run& r, int i) : r_(r), i_(i) {}
+  void AfterBackward(Net& net) override {
+    if (r_.svb) r_.svb->OnGradient(i_, net);
+    else r_.opt.after_backward(i_, net);
+  }
+
+ private:
+  Run& r_;
+  const int i_;
+};
+
+// Shared weights across machines that went non-finite: re-taken from the other machines.
+class RecoverCallback final : public SolverCallback {
+ public:
+  explicit RecoverCallback(NetJob* job) : job_(job) {}
+  bool Diverged(std::string* why) override { return job_->Recover(why); }
+
+ private:
+  NetJob* job_;
+};
 
 // This process's pulse for its ranks: alive (not necessarily progressing), so a long test
 // pass never looks like death.
@@ -715,21 +776,11 @@ void TrainOne(Run& r, int i) {
     if (r.plan.private_copies) WirePrivateCopy(r, i);
     else net.UseParamBuffer(r.master, /*copy_in=*/false);
     if (r.plan.machine_gate) WireMachineGate(r, i, std::move(extra));
-    if (r.svb) me.solver->SetGradientHook([&r, i] { r.svb->OnGradient(i, r.locals[i].solver->net()); });
-    if (opt.after_backward) {
-      HS_CHECK(!r.svb) << "a test's gradient hook with --svb";
-      me.solver->SetGradientHook([&r, i] { r.opt.after_backward(i, r.locals[i].solver->net()); });
-    }
+    HS_CHECK(!(r.svb && opt.after_backward)) << "a test's gradient hook with --svb";
+    if (r.svb || opt.after_backward) AddCallback(me, std::make_unique<GradientCallback>(r, i));
     // Across machines a copy that went non-finite is re-taken from the others (on the host
     // copy, which every local solver trains; a private copy follows it through its segment).
-    if (opt.net && !r.plan.private_copies)
-      me.solver->SetDivergenceHook([job = opt.net](std::string* why) { return job->Recover(why); });
-    // A private copy that went non-finite re-takes the shared weights (a CPU copy streamed by its
-    // own segment, or a GPU solver's copy on its device: not bsp or gsp, whose rounds hand every
-    // copy the round's weights, nor --svb, whose factored weights are not streamed, nor a GPU
-    // solver's host copy).
-    if ((me.segment && me.ctx->mode() == Mode::CPU && !r.svb) || me.device_copy >= 0)
-      me.solver->SetDivergenceHook([&r, i](std::string* why) { return RetakeCopy(r, i, why); });
+    if (opt.net && !r.plan.private_copies) AddCallback(me, std::make_unique<RecoverCallback>(opt.net));
     r.sync.arrive_and_wait();
     if (i == 0) {
       if (r.shm && r.creator) r.shm->MarkReady();

@@ -7,7 +7,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "core/context.hpp"
 #include "core/io.hpp"
@@ -63,6 +67,39 @@ void SetOrdinaryInputs(Solver& s, uint32_t seed, int i) {
   for (Blob* b : s.net().input_blobs())
     for (int k = 0; k < b->count(); ++k) b->mutable_cpu_data()[k] = d(base) + 0.1f * d(noise);
 }
+
+// Runs `f` after each iteration: a test's window into the solver's loop.
+struct AfterEach final : SolverCallback {
+  explicit AfterEach(std::function<void()> f) : f(std::move(f)) {}
+  void AfterIteration() override { f(); }
+  std::function<void()> f;
+};
+
+// Writes what its solver tells it, by name, into a log shared with other recorders; says stop
+// at its `stop_at`-th BeforeIteration, and restores a divergence when `restores`.
+struct Recorder final : SolverCallback {
+  Recorder(std::string name, std::vector<std::string>* log) : name(std::move(name)), log(log) {}
+  bool BeforeIteration() override {
+    log->push_back(name + " before");
+    return ++befores != stop_at;
+  }
+  void AfterBackward(Net& n) override {
+    log->push_back(name + " backward");
+    net = &n;
+  }
+  void AfterIteration() override { log->push_back(name + " after"); }
+  bool Diverged(std::string* why) override {
+    log->push_back(name + " diverged");
+    *why = name + " could not";
+    return restores;
+  }
+  void TrainEnd() override { log->push_back(name + " end"); }
+  std::string name;
+  std::vector<std::string>* log;
+  int befores = 0, stop_at = -1;
+  bool restores = false;
+  Net* net = nullptr;
+};
 
 // The reference: plain loops, straight from the published rules.
 struct Reference {
@@ -332,6 +369,78 @@ TEST(Solver, NormGuardClipsASpikedGradientAndNoOrdinaryOne) {
   EXPECT_GT(std::sqrt(sa), 20 * std::sqrt(sb));
 }
 
+// A solver calls its callbacks in the order they were added, at each point of its loop; the
+// first that says stop ends training (the others are not asked); a divergence is offered to
+// each in turn until one restores (the step skipped, the weights as they were), and where none
+// does the solver ends with one line carrying the last reason.
+TEST(SolverCallbacks, AreCalledInOrderAndTheFirstToStopOrRestoreDecides) {
+  std::vector<std::string> log;
+  Recorder a("a", &log), b("b", &log);
+  SolverOptions o = Quiet();
+  o.callbacks = {&a};
+  auto s = CreateSolver(LinearSolver("max_iter: 2"), o);
+  s->AddCallback(&b);
+  SetInputs(*s, TestSeed());
+  s->Solve();
+  const std::vector<std::string> one = {"a before", "b before", "a backward", "b backward", "a after", "b after"};
+  std::vector<std::string> want;
+  for (int i = 0; i < 2; ++i) want.insert(want.end(), one.begin(), one.end());
+  want.insert(want.end(), {"a before", "b before", "a end", "b end"});  // the third is not claimed
+  EXPECT_EQ(log, want);
+  EXPECT_EQ(a.net, &s->net());
+  EXPECT_EQ(s->iter(), 2);
+
+  for (const bool first : {true, false}) {  // the first to stop decides; after it, nobody is asked
+    SCOPED_TRACE(first ? "a stops" : "b stops");
+    log.clear();
+    Recorder c("a", &log), d("b", &log);
+    (first ? c : d).stop_at = 2;
+    SolverOptions q = Quiet();
+    q.callbacks = {&c, &d};
+    auto t = CreateSolver(LinearSolver("max_iter: 5"), q);
+    SetInputs(*t, TestSeed());
+    t->Solve();
+    want.assign(one.begin(), one.end());
+    want.push_back("a before");
+    if (!first) want.push_back("b before");
+    want.insert(want.end(), {"a end", "b end"});
+    EXPECT_EQ(log, want);
+    EXPECT_EQ(t->iter(), 1);
+  }
+
+  // Lost weights: the loss is NaN. b restores: the step is skipped, both asked in turn.
+  log.clear();
+  Recorder e("a", &log), f("b", &log);
+  f.restores = true;
+  SolverOptions r = Quiet();
+  r.callbacks = {&e, &f};
+  auto u = CreateSolver(LinearSolver("max_iter: 5"), r);
+  SetInputs(*u, TestSeed());
+  u->net().input_blobs()[0]->mutable_cpu_data()[1] = std::numeric_limits<float>::quiet_NaN();
+  const size_t n = u->net().param_buffer_size();
+  const std::vector<float> before(u->net().param_data(), u->net().param_data() + n);
+  u->Step(1);
+  EXPECT_EQ(log, (std::vector<std::string>{"a before", "b before", "a diverged", "b diverged", "a after", "b after",
+                                            "a before", "b before"}));  // (the next, not claimed)
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(u->net().param_data()[i], before[i]) << i << ": the lost step was taken";
+  // a restores: b is not asked.
+  log.clear();
+  e.restores = true;
+  f.restores = false;
+  u->Step(1);
+  EXPECT_EQ(log, (std::vector<std::string>{"a before", "b before", "a diverged", "a after", "b after",
+                                            "a before", "b before"}));
+  // Nobody restores: one line, with the last reason.
+  e.restores = false;
+  try {
+    u->Step(1);
+    ADD_FAILURE() << "a divergence nobody restored went on";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("loss is nan"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find("b could not"), std::string::npos) << err.what();
+  }
+}
+
 TEST(Solver, SameSeedSameLossesDifferentSeedDifferent) {
   // DummyData with a gaussian filler draws new data every pass from the solver's RNG.
   const std::string net = R"(net_param {
@@ -536,7 +645,7 @@ TEST_F(SolverSnapshot, AnUnwritableDirectoryIsRetriedAtTheNextSnapshot) {
   SolverOptions o = Quiet();
   int iteration = 0;
   bool overwrote_old = false;
-  o.after_iteration = [&] {
+  AfterEach after([&] {
     ++iteration;
     if (iteration == 3) {
       overwrote_old = fs::file_size(sub / "u_iter_2.caffemodel") != 3;
@@ -546,7 +655,8 @@ TEST_F(SolverSnapshot, AnUnwritableDirectoryIsRetriedAtTheNextSnapshot) {
       fs::create_directories(sub);
       std::ofstream(sub / "u_iter_8.caffemodel") << "another leader's";
     }
-  };
+  });
+  o.callbacks = {&after};
   auto s = CreateSolver(LinearSolver("max_iter: 10 snapshot: 2 snapshot_prefix: '" + (sub / "u").string() + "'"), o);
   SetInputs(*s, 1);
   ASSERT_NO_THROW(s->Solve());
@@ -576,10 +686,11 @@ TEST_F(SolverSnapshot, MultiplesPassedBeforeLeadingAreNotWrittenUnderTheirNames)
     SolverOptions o = Quiet();
     o.group = &job;
     int iteration = 0;
-    o.after_iteration = [&] {
+    AfterEach after([&] {
       if (++iteration == 6 && other_wrote_eight) std::ofstream(sub / "l_iter_8.caffemodel") << "another leader's";
       if (iteration == 9) job.SetLeads(true);  // this one leads from global iteration 9
-    };
+    });
+    o.callbacks = {&after};
     auto s = CreateSolver(LinearSolver("max_iter: 20 snapshot: 4 snapshot_prefix: '" + (sub / "l").string() + "'"), o);
     SetInputs(*s, 1);
     ASSERT_NO_THROW(s->Solve());
@@ -611,9 +722,10 @@ TEST_F(SolverSnapshot, AFailedFinalSnapshotKeepsTheWeightsInTmpdir) {
   setenv("TMPDIR", rescue.c_str(), 1);
   SolverOptions o = Quiet();
   int iteration = 0;
-  o.after_iteration = [&] {
+  AfterEach after([&] {
     if (++iteration == 9) fs::remove_all(sub);
-  };
+  });
+  o.callbacks = {&after};
   auto s = CreateSolver(LinearSolver("max_iter: 10 snapshot_after_train: true snapshot_prefix: '" +
                                      (sub / "f").string() + "'"),
                         o);
