@@ -67,8 +67,8 @@ std::map<std::string, std::vector<int>> InputShapes(const Flags& f) {
   return shapes;
 }
 
-std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f) {
-  std::vector<std::shared_ptr<StatsSink>> sinks;
+std::shared_ptr<FiguresSink> StatsFromFlags(const Flags& f) {
+  std::vector<std::shared_ptr<FiguresSink>> sinks;
   if (f.has("metrics")) sinks.push_back(StartMetrics(f.get("metrics")));
   if (f.has("stats_json")) sinks.push_back(std::make_shared<JsonLinesSink>(f.get("stats_json")));
   if (sinks.empty()) return nullptr;
@@ -99,7 +99,9 @@ HogwildOptions HogwildFromFlags(const Flags& f, const std::string& solvers, cons
   h.action = InstallSignalActions(f.get("sigint_effect"), f.get("sighup_effect"));
   // After the signals are blocked: the metrics server's threads must not take a SIGINT (it
   // would kill the process instead of stopping the job cleanly).
-  h.stats = StatsFromFlags(f);
+  const std::shared_ptr<FiguresSink> sinks = StatsFromFlags(f);
+  h.stats = sinks;
+  h.network = sinks;
   return h;
 }
 

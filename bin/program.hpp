@@ -12,6 +12,7 @@
 #include "bin/flags.hpp"
 #include "bin/peers.hpp"
 #include "bin/rendezvous.hpp"
+#include "observe/sink.hpp"
 #include "sync/hogwild.hpp"
 
 namespace hogstream {
@@ -23,9 +24,10 @@ int RunProgram(const char* name, const char* argv0, const std::function<int()>& 
 // --input=TOP:N,C,H,W (repeatable): stand-in shapes for Data layers without a source.
 std::map<std::string, std::vector<int>> InputShapes(const Flags& f);
 
-// --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to (null when
-// neither is given). The endpoint starts here, so a port in use fails before any training.
-std::shared_ptr<StatsSink> StatsFromFlags(const Flags& f);
+// --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to and the network
+// daemon sends the exchange's figures to (null when neither is given). The endpoint starts
+// here, so a port in use fails before any training.
+std::shared_ptr<FiguresSink> StatsFromFlags(const Flags& f);
 // HogwildOptions from the Hogwild flags (bin/commands.cpp), for the SOLVERS spec `solvers`;
 // `mine` (a job across machines) adds this machine's own settings from its --peers entry
 // (private).

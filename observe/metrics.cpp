@@ -32,7 +32,7 @@ namespace {
 
 namespace pm = prometheus;
 
-class PrometheusSink : public StatsSink {
+class PrometheusSink : public FiguresSink {
  public:
   explicit PrometheusSink(const std::string& address)
       : registry_(std::make_shared<pm::Registry>()),
@@ -268,13 +268,13 @@ class PrometheusSink : public StatsSink {
 
 bool MetricsAvailable() { return true; }
 
-std::shared_ptr<StatsSink> StartMetrics(const std::string& spec) {
+std::shared_ptr<FiguresSink> StartMetrics(const std::string& spec) {
   return std::make_shared<PrometheusSink>(MetricsAddress(spec));
 }
 #else
 bool MetricsAvailable() { return false; }
 
-std::shared_ptr<StatsSink> StartMetrics(const std::string& spec) {
+std::shared_ptr<FiguresSink> StartMetrics(const std::string& spec) {
   MetricsAddress(spec);
   HS_FAIL() << "--metrics: this hogstream was built without prometheus-cpp (install "
                "prometheus-cpp-dev and reconfigure)";

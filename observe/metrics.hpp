@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "core/stats.hpp"
+#include "observe/sink.hpp"
 
 namespace hogstream {
 
@@ -20,7 +20,7 @@ std::string MetricsAddress(const std::string& spec);
 
 // Starts the endpoint; Error when the port cannot be bound (in use, say) or when this build
 // has no prometheus-cpp. The server stops when the last reference goes.
-std::shared_ptr<StatsSink> StartMetrics(const std::string& spec);
+std::shared_ptr<FiguresSink> StartMetrics(const std::string& spec);
 
 // Whether this build serves metrics (prometheus-cpp was found at configure time).
 bool MetricsAvailable();

@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/stats.hpp"
+#include "observe/sink.hpp"
 
 namespace hogstream {
 
@@ -19,7 +19,7 @@ namespace hogstream {
 // in JSON that read as they were measured (nlohmann-json writes every digit of a double).
 double RoundedTo(double v, int significant);
 
-class JsonLinesSink : public StatsSink {
+class JsonLinesSink : public FiguresSink {
  public:
   // Opens FILE for appending (created if absent); Error when it cannot be.
   explicit JsonLinesSink(const std::string& path);

@@ -15,7 +15,7 @@ declare -A allowed=(
   [core]="base core"
   [data]="base core data"
   [sync]="base core transport sync"
-  [observe]="base core observe"
+  [observe]="base core sync observe"
 )
 
 bad=0

@@ -135,7 +135,6 @@ class SegmentFiguresSink : public StatsSink {
     next_->OnTrain(f);
   }
   void OnTest(const TestFigures& f) override { next_->OnTest(f); }
-  void OnNetwork(const NetworkFigures& f) override { next_->OnNetwork(f); }
 
  private:
   std::shared_ptr<StatsSink> next_;
@@ -384,7 +383,7 @@ void JoinMachines(Run& r, Net& net) {
   NetJob* job = r.opt.net;
   job->set_agreement(kAgreeNet, ParamShapeHash(net) ^ floats);
   job->set_agreement(kAgreeSolver, Digest64(r.agreed_settings));
-  if (r.stats) job->set_stats(r.stats);  // every machine's exchange, on its own sink
+  if (r.opt.network) job->set_stats(r.opt.network);  // every machine's exchange, on its own sink
   job->Attach(r.machine, r.plan.n, r.master, floats, params,
               [&opt = r.opt] { return opt.action && opt.action() == SolverAction::STOP; });
 }

@@ -82,6 +82,9 @@ struct HogwildOptions {
   // The leader's figures at each display and test pass (--metrics, --stats_json); RunHogwild
   // adds this process's segment figures. Null: none.
   std::shared_ptr<StatsSink> stats;
+  // Where a job across machines sends this machine's exchange figures, about once a second
+  // (--metrics, --stats_json; sync/figures.hpp). Null: none.
+  std::shared_ptr<NetworkSink> network;
   // A job across machines (sync/net_job.hpp): this process's solvers train the machine's host
   // copy, which the network daemon links to the other machines'. Borrowed; null: one machine.
   NetJob* net = nullptr;

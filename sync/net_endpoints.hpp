@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/stats.hpp"
+#include "sync/figures.hpp"
 #include "sync/net_shares.hpp"
 #include "sync/segment.hpp"
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "core/stats.hpp"
+#include "sync/figures.hpp"
 #include "sync/net_control.hpp"
 #include "sync/net_members.hpp"
 #include "transport/transport.hpp"
@@ -28,14 +28,14 @@ namespace hogstream {
 class NetEndpoints;
 class NetShares;
 
-// A machine's figures (core/stats.hpp's NetworkFigures, which its stats sink receives) and the
+// A machine's figures (sync/figures.hpp's NetworkFigures, which its network sink receives) and the
 // control messages it refused, by reason.
 struct NetJobStats : NetworkFigures {
   uint64_t control_refusals[static_cast<size_t>(ControlRefusal::kCount)] = {};
   uint64_t clock_unbacked = 0;  // clocks claimed beyond what their sender could have run, never borne out
 };
 
-// One machine of the job as this one sees it (core/stats.hpp): its rate, and what its deltas
+// One machine of the job as this one sees it (sync/figures.hpp): its rate, and what its deltas
 // did to the chunks this machine masters.
 using NetPeerFigures = PeerNetFigures;
 
@@ -125,10 +125,10 @@ class NetFigures {
  public:
   using Clock = std::chrono::steady_clock;
   explicit NetFigures(double straggler) : stragglers_(straggler) {}
-  // Where the figures go once a second (StatsSink::OnNetwork, from the daemon thread); before
+  // Where the figures go once a second (NetworkSink::OnNetwork, from the daemon thread); before
   // the daemon starts.
-  void set_sink(std::shared_ptr<StatsSink> sink) { sink_ = std::move(sink); }
-  const std::shared_ptr<StatsSink>& sink() const { return sink_; }
+  void set_sink(std::shared_ptr<NetworkSink> sink) { sink_ = std::move(sink); }
+  const std::shared_ptr<NetworkSink>& sink() const { return sink_; }
   // The sharing policy's name and figures (bound and cleared by the runner), any thread.
   void set_policy(std::string name, std::function<PolicyFigures()> figures);
   // Builds the figures now: rates (iterations, bytes, sweeps) over a second at least, the
@@ -146,7 +146,7 @@ class NetFigures {
   void Peers(const NetFiguresInput& in, NetMembers& members, NetJobStats* s, double lapse, bool rates);
   void Stragglers(const NetFiguresInput& in, NetMembers& members, NetJobStats* s);
 
-  std::shared_ptr<StatsSink> sink_;
+  std::shared_ptr<NetworkSink> sink_;
   StragglerWatch stragglers_;      // daemon
   std::vector<uint8_t> named_;     // daemon: per rank x (non-finite, absurd), whether a refusal was named
   Clock::time_point last_rates_{};  // daemon: when rates were last taken (epoch: never)

@@ -691,7 +691,7 @@ void NetJob::set_policy_figures(std::string name, std::function<PolicyFigures()>
   figures_.set_policy(std::move(name), std::move(figures));
 }
 
-void NetJob::set_stats(std::shared_ptr<StatsSink> sink) {
+void NetJob::set_stats(std::shared_ptr<NetworkSink> sink) {
   HS_REQUIRE(!thread_.joinable()) << "NetJob::set_stats after Attach";
   figures_.set_sink(std::move(sink));
 }

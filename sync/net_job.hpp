@@ -174,9 +174,9 @@ class NetJob {
   // never streamed; `link` carries those weights' factors. A machine cannot then join a running
   // job (W never travels as values): that is an Error at its start.
   void UseSvb(std::shared_ptr<SvbLink> link, std::vector<std::pair<size_t, size_t>> skip);
-  // Before Attach: where this machine's exchange figures go (StatsSink::OnNetwork, from the
+  // Before Attach: where this machine's exchange figures go (NetworkSink::OnNetwork, from the
   // daemon thread, about once a second while it runs, and once as it finishes).
-  void set_stats(std::shared_ptr<StatsSink> sink);
+  void set_stats(std::shared_ptr<NetworkSink> sink);
   // The sharing policy's name and figures (PolicyRun::figures) for this machine's reports,
   // bound by the runner once its policy exists and cleared (empty) before the policy goes.
   // Any thread.

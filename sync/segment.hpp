@@ -62,7 +62,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/stats.hpp"  // kStalenessBuckets
+#include "sync/figures.hpp"  // kStalenessBuckets
 #include "sync/aggregate.hpp"
 #include "sync/codec.hpp"
 #include "sync/wire.hpp"

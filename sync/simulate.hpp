@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/stats.hpp"  // kStalenessBuckets
+#include "sync/figures.hpp"  // kStalenessBuckets
 #include "transport/sim/endpoint.hpp"
 
 namespace hogstream {

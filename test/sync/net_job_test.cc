@@ -234,7 +234,7 @@ class NetJobTest : public ::testing::Test {
   }
 
   std::vector<float> initial_;
-  std::shared_ptr<StatsSink> sinks_[kSlots];  // each machine's stats sink, if any
+  std::shared_ptr<NetworkSink> sinks_[kSlots];  // each machine's network sink, if any
   std::vector<int> machine_group_;  // bsp / gsp: each machine's synchronous group
   uint32_t quorum_ms_ = 0;          // 0: the default
   uint32_t dead_ms_ = 300;
@@ -297,11 +297,9 @@ TEST_F(NetJobTest, SharesTheChunksCountsTheGlobalIterationAndDrainsBeforeTheSnap
   FinishAll();
 }
 
-// What a machine's daemon hands its stats sink (OnNetwork), kept for the test.
-class NetworkRecorder : public StatsSink {
+// What a machine's daemon hands its network sink (OnNetwork), kept for the test.
+class NetworkRecorder : public NetworkSink {
  public:
-  void OnTrain(TrainFigures&) override {}
-  void OnTest(const TestFigures&) override {}
   void OnNetwork(const NetworkFigures& f) override {
     std::lock_guard<std::mutex> lock(mu_);
     records_.push_back(f);
