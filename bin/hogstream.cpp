@@ -490,10 +490,8 @@ void WriteReference(const std::string& path, const std::string& key, const Simul
 }
 
 // `hogstream simulate`: a job of N machines in virtual time (sync/simulate.hpp), per N a row.
-int SimulateCommand(int argc, char** argv) {
-  Flags f(HogstreamCommand("simulate"), argc, argv, 2);
-  HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
-  const pb::SolverParameter param = ReadSolverText(f.get("solver"));
+// The simulator's settings from its flags (--machines, --bsp and --reference are the command's).
+SimulateOptions SimulateFlags(const Flags& f, const pb::SolverParameter& param) {
   SimulateOptions o;
   o.seed = static_cast<uint64_t>(f.int_in("seed", 0, INT64_MAX));
   o.step_ms = NumberFlag(f, "step_ms", 1e-3, 1e6);
@@ -517,101 +515,131 @@ int SimulateCommand(int argc, char** argv) {
   o.targets = NumberList(f, "targets", -1e30, 1e30);
   std::sort(o.targets.begin(), o.targets.end());
   o.log = f.has("log");
-  const bool json = f.has("json");
+  return o;
+}
+
+// --machines: the job sizes to run, one machine first (every SE is against it), each once.
+std::vector<int> SimulatedSizes(const Flags& f) {
   std::vector<int> sizes{1};
   for (double n : NumberList(f, "machines", 1, 4096)) {
     HS_REQUIRE(n == std::floor(n)) << "--machines wants whole numbers, got " << n;
     if (std::find(sizes.begin(), sizes.end(), static_cast<int>(n)) == sizes.end()) sizes.push_back(static_cast<int>(n));
   }
-  // --bsp: the synchronous reference's lr multipliers, each "n", "sqrt", "half" or a number.
+  return sizes;
+}
+
+// --bsp: the synchronous reference's lr multipliers, each "n", "sqrt", "half" or a number.
+std::vector<std::string> BspMultipliers(const Flags& f) {
   std::vector<std::string> bsp;
-  {
-    std::stringstream ss(f.get("bsp"));
-    for (std::string m; std::getline(ss, m, ',');) {
-      char* end = nullptr;
-      const double v = std::strtod(m.c_str(), &end);
-      HS_REQUIRE(m == "n" || m == "sqrt" || m == "half" || (!m.empty() && *end == 0 && v > 0))
-          << "--bsp wants lr multipliers like sqrt,half,n or 4, got '" << m << "'";
-      bsp.push_back(m);
+  std::stringstream ss(f.get("bsp"));
+  for (std::string m; std::getline(ss, m, ',');) {
+    char* end = nullptr;
+    const double v = std::strtod(m.c_str(), &end);
+    HS_REQUIRE(m == "n" || m == "sqrt" || m == "half" || (!m.empty() && *end == 0 && v > 0))
+        << "--bsp wants lr multipliers like sqrt,half,n or 4, got '" << m << "'";
+    bsp.push_back(m);
+  }
+  return bsp;
+}
+
+double BspLr(const std::string& m, int n) {
+  return m == "n" ? n : m == "sqrt" ? std::sqrt(static_cast<double>(n)) : m == "half" ? n / 2.0 : std::stod(m);
+}
+
+// SE at target k: one machine's global iterations (= samples, one batch each) over the job's;
+// -1 where either did not reach it.
+double SimulatedSe(const SimulateResult& r, const SimulateResult& one, size_t k) {
+  return one.crossings[k].iter >= 0 && r.crossings[k].iter > 0 ? one.crossings[k].iter / r.crossings[k].iter : -1.0;
+}
+
+// One simulated job as one JSON object (nlohmann, as bench --json).
+std::string SimulatedJson(const SimulateResult& r, const SimulateOptions& run, const SimulateResult& one) {
+  std::ostringstream hash;
+  hash << std::hex << r.weights_hash;
+  nlohmann::ordered_json j = {{"machines", r.machines},
+                              {"bsp", run.bsp ? run.bsp_lr : 0},
+                              {"rule", r.rule},
+                              {"seed", run.seed},
+                              {"jitter", run.jitter},
+                              {"read_at", run.read_at},
+                              {"stragglers", run.stragglers},
+                              {"ended_early", r.ended_early},
+                              {"iterations", r.iterations},
+                              {"virtual_s", r.virtual_s},
+                              {"bytes", r.bytes},
+                              {"lost", r.lost},
+                              {"deltas", r.deltas_applied},
+                              {"refused", r.deltas_refused},
+                              {"weights_hash", hash.str()}};
+  j["targets"] = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < r.crossings.size(); ++k)
+    j["targets"].push_back({{"target", r.crossings[k].target},
+                            {"iter", r.crossings[k].iter},
+                            {"virtual_s", r.crossings[k].virtual_s},
+                            {"se", SimulatedSe(r, one, k)}});
+  j["staleness"] = std::vector<uint64_t>(std::begin(r.staleness), std::end(r.staleness));
+  j["curve"] = nlohmann::ordered_json::array();
+  for (const SimulateResult::Point& p : r.curve) j["curve"].push_back({p.iter, p.virtual_s, p.score});
+  return j.dump();
+}
+
+// One simulated job as the lines a reader reads: its targets, SE and time against one machine,
+// and (asynchronous jobs) its deltas, bytes and staleness.
+std::string SimulatedText(const SimulateResult& r, const SimulateOptions& run, const SimulateResult& one) {
+  const int n = r.machines;
+  std::ostringstream os;
+  os << std::fixed;
+  os << n << " machine" << (n == 1 ? "" : "s") << " (" << r.rule << "): " << r.iterations << " global iterations, "
+     << std::setprecision(1) << r.virtual_s << " s virtual";
+  if (!r.ended_early.empty()) os << "\n  ended early: " << r.ended_early;
+  for (size_t k = 0; k < r.crossings.size(); ++k) {
+    const SimulateResult::Crossing& c = r.crossings[k];
+    os << "\n  " << run.score << " " << std::setprecision(4) << c.target << ": ";
+    if (c.iter < 0) {
+      os << "not reached";
+      continue;
+    }
+    os << std::setprecision(0) << c.iter << " global iterations, " << std::setprecision(1) << c.virtual_s
+       << " s virtual";
+    if (const double se = SimulatedSe(r, one, k); se > 0) {
+      os << ", SE " << std::setprecision(2) << se;
+      if (one.crossings[k].virtual_s > 0)
+        os << ", time " << std::setprecision(3) << c.virtual_s / one.crossings[k].virtual_s << "x one machine's";
     }
   }
+  if (n > 1 && !run.bsp) {
+    uint64_t deltas = 0;
+    for (uint64_t b : r.staleness) deltas += b;
+    os << "\n  " << r.deltas_applied << " deltas applied (" << r.deltas_refused << " refused), "
+       << std::setprecision(1) << r.bytes / 1e6 << " MB sent, " << r.lost
+       << " frames lost; staleness (global iterations):";
+    for (size_t b = 0; b < kStalenessBuckets; ++b) {
+      if (!r.staleness[b]) continue;
+      const std::string bucket = b + 1 < kStalenessBuckets ? "<=" + std::to_string(kStalenessBounds[b])
+                                                           : ">" + std::to_string(kStalenessBounds[b - 1]);
+      os << " " << bucket << " " << std::setprecision(0)
+         << 100.0 * static_cast<double>(r.staleness[b]) / static_cast<double>(deltas) << "%";
+    }
+    for (const std::string& line : r.solver_lines) os << "\n  solver: " << line;
+  }
+  os << "\n  weights " << std::hex << r.weights_hash << std::dec;
+  return os.str();
+}
+
+int SimulateCommand(int argc, char** argv) {
+  Flags f(HogstreamCommand("simulate"), argc, argv, 2);
+  HS_REQUIRE(f.has("solver")) << "--solver=SOLVER.prototxt is required";
+  const pb::SolverParameter param = ReadSolverText(f.get("solver"));
+  SimulateOptions o = SimulateFlags(f, param);
+  const bool json = f.has("json");
+  const std::vector<int> sizes = SimulatedSizes(f);
+  const std::vector<std::string> bsp = BspMultipliers(f);
   const int64_t bsp_warmup = f.int_in("bsp_warmup", 0, INT_MAX);
   const bool bsp_only = f.has("bsp_only");
   HS_REQUIRE(!bsp_only || !bsp.empty()) << "--bsp_only wants --bsp=M[,M...]";
   std::optional<SimulateResult> one;
   auto print = [&](const SimulateResult& r, const SimulateOptions& run) {
-    const int n = r.machines;
-    // SE at a target: one machine's global iterations (= samples, one batch each) / the job's.
-    auto se = [&](size_t k) {
-      return one->crossings[k].iter >= 0 && r.crossings[k].iter > 0 ? one->crossings[k].iter / r.crossings[k].iter : -1.0;
-    };
-    uint64_t deltas = 0;
-    for (uint64_t b : r.staleness) deltas += b;
-    if (json) {  // one object per job size (nlohmann, as bench --json)
-      std::ostringstream hash;
-      hash << std::hex << r.weights_hash;
-      nlohmann::ordered_json j = {{"machines", n},
-                                  {"bsp", run.bsp ? run.bsp_lr : 0},
-                                  {"rule", r.rule},
-                                  {"seed", run.seed},
-                                  {"jitter", run.jitter},
-                                  {"read_at", run.read_at},
-                                  {"stragglers", run.stragglers},
-                                  {"ended_early", r.ended_early},
-                                  {"iterations", r.iterations},
-                                  {"virtual_s", r.virtual_s},
-                                  {"bytes", r.bytes},
-                                  {"lost", r.lost},
-                                  {"deltas", r.deltas_applied},
-                                  {"refused", r.deltas_refused},
-                                  {"weights_hash", hash.str()}};
-      j["targets"] = nlohmann::ordered_json::array();
-      for (size_t k = 0; k < r.crossings.size(); ++k)
-        j["targets"].push_back({{"target", r.crossings[k].target},
-                                {"iter", r.crossings[k].iter},
-                                {"virtual_s", r.crossings[k].virtual_s},
-                                {"se", se(k)}});
-      j["staleness"] = std::vector<uint64_t>(std::begin(r.staleness), std::end(r.staleness));
-      j["curve"] = nlohmann::ordered_json::array();
-      for (const SimulateResult::Point& p : r.curve) j["curve"].push_back({p.iter, p.virtual_s, p.score});
-      std::cout << j.dump() << std::endl;
-      return;
-    }
-    std::ostringstream os;
-    os << std::fixed;
-    os << n << " machine" << (n == 1 ? "" : "s") << " (" << r.rule << "): " << r.iterations << " global iterations, "
-       << std::setprecision(1) << r.virtual_s << " s virtual";
-    if (!r.ended_early.empty()) os << "\n  ended early: " << r.ended_early;
-    for (size_t k = 0; k < r.crossings.size(); ++k) {
-      const SimulateResult::Crossing& c = r.crossings[k];
-      os << "\n  " << run.score << " " << std::setprecision(4) << c.target << ": ";
-      if (c.iter < 0) {
-        os << "not reached";
-        continue;
-      }
-      os << std::setprecision(0) << c.iter << " global iterations, " << std::setprecision(1) << c.virtual_s
-         << " s virtual";
-      if (se(k) > 0) {
-        os << ", SE " << std::setprecision(2) << se(k);
-        if (one->crossings[k].virtual_s > 0)
-          os << ", time " << std::setprecision(3) << c.virtual_s / one->crossings[k].virtual_s << "x one machine's";
-      }
-    }
-    if (n > 1 && !run.bsp) {
-      os << "\n  " << r.deltas_applied << " deltas applied (" << r.deltas_refused << " refused), "
-         << std::setprecision(1) << r.bytes / 1e6 << " MB sent, " << r.lost
-         << " frames lost; staleness (global iterations):";
-      for (size_t b = 0; b < kStalenessBuckets; ++b) {
-        if (!r.staleness[b]) continue;
-        const std::string bucket = b + 1 < kStalenessBuckets ? "<=" + std::to_string(kStalenessBounds[b])
-                                                             : ">" + std::to_string(kStalenessBounds[b - 1]);
-        os << " " << bucket << " " << std::setprecision(0)
-           << 100.0 * static_cast<double>(r.staleness[b]) / static_cast<double>(deltas) << "%";
-      }
-      for (const std::string& line : r.solver_lines) os << "\n  solver: " << line;
-    }
-    os << "\n  weights " << std::hex << r.weights_hash << std::dec;
-    std::cout << os.str() << std::endl;
+    std::cout << (json ? SimulatedJson(r, run, *one) : SimulatedText(r, run, *one)) << std::endl;
   };
   auto progress = [json](const std::string& line) {
     if (!json) std::cerr << line << "\n";
@@ -643,7 +671,7 @@ int SimulateCommand(int argc, char** argv) {
     for (const std::string& m : bsp) {
       SimulateOptions b = o;
       b.bsp = true;
-      b.bsp_lr = m == "n" ? n : m == "sqrt" ? std::sqrt(static_cast<double>(n)) : m == "half" ? n / 2.0 : std::stod(m);
+      b.bsp_lr = BspLr(m, n);
       b.bsp_warmup = bsp_warmup;
       print(Simulate(param, b, progress), b);
     }
