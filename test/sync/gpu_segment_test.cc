@@ -216,8 +216,8 @@ TEST(GpuSegmentTest, TheDaemonNeverWaitsForTheDevice) {
 }
 
 // A wait for sweeps on the device's segment: false at its deadline while the stream is stalled
-// (no chunk completes), true once it moves, and told at each sweep (ten waits of one sweep
-// each are not ten of the board's 50 ms rechecks).
+// (no chunk completes), true once it moves, and told at each sweep (of ten waits of one sweep
+// each, most end well within the board's 50 ms recheck).
 TEST(GpuSegmentTest, AWaitEndsAtItsSweepsOrAtItsDeadline) {
   using Clock = std::chrono::steady_clock;
   FakeDevice dev;
@@ -235,10 +235,13 @@ TEST(GpuSegmentTest, AWaitEndsAtItsSweepsOrAtItsDeadline) {
   EXPECT_GE(Clock::now() - t0, 200ms);
   dev.Release(seg.stream());
   const uint64_t before = seg.stats().sweeps;
-  const auto t1 = Clock::now();
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(seg.AwaitSweeps(1, 10s)) << i;
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t1).count(), 0.4)
-      << "the waits were not told of the sweeps (each waited for the board's recheck)";
+  int prompt = 0;  // waits that ended well within the board's 50 ms recheck
+  for (int i = 0; i < 10; ++i) {
+    const auto t1 = Clock::now();
+    ASSERT_TRUE(seg.AwaitSweeps(1, 10s)) << i;
+    prompt += Clock::now() - t1 < 25ms;
+  }
+  EXPECT_GE(prompt, 5) << "the waits were not told of the sweeps (each waited for the board's recheck)";
   EXPECT_GE(seg.stats().sweeps, before + 10);
   seg.Stop();
 }

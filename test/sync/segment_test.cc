@@ -300,8 +300,8 @@ TEST(SegmentRetakeTest, ALostCopyTakesTheMasterWholeAndSendsNothing) {
 class SegmentHogwildTest : public testing::TestWithParam<bool> {};
 
 // A wait for sweeps (a policy's fresh-round refresh, a solver's end) is told by the daemon at
-// each sweep: ten waits of one sweep each take about ten sweeps, not ten of the board's 50 ms
-// rechecks; it ends false, at once, when the daemon stops under it or is not running, and the
+// each sweep: of ten waits of one sweep each, most end well within the board's 50 ms recheck
+// (a loaded host may hold a few back); it ends false, at once, when the daemon stops under it or is not running, and the
 // sweeps it asked for have happened when it says true.
 TEST(SegmentAwaitTest, AWaitEndsAtItsSweepsAndWhenTheDaemonStops) {
   using Clock = std::chrono::steady_clock;
@@ -314,10 +314,13 @@ TEST(SegmentAwaitTest, AWaitEndsAtItsSweepsAndWhenTheDaemonStops) {
   EXPECT_FALSE(seg.AwaitSweeps(1, std::chrono::seconds(10))) << "no daemon: no sweep comes";
   seg.Start();
   const uint64_t before = seg.stats().sweeps;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(seg.AwaitSweeps(1, std::chrono::seconds(10))) << i;
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 0.4)
-      << "the waits were not told of the sweeps (each waited for the board's recheck)";
+  int prompt = 0;  // waits that ended well within the board's 50 ms recheck
+  for (int i = 0; i < 10; ++i) {
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(seg.AwaitSweeps(1, std::chrono::seconds(10))) << i;
+    prompt += Clock::now() - t0 < std::chrono::milliseconds(25);
+  }
+  EXPECT_GE(prompt, 5) << "the waits were not told of the sweeps (each waited for the board's recheck)";
   EXPECT_GE(seg.stats().sweeps, before + 10);
   bool got = true;
   double waited = 0;
