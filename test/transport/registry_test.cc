@@ -13,23 +13,14 @@
 #include <vector>
 
 #include "test/error_of.hpp"
+#include "test/transport/registered_ends.hpp"
 #include "test/transport/transport_test_util.hpp"
-#include "test/transport/veth.hpp"
-#ifdef HOGSTREAM_VERBS
-#include "test/transport/verbs/fake_verbs.hpp"
-#endif
 
 namespace hogstream {
 namespace {
 
-std::vector<std::string> Names() {
-  std::vector<std::string> names;
-  for (const TransportScheme* s : Transports()) names.push_back(s->name);
-  return names;
-}
-
 TEST(TransportRegistry, EveryBackendFolderRegistersItsScheme) {
-  const std::vector<std::string> names = Names();
+  const std::vector<std::string> names = test::RegisteredSchemes();
   for (const char* want : {"inproc", "loop", "raw", "udp", "verbs"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want << "://";
   EXPECT_EQ(FindTransport("tcp"), nullptr);
@@ -64,39 +55,14 @@ TEST(TransportRegistry, TheUrlGrammarAsksTheSchemeItNames) {
   EXPECT_NE(ErrorOf([&] { OpenTransport(l, one); }).find("'loop://a' is an end in this process"), std::string::npos);
 }
 
-// Two ends of `scheme` in this process, through the factory; "" where this host cannot (why).
-std::vector<std::unique_ptr<Transport>> Ends(const TransportScheme& scheme, std::string* why) {
-  OpenOptions o;
-  o.job = 0x7e57;
-  if (!scheme.loopback.empty()) return OpenTransports(scheme.loopback, o);
-  if (scheme.name == "raw") {
-    if (*why = test::TestNet::Unavailable(); !why->empty()) return {};
-    static test::VethPair net(1500);
-    o.netns = {net.ns(0), net.ns(1)};
-    return OpenTransports("raw://%" + net.iface(0) + ",%" + net.iface(1), o);
-  }
-  if (scheme.name == "verbs") {
-#ifdef HOGSTREAM_VERBS
-    static FakeVerbs* fabric = new FakeVerbs();
-    o.verbs_api = fabric->api();
-    return OpenTransports("verbs://%fake0,%fake0:1", o);
-#else
-    EXPECT_NE(ErrorOf([&] { OpenTransports("verbs://%,%", o); }).find("built without the verbs transport"),
-              std::string::npos);
-    *why = "this build has no verbs (its scheme says so: checked)";
-    return {};
-#endif
-  }
-  ADD_FAILURE() << scheme.name << "://: no loopback url, and this test does not know how to open two of its ends";
-  return {};
-}
-
 TEST(TransportRegistry, EveryRegisteredSchemeCarriesMessagesBothWays) {
   int ran = 0;
   for (const TransportScheme* scheme : Transports()) {
     SCOPED_TRACE(scheme->name + "://");
     std::string why;
-    std::vector<std::unique_ptr<Transport>> t = Ends(*scheme, &why);
+    OpenOptions o;
+    o.job = 0x7e57;
+    std::vector<std::unique_ptr<Transport>> t = test::RegisteredEnds(*scheme, o, &why);
     if (!why.empty()) {
       std::cout << "[ SKIPPED  ] " << scheme->name << "://: " << why << "\n";
       continue;

@@ -1,27 +1,23 @@
-// Typed tests over every backend (inproc; udp on 127.0.0.1; raw Ethernet over a veth pair between
-// two network namespaces, root only, skipped with the reason otherwise; verbs over the in-process
-// fake fabric, test/transport/verbs/fake_verbs.hpp, where the build has verbs): messages arrive whole and once;
-// a sender with every slot committed answers "no slot" instead of blocking; the segment's exact
+// The conformance suite: every scheme in the transport registry (transport/registry.hpp),
+// opened through the factory as a program opens it (test/transport/registered_ends.hpp: inproc
+// and udp on 127.0.0.1 by their loopback urls, the test-only loop://, raw Ethernet over a veth
+// pair between two network namespaces, root only, skipped with the reason otherwise, verbs over
+// the in-process fake fabric where the build has verbs): messages arrive whole and once; a
+// sender with every slot committed answers "no slot" instead of blocking; the segment's exact
 // ledger (master == initial + increments - exactly the dropped deltas) holds through the fault
-// decorator over the backend; a closed peer becomes "peer down" within a deadline. Every wait
-// has a deadline: a stuck link fails, it does not hang.
+// decorator over the backend; a closed peer becomes "peer down" within a deadline. A backend
+// registered tomorrow is in the suite without a line here. Every wait has a deadline: a stuck
+// link fails, it does not hang.
 #include "transport/transport.hpp"
 
 #include "base/common.hpp"
 #include "sync/segment.hpp"
 #include "transport/fault/endpoint.hpp"
-#include "transport/inproc/device.hpp"
-#include "transport/raw/endpoint.hpp"
-#include "transport/udp/device.hpp"
-#include "transport/udp/endpoint.hpp"
-#ifdef HOGSTREAM_VERBS
-#include "transport/verbs/device.hpp"
-#include "test/transport/verbs/fake_verbs.hpp"
-#endif
+#include "transport/registry.hpp"
 
 #include "test/test_seed.hpp"
+#include "test/transport/registered_ends.hpp"
 #include "test/transport/transport_test_util.hpp"
-#include "test/transport/veth.hpp"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,103 +35,39 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Link = std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>>;
 
-// Each backend: Unavailable() says why it cannot run here ("" = it can; the test skips
-// otherwise), Make(max_payload, slots) links peer 0 and peer 1.
-struct InprocBackend {
-  static std::string Unavailable() { return ""; }
-  static Link Make(uint32_t max_payload, uint32_t slots) {
-    InprocOptions o;
-    o.max_payload = max_payload;
-    o.slots = slots;
-    return InprocDevice::MakePair(o);
-  }
-};
-
-struct UdpBackend {
-  static std::string Unavailable() { return ""; }
-  static Link Make(uint32_t max_payload, uint32_t slots) {
-    UdpOptions o;
-    o.max_payload = (max_payload + 15) / 16 * 16;
-    o.send_slots = o.recv_slots = slots;
-    o.job = 0x5eed;
-    o.heartbeat_ms = 10;
-    o.peer_timeout_ms = 200;
-    auto [a, b] = UdpDevice(o).LoopbackPair();
-    return {std::move(a), std::move(b)};
-  }
-};
-
-struct RawBackend {
-  // One veth pair (MTU 9000) for every test of the process: made on first use, deleted at exit.
-  static test::VethPair& Net() {
-    static test::VethPair net(9000);
-    return net;
-  }
-  static std::string Unavailable() { return test::TestNet::Unavailable(); }
-  static Link Make(uint32_t max_payload, uint32_t slots) {
-    RawOptions o;
-    o.max_payload = (max_payload + 15) / 16 * 16;
-    o.send_slots = slots;
-    o.job = 0x5eed;
-    o.heartbeat_ms = 10;
-    o.peer_timeout_ms = 200;
-    o.netns = Net().ns(0);
-    o.iface = Net().iface(0);
-    auto a = std::make_unique<RawEndpoint>(0, o);
-    o.netns = Net().ns(1);
-    o.iface = Net().iface(1);
-    auto b = std::make_unique<RawEndpoint>(1, o);
-    a->AddPeer(1, b->mac());
-    b->AddPeer(0, a->mac());
-    return {std::move(a), std::move(b)};
-  }
-};
-
-#ifdef HOGSTREAM_VERBS
-// Verbs over the fake fabric (no RDMA device can exist on CI hosts): one UD queue pair per
-// end on one InfiniBand-like port. A payload over what the MTU carries is cut to it; tests
-// read caps().max_payload.
-struct VerbsFakeBackend {
-  static std::string Unavailable() { return ""; }
-  static Link Make(uint32_t max_payload, uint32_t slots) {
-    static FakeVerbs* fake = new FakeVerbs();  // the suite's fabric, for the process's life
-    VerbsOptions o;
-    o.api = fake->api();
-    o.job = 0x5eed;
-    const uint32_t limit = static_cast<uint32_t>((4096 - FrameFormat(o.job).overhead()) / 16 * 16);
-    o.max_payload = std::min((max_payload + 15) / 16 * 16, limit);
-    o.send_slots = o.recv_slots = slots;
-    o.signal_every = std::min<uint32_t>(4, slots);
-    o.heartbeat_ms = 10;
-    o.peer_timeout_ms = 200;
-    return VerbsDevice(o).LoopbackPair();
-  }
-};
-#endif
-
-template <class B>
-class TransportTest : public testing::Test {
+// The parameter: a registered scheme's name. Make links its ends 0 and 1 with messages of up to
+// max_payload bytes (rounded up to 16), `slots` send and receive slots, heartbeats every 10 ms
+// and a peer down after 200 ms of silence.
+class TransportTest : public testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (const std::string why = B::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+    scheme_ = FindTransport(GetParam());
+    ASSERT_NE(scheme_, nullptr) << GetParam() << ":// is no longer registered";
+    std::string why;
+    test::RegisteredEnds(*scheme_, Options(64, 4), &why);  // (opened and closed: can this host?)
+    if (!why.empty()) GTEST_SKIP() << GetParam() << "://: " << why;
   }
-};
-#ifdef HOGSTREAM_VERBS
-using Backends = testing::Types<InprocBackend, UdpBackend, RawBackend, VerbsFakeBackend>;
-#else
-using Backends = testing::Types<InprocBackend, UdpBackend, RawBackend>;
-#endif
-class BackendNames {
- public:
-  template <class T>
-  static std::string GetName(int) {
-    if (std::is_same_v<T, InprocBackend>) return "inproc";
-    if (std::is_same_v<T, UdpBackend>) return "udp";
-    if (std::is_same_v<T, RawBackend>) return "raw";
-    return "verbs_fake";
+  static OpenOptions Options(uint32_t max_payload, uint32_t slots) {
+    OpenOptions o;
+    o.job = 0x5eed;
+    o.max_payload = (max_payload + 15) / 16 * 16;
+    o.send_slots = o.recv_slots = slots;
+    o.heartbeat_ms = 10;
+    o.peer_timeout_ms = 200;
+    return o;
   }
+  Link Make(uint32_t max_payload, uint32_t slots) {
+    std::string why;
+    std::vector<std::unique_ptr<Transport>> t = test::RegisteredEnds(*scheme_, Options(max_payload, slots), &why);
+    HS_CHECK(why.empty() && t.size() == 2) << GetParam() << "://: " << t.size() << " ends; " << why;
+    return {std::move(t[0]), std::move(t[1])};
+  }
+
+ private:
+  const TransportScheme* scheme_ = nullptr;
 };
-TYPED_TEST_SUITE(TransportTest, Backends, BackendNames);
+INSTANTIATE_TEST_SUITE_P(Registered, TransportTest, testing::ValuesIn(test::RegisteredSchemes()),
+                         [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 Header Hdr(MsgKind kind, uint32_t chunk, uint64_t seq, uint32_t bytes) {
   Header h;
@@ -150,11 +82,11 @@ Header Hdr(MsgKind kind, uint32_t chunk, uint64_t seq, uint32_t bytes) {
 
 // Messages of random lengths (0 to max_payload) in batches, both ways; each arrives once, with
 // its header and every payload byte.
-TYPED_TEST(TransportTest, MessagesArriveWhole) {
+TEST_P(TransportTest, MessagesArriveWhole) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
-  auto [a, b] = TypeParam::Make(4096, 16);
+  auto [a, b] = Make(4096, 16);
   const uint32_t kMax = std::min<uint32_t>(4096, a->caps().max_payload - kWireHeaderBytes);  // verbs: the MTU's
   for (auto [from, to] : {std::pair{a.get(), b.get()}, std::pair{b.get(), a.get()}}) {
     const PeerId dest = to->self();
@@ -204,8 +136,8 @@ TYPED_TEST(TransportTest, MessagesArriveWhole) {
 }
 
 // Every slot committed and nothing flushed or received: "no slot", at once.
-TYPED_TEST(TransportTest, FullSenderAnswersNoSlot) {
-  auto [a, b] = TypeParam::Make(64, 4);
+TEST_P(TransportTest, FullSenderAnswersNoSlot) {
+  auto [a, b] = Make(64, 4);
   for (int i = 0; i < 4; ++i) {
     ASSERT_NE(a->AcquireSend(), nullptr);
     a->CommitSend(Dest::Peer(1), 16);
@@ -218,7 +150,7 @@ TYPED_TEST(TransportTest, FullSenderAnswersNoSlot) {
 
 // The segment ledger over the backend with 20% drop, duplicate and reorder each way: after
 // clean sweeps, master == slave == initial + every increment - exactly the dropped deltas.
-TYPED_TEST(TransportTest, SegmentLedgerIsExactUnderFaults) {
+TEST_P(TransportTest, SegmentLedgerIsExactUnderFaults) {
   const uint32_t seed = TestSeed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
@@ -245,7 +177,7 @@ TYPED_TEST(TransportTest, SegmentLedgerIsExactUnderFaults) {
   };
   FaultOptions g = f;
   g.seed = seed + 1;
-  auto [a, b] = TypeParam::Make(kWireHeaderBytes + chunk * sizeof(float), 16);
+  auto [a, b] = Make(kWireHeaderBytes + chunk * sizeof(float), 16);
   FaultEndpoint to_slave(std::move(a), f), to_master(std::move(b), g);
   MasterEndpoint me(master.data(), n, chunk, &to_slave, Dest::Peer(1));
   SlaveEndpoint se(slave.data(), n, chunk, &to_master);
@@ -311,8 +243,8 @@ TYPED_TEST(TransportTest, SegmentLedgerIsExactUnderFaults) {
 }
 
 // A peer that goes away latches "peer down" in the other's status, within a deadline.
-TYPED_TEST(TransportTest, ClosedPeerBecomesPeerDown) {
-  auto [a, b] = TypeParam::Make(64, 4);
+TEST_P(TransportTest, ClosedPeerBecomesPeerDown) {
+  auto [a, b] = Make(64, 4);
   const float p = 1;
   ASSERT_TRUE(b->PostSend(Dest::Peer(0), &p, sizeof p));
   b->Flush();

@@ -30,6 +30,9 @@ VerbsOptions VerbsFor(const std::string& where, const OpenOptions& o) {
   v.max_payload = o.max_payload;
   TakeCommon(o, &v);
   v.api = o.verbs_api;
+  // One signalled send per signal_every: never more than the slots there are (few slots would
+  // otherwise be the endpoint's refusal).
+  v.signal_every = std::max<uint32_t>(1, std::min(v.signal_every, v.send_slots));
   return v;
 }
 

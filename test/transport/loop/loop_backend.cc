@@ -26,6 +26,7 @@ TransportScheme LoopScheme() {
     HS_REQUIRE(o.multicast.empty()) << "loop:// has no group";
     InprocOptions io;
     io.max_payload = o.max_payload ? o.max_payload : 4096;
+    if (o.send_slots) io.slots = o.send_slots;
     auto [a, b] = InprocDevice::MakePair(io);
     std::vector<std::unique_ptr<Transport>> out;
     out.push_back(std::move(a));
