@@ -378,11 +378,8 @@ void Solver::Display(std::chrono::steady_clock::time_point& last, int& last_iter
     }
     LOG_IF(INFO, talk) << os.str();
   }
-  if (options_.extra_stats && talk) {
-    std::istringstream lines(options_.extra_stats());  // one log line each
-    for (std::string line; std::getline(lines, line);)
-      if (!line.empty()) LOG(INFO) << line;
-  }
+  if (talk)
+    for (SolverCallback* c : options_.callbacks) c->OnDisplay();
   if (options_.stats) {
     fig.iter = iter_;
     fig.max_iter = param_.max_iter();

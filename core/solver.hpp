@@ -35,8 +35,6 @@ struct SolverOptions {
   // Hogwild: the group this solver trains in and its rank there (null: a solver alone).
   Group* group = nullptr;
   int rank = 0;
-  // Extra lines for the leader's display (per-segment statistics, say).
-  std::function<std::string()> extra_stats;
   // GPU mode: SGD updates the weights on the device (the host copy is refreshed only when read
   // through the blobs: snapshots, tests). Off where something reads the flat host buffer every
   // iteration (a private copy's segment): the update is then made on the host and uploaded.
@@ -111,10 +109,9 @@ class Solver {
   virtual const char* type() const = 0;
 
   // Makes this solver one of a Hogwild group (after construction: its nets exist by then).
-  void JoinGroup(Group* group, int rank, std::function<std::string()> extra_stats = {}) {
+  void JoinGroup(Group* group, int rank) {
     options_.group = group;
     options_.rank = rank;
-    options_.extra_stats = std::move(extra_stats);
     group_ = group ? group : &lone_;
   }
   // One more callback, after those it has (see SolverOptions::callbacks): set after

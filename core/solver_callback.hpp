@@ -37,6 +37,10 @@ class SolverCallback {
   // solver's own copy, puts the copy back after, and returns true; false: not this callback's
   // to do (the solver then views SolverOptions::master_weights, or its own weights).
   virtual bool OnMaster(const std::function<void()>& /*f*/) { return false; }
+  // The leader's display, after its own lines, where it logs: what the solver trains within
+  // logs its own figures here (the exchange's, a segment's, a policy's), each from its own
+  // records; the engine carries none of their text.
+  virtual void OnDisplay() {}
 };
 
 }  // namespace hogstream

@@ -391,8 +391,8 @@ void JoinMachines(Run& r, Net& net) {
 // C. Solver i joins the group. Its place decides its random stream and data: solvers of one
 //    process, and of a job across machines, read disjoint partitions (PlaceSolver); processes
 //    of a --shm job, which do not know how many will join, start at golden-ratio steps of the
-//    rank. Returns the leader's extra display lines.
-std::function<std::string()> PlaceInJob(Run& r, int i) {
+//    rank.
+void PlaceInJob(Run& r, int i) {
   const HogwildOptions& opt = r.opt;
   const int n = r.plan.n;
   Local& me = r.locals[i];
@@ -415,16 +415,7 @@ std::function<std::string()> PlaceInJob(Run& r, int i) {
     me.ctx->set_seed(SolverSeed(r.base_seed, me.rank));
     me.ctx->set_data_shard(std::fmod(0.6180339887498949 * me.rank, 1.0));
   }
-  std::function<std::string()> extra;
-  if (me.rank == 0 && r.plan.private_copies) extra = [&r] { return SegmentLine(r); };
-  if (me.rank == 0 && opt.net)
-    extra = [&r] {
-      std::string lines = r.opt.net->Line();
-      if (r.plan.private_copies) lines.append("\n").append(SegmentLine(r));
-      return lines;
-    };
-  me.solver->JoinGroup(r.job.get(), me.rank, extra);
-  return extra;
+  me.solver->JoinGroup(r.job.get(), me.rank);
 }
 
 // Across machines: the policy's figures go into this machine's network reports.
@@ -680,8 +671,8 @@ class PolicyCallback final : public SolverCallback {
 };
 
 // ssp, max-advance across machines: the clock bound holds between machines. Every solver
-// calls it (it meets the others); the leader's display gains the policy's line.
-void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
+// calls it (it meets the others).
+void WireMachineGate(Run& r, int i) {
   Local& me = r.locals[i];
   r.sync.arrive_and_wait();  // every rank known
   if (i == 0) {
@@ -697,9 +688,26 @@ void WireMachineGate(Run& r, int i, std::function<std::string()> extra) {
   }
   r.sync.arrive_and_wait();
   AddCallback(me, std::make_unique<PolicyCallback>(r, i));
-  if (me.rank == 0)
-    me.solver->JoinGroup(r.job.get(), me.rank, [before = std::move(extra), &r] { return before() + "\n" + r.policy->Line(); });
 }
+
+// The leader's display: the exchange's line (across machines), the private copies' segments
+// (with the policy's and --svb's lines), the policy's across machines; each from its own figures.
+class DisplayCallback final : public SolverCallback {
+ public:
+  explicit DisplayCallback(const Run& r) : r_(r) {}
+  void OnDisplay() override {
+    if (r_.opt.net) LOG(INFO) << r_.opt.net->Line();
+    if (r_.plan.private_copies) {
+      std::istringstream lines(SegmentLine(r_));
+      for (std::string line; std::getline(lines, line);)
+        if (!line.empty()) LOG(INFO) << line;
+    }
+    if (r_.plan.machine_gate && r_.policy) LOG(INFO) << r_.policy->Line();
+  }
+
+ private:
+  const Run& r_;
+};
 
 // The gradient of solver i, before its update: --svb folds in the others' (sync/svb.hpp), or a
 // test's hook (HogwildOptions::after_backward) sees it.
@@ -771,10 +779,11 @@ void TrainOne(Run& r, int i) {
     r.sync.arrive_and_wait();
     HS_REQUIRE(r.master != nullptr) << "the first solver failed to set up the shared weights";
     // C. Join the group on the shared weights, or on a private copy plus a segment.
-    std::function<std::string()> extra = PlaceInJob(r, i);
+    PlaceInJob(r, i);
     if (r.plan.private_copies) WirePrivateCopy(r, i);
     else net.UseParamBuffer(r.master, /*copy_in=*/false);
-    if (r.plan.machine_gate) WireMachineGate(r, i, std::move(extra));
+    if (r.plan.machine_gate) WireMachineGate(r, i);
+    if (me.rank == 0) AddCallback(me, std::make_unique<DisplayCallback>(r));
     HS_CHECK(!(r.svb && opt.after_backward)) << "a test's gradient hook with --svb";
     if (r.svb || opt.after_backward) AddCallback(me, std::make_unique<GradientCallback>(r, i));
     // Across machines a copy that went non-finite is re-taken from the others (on the host

@@ -18,7 +18,7 @@
 #include "sync/group.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 
@@ -438,6 +438,29 @@ TEST(SolverCallbacks, AreCalledInOrderAndTheFirstToStopOrRestoreDecides) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("loss is nan"), std::string::npos) << err.what();
     EXPECT_NE(std::string(err.what()).find("b could not"), std::string::npos) << err.what();
+  }
+}
+
+// The leader's display asks every callback for its own lines (OnDisplay), at each display and
+// only where the solver logs: what a solver trains within logs its figures there, not through
+// text the engine carries.
+TEST(SolverCallbacks, OnDisplayComesAtEachDisplayWhereTheSolverLogs) {
+  struct Display final : SolverCallback {
+    void OnDisplay() override { at.push_back(solver->iter()); }
+    const Solver* solver = nullptr;
+    std::vector<int> at;
+  };
+  for (const bool log : {true, false}) {
+    SCOPED_TRACE(log ? "logging" : "quiet");
+    Display d;
+    SolverOptions o;
+    o.log = log;
+    o.callbacks = {&d};
+    auto s = CreateSolver(LinearSolver("max_iter: 7 display: 3"), o);
+    d.solver = s.get();
+    SetInputs(*s, TestSeed());
+    s->Solve();
+    EXPECT_EQ(d.at, (log ? std::vector<int>{0, 3, 6} : std::vector<int>{}));
   }
 }
 
