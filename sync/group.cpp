@@ -1,14 +1,12 @@
 #include "sync/group.hpp"
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <climits>
 #include <ctime>
 
 #include <glog/logging.h>
+
+#include "base/futex.hpp"
 
 namespace hogstream {
 
@@ -160,8 +158,7 @@ void SharedGroup::AskLeave() {
 
 void SharedGroup::Changed() {
   g_->changes.fetch_add(1);
-  // Not FUTEX_PRIVATE: the word may be in a /dev/shm mapping other processes sleep on.
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_->changes), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  FutexWakeAll(g_->changes);  // (other processes too: the word may be in a /dev/shm mapping)
 }
 
 bool SharedGroup::WaitUntil(const std::function<bool()>& done, Clock::time_point deadline,
@@ -171,12 +168,8 @@ bool SharedGroup::WaitUntil(const std::function<bool()>& done, Clock::time_point
     if (done()) return true;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) return false;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::min<Clock::duration>(recheck, deadline - now))
-                        .count();
-    timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
     // Returns at once when the word has moved since `seen` (a change this wait may be for).
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&g_->changes), FUTEX_WAIT, seen, &ts, nullptr, 0);
+    FutexWait(g_->changes, seen, std::min<Clock::duration>(recheck, deadline - now));
   }
 }
 

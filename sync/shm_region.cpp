@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/futex.hpp"
 #include "base/hash.hpp"
 
 namespace hogstream {
@@ -162,15 +163,16 @@ std::unique_ptr<ShmRegion> ShmRegion::CreateOrAttach(const std::string& name, co
     return r;
   }
 
-  // Wait for the creator to finish, unless it died first (its slot lock is then gone).
+  // Wait for the creator to finish (MarkReady wakes this), unless it died first (its slot lock
+  // is then gone: looked at every 100 ms).
   const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (h->state.load() != kReady) {
+  for (uint32_t state; (state = h->state.load()) != kReady;) {
     HS_REQUIRE(r->SlotHeld(0))
         << r->path_ << " was never initialised (no process is setting it up); remove it with `rm "
         << r->path_ << "` and start again";
     HS_REQUIRE(Clock::now() < deadline)
         << r->path_ << " is still being initialised after 60 s by process " << h->pids[0].load();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    FutexWait(h->state, state, std::chrono::milliseconds(100));
   }
   // Every header field is checked before it is used: the file is only as trustworthy as
   // whoever could write /dev/shm.
@@ -224,7 +226,10 @@ std::unique_ptr<ShmRegion> ShmRegion::CreateOrAttach(const std::string& name, co
   return r;
 }
 
-void ShmRegion::MarkReady() { header_->state.store(kReady); }
+void ShmRegion::MarkReady() {
+  header_->state.store(kReady);
+  FutexWakeAll(header_->state);  // the processes waiting to join
+}
 
 ShmRegion::~ShmRegion() {
   if (fd_ < 0) return;
