@@ -4,11 +4,15 @@
 // Random draws use the calling thread's Context generator.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 namespace hogstream {
 
 enum class Trans { No, Yes };
+
+// The logistic function, 1 / (1 + e^-x): the gates of LSTM and recurrent units.
+inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
 
 // C = alpha * op(A) * op(B) + beta * C, with op(A) M x K, op(B) K x N, C M x N.
 void gemm(Trans ta, Trans tb, int M, int N, int K, float alpha, const float* A, const float* B,

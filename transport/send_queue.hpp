@@ -28,6 +28,9 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 
 // Slot memory: `bytes` rounded up to `align`, aligned to `align` (a power of two), zeroed when
 // asked. std::bad_alloc when refused.
+// A cache line: slots start on one, so two never share a line.
+constexpr size_t kLine = 64;
+
 using SlotMemory = std::unique_ptr<std::byte[], void (*)(void*)>;
 SlotMemory AllocSlots(size_t bytes, size_t align, bool zero = false);
 

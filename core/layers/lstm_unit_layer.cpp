@@ -7,9 +7,6 @@
 
 namespace hogstream {
 
-namespace {
-inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
-}  // namespace
 
 void LSTMUnitLayer::Reshape(const Blobs& bottom, const Blobs& top) {
   const Blob& c = *bottom[0];

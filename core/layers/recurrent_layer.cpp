@@ -13,8 +13,6 @@ namespace hogstream {
 
 namespace {
 
-inline float Sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
-
 // cont_t * v, where a 0 cuts the recurrence outright (whatever v holds).
 inline float Cont(float cont, float v) { return cont == 0.f ? 0.f : cont * v; }
 

@@ -14,7 +14,7 @@
 #include "test/error_of.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 TEST(CheckMacros, ComparisonOperandsAreEvaluatedOnce) {
   int n = 0, m = 0;

@@ -24,7 +24,7 @@
 #include "test/transport/veth.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 class LinkBench : public ::testing::TestWithParam<const char*> {};
 

@@ -14,7 +14,7 @@
 #include "test/program_runner.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 std::vector<std::string> Fields(const std::string& line) {
   std::istringstream in(line);

@@ -16,7 +16,7 @@
 #include "test/transport/transport_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 

@@ -39,7 +39,7 @@
 #include "test/transport/veth.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 using test::Child;
@@ -158,7 +158,7 @@ class Cluster : public ::testing::Test {
   // Data that one machine alone cannot learn (SetUp says how), `classes` classes of 200
   // records, sorted; returns a solver training on it, snapshots under `name`.
   std::string MakeSplit(const std::string& name, int classes, uint32_t seed = static_cast<uint32_t>(getpid())) {
-    testing::WriteSplitLmdbs(scratch_ / (name + "_train_lmdb"), scratch_ / (name + "_test_lmdb"), classes, seed);
+    test::WriteSplitLmdbs(scratch_ / (name + "_train_lmdb"), scratch_ / (name + "_test_lmdb"), classes, seed);
     const std::string solver = scratch_ / (name + ".prototxt");
     std::ofstream(solver) << R"(
       net_param {

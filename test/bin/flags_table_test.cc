@@ -15,7 +15,7 @@
 #include "test/program_runner.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 const Command kDemo = {"demo", "A B", "a command for the tests",
                        {{"n", "N", "7", "a number"},

@@ -32,7 +32,7 @@
 #endif
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using Env = std::map<std::string, std::string>;

@@ -20,7 +20,7 @@
 #include "test/error_of.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Env = std::map<std::string, std::string>;
 using namespace std::chrono_literals;

@@ -8,7 +8,7 @@
 #include "core/proto/hogstream.pb.h"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 TEST(Blob, ShapeCountAndAxes) {
   Blob b(std::vector<int>{2, 3, 4, 5});

@@ -10,7 +10,7 @@
 #include "core/net.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 

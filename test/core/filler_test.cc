@@ -8,7 +8,7 @@
 #include "core/context.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 struct Stats {
   double mean = 0, var = 0, min = 1e30, max = -1e30;

@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // Flags from literal arguments (argv[0] is the program).
 Flags Parse(std::vector<std::string> args) {

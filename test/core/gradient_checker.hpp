@@ -24,7 +24,7 @@
 #include "core/net.hpp"
 #include "test/test_seed.hpp"
 
-namespace hogstream::testing {
+namespace hogstream::test {
 
 struct GradientCheck {
   float step = 1e-2f;
@@ -179,4 +179,4 @@ inline int ExpectNetGradientMatchesNumeric(Net& net, float h, int stride, const 
   return checked;
 }
 
-}  // namespace hogstream::testing
+}  // namespace hogstream::test

@@ -5,7 +5,7 @@
 #include <gtest/gtest-spi.h>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // y = x^2 elementwise, with a backward that is right (scale 2) or wrong (scale 2.2).
 class SquareLayer : public Layer {
@@ -32,10 +32,10 @@ class SquareLayer : public Layer {
 void Check(float scale) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(std::vector<int>{3, 4}), y;
-  testing::FillUniform(&x, gen, 1.f, 2.f);  // |x| >= 1: the error is well above threshold
+  test::FillUniform(&x, gen, 1.f, 2.f);  // |x| >= 1: the error is well above threshold
   SquareLayer layer(scale);
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 TEST(GradientChecker, AcceptsTheRightGradient) { Check(2.f); }

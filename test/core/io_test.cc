@@ -12,7 +12,7 @@
 #include "test/data/data_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 
@@ -70,8 +70,8 @@ TEST(IO, LegacyBlobShapeIsRead) {
 }
 
 
-using ScratchDir = testing::TempDir;
-using testing::ErrorOf;
+using ScratchDir = test::TempDir;
+using test::ErrorOf;
 
 // A directory once read as an empty file: --model=DIR exited 0 and --weights=DIR trained
 // from random weights.

@@ -29,7 +29,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 struct GpuCase {
   const char* name;
@@ -195,7 +195,7 @@ TEST_P(LayersGpu, MatchesCpuTwin) {
     if (labels) {
       for (int i = 0; i < cpu->count(); ++i) cpu->mutable_cpu_data()[i] = static_cast<float>(gen() % c.label_classes);
     } else {
-      testing::FillGaussian(cpu, gen);
+      test::FillGaussian(cpu, gen);
     }
     std::copy(cpu->cpu_data(), cpu->cpu_data() + cpu->count(), side[1].bottoms[b]->mutable_cpu_data());
   }
@@ -275,7 +275,7 @@ TEST(LayersGpuDropout, TrainKeepsAboutOneMinusRatioAndBackwardUsesTheSameMask) {
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(R"(name: "d" type: "Dropout" dropout_param { dropout_ratio: 0.3 })", &p));
   auto layer = CreateLayer(p);
   Blob x(std::vector<int>{64, 1000}), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   layer->SetUp({&x}, {&y});
   for (int pass = 0; pass < 2; ++pass) {
     layer->Forward({&x}, {&y});

@@ -16,7 +16,7 @@
 #endif
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 #ifdef HOGSTREAM_CUDA
 class MathGpu : public ::testing::Test {

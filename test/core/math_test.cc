@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 std::vector<float> Random(size_t n, std::mt19937& gen) {
   std::normal_distribution<float> d;

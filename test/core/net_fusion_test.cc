@@ -19,7 +19,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 struct Chain {
   bool relu = true, bias = true, conv = true;  // conv: a learned layer below the BatchNorm
@@ -80,7 +80,7 @@ void ExpectClose(const float* a, const float* b, size_t n, const std::string& wh
 // Fresh N(0, 1) inputs for `a`, the same ones for `b` (two builds of one net).
 void SameRandomInputs(Net& a, Net& b, std::mt19937& gen) {
   for (size_t k = 0; k < a.input_blobs().size(); ++k) {
-    testing::FillGaussian(a.input_blobs()[k], gen);
+    test::FillGaussian(a.input_blobs()[k], gen);
     std::copy_n(a.input_blobs()[k]->cpu_data(), a.input_blobs()[k]->count(), b.input_blobs()[k]->mutable_cpu_data());
   }
 }
@@ -101,10 +101,10 @@ TEST(NetFusion, FusedChainMatchesLayerByLayer) {
       ASSERT_EQ(fused.param_buffer_size(), plain.param_buffer_size());
       // Same parameters; in TEST, stored statistics to normalise with.
       for (size_t p = 0; p < fused.learnable_params().size(); ++p)
-        testing::FillGaussian(fused.learnable_params()[p], gen, 0.5f, 0.5f);
+        test::FillGaussian(fused.learnable_params()[p], gen, 0.5f, 0.5f);
       Blob* sums = fused.layer_by_name("bn")->blobs()[1].get();
-      testing::FillGaussian(fused.layer_by_name("bn")->blobs()[0].get(), gen);
-      testing::FillUniform(sums, gen, 0.5f, 2.f);
+      test::FillGaussian(fused.layer_by_name("bn")->blobs()[0].get(), gen);
+      test::FillUniform(sums, gen, 0.5f, 2.f);
       fused.layer_by_name("bn")->blobs()[2]->mutable_cpu_data()[0] = 1.5f;
       std::copy_n(fused.param_data(), fused.param_buffer_size(), plain.param_data());
       for (int pass = 0; pass < 2; ++pass) {
@@ -165,8 +165,8 @@ TEST(NetFusion, FusedGradientMatchesNumeric) {
     c.bias = bias;
     Net net(ParseNetText(NetText(c), "fuse"));
     ASSERT_TRUE(Fused(net));
-    for (Blob* b : net.input_blobs()) testing::FillGaussian(b, gen);
-    const int checked = testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 2, bias ? " (bias)" : " (no bias)");
+    for (Blob* b : net.input_blobs()) test::FillGaussian(b, gen);
+    const int checked = test::ExpectNetGradientMatchesNumeric(net, 1e-2f, 2, bias ? " (bias)" : " (no bias)");
     EXPECT_GT(checked, 50) << "bias " << bias;
   }
 }

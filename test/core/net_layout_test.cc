@@ -17,7 +17,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 std::string Conv(const std::string& name, const std::string& bottom, int out, int stride = 1) {
   return "layer { name: \"" + name + "\" type: \"Convolution\" bottom: \"" + bottom +
@@ -79,18 +79,18 @@ bool Blocked(const Net& net, const std::string& blob) {
 // Fresh parameters for `a`, the same in `b` (two builds of one net); every BatchNorm gets
 // stored statistics to normalise with in TEST.
 void SameRandomParams(Net& a, Net& b, std::mt19937& gen) {
-  for (Blob* p : a.learnable_params()) testing::FillGaussian(p, gen, 0.f, 0.4f);
+  for (Blob* p : a.learnable_params()) test::FillGaussian(p, gen, 0.f, 0.4f);
   for (const auto& layer : a.layers()) {
     if (std::string(layer->type()) != "BatchNorm") continue;
-    testing::FillGaussian(layer->blobs()[0].get(), gen);
-    testing::FillUniform(layer->blobs()[1].get(), gen, 0.5f, 2.f);
+    test::FillGaussian(layer->blobs()[0].get(), gen);
+    test::FillUniform(layer->blobs()[1].get(), gen, 0.5f, 2.f);
     layer->blobs()[2]->mutable_cpu_data()[0] = 1.5f;
   }
   std::copy_n(a.param_data(), a.param_buffer_size(), b.param_data());
 }
 void SameRandomInputs(Net& a, Net& b, std::mt19937& gen) {
   for (size_t k = 0; k < a.input_blobs().size(); ++k) {
-    testing::FillGaussian(a.input_blobs()[k], gen);
+    test::FillGaussian(a.input_blobs()[k], gen);
     std::copy_n(a.input_blobs()[k]->cpu_data(), a.input_blobs()[k]->count(),
                 b.input_blobs()[k]->mutable_cpu_data());
   }
@@ -186,8 +186,8 @@ TEST(NetLayout, BlockedGradientMatchesNumeric) {
   Context::Get().set_seed(gen());
   Net net(ParseNetText(NetText(false, true), "layouts"), Options(pb::TRAIN, true));
   ASSERT_TRUE(Blocked(net, "sum"));
-  for (Blob* b : net.input_blobs()) testing::FillGaussian(b, gen);
-  const int checked = testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 7, " (blocked)");
+  for (Blob* b : net.input_blobs()) test::FillGaussian(b, gen);
+  const int checked = test::ExpectNetGradientMatchesNumeric(net, 1e-2f, 7, " (blocked)");
   EXPECT_GT(checked, 1000);
 }
 

@@ -17,7 +17,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // A small net with a shared top (needs a Split), an in-place activation and a loss. Every
 // layer is smooth (TanH, not ReLU), so the whole-net numeric gradient has no kinks.
@@ -41,7 +41,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "sum" bottom: "label" top: 
 )";
 
 void RandomInputs(Net& net, std::mt19937& gen) {
-  testing::FillGaussian(net.input_blobs()[0], gen);
+  test::FillGaussian(net.input_blobs()[0], gen);
   float* label = net.input_blobs()[1]->mutable_cpu_data();
   for (int i = 0; i < net.input_blobs()[1]->count(); ++i) label[i] = static_cast<float>(gen() % 5);
 }
@@ -118,7 +118,7 @@ TEST(Net, WholeNetGradientMatchesNumeric) {
   Context::Get().set_seed(gen());
   Net net(ParseNetText(kTinyNet, "tiny"));
   RandomInputs(net, gen);
-  const int checked = testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 3);
+  const int checked = test::ExpectNetGradientMatchesNumeric(net, 1e-2f, 3);
   EXPECT_GT(checked, 50);
 }
 
@@ -184,14 +184,14 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "y" top: "loss" }
   {
     Net net(ParseNetText(text, "fb"));
     std::mt19937 gen(::hogstream::TestSeed());
-    testing::FillGaussian(net.input_blobs()[0], gen);
+    test::FillGaussian(net.input_blobs()[0], gen);
     std::fill_n(net.input_blobs()[0]->mutable_cpu_diff(), 12, 7.f);
     net.ForwardBackward();
     EXPECT_EQ(net.input_blobs()[0]->cpu_diff()[0], 7.f);  // untouched
   }
   Net net(ParseNetText("force_backward: true\n" + text, "fb"));
   std::mt19937 gen(::hogstream::TestSeed());
-  testing::FillGaussian(net.input_blobs()[0], gen);
+  test::FillGaussian(net.input_blobs()[0], gen);
   std::fill_n(net.input_blobs()[0]->mutable_cpu_diff(), 12, 7.f);
   net.ForwardBackward();
   EXPECT_NE(net.input_blobs()[0]->cpu_diff()[0], 7.f);

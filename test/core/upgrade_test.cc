@@ -19,7 +19,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 namespace gp = google::protobuf;

@@ -16,11 +16,11 @@
 #include "test/data/data_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::ErrorOf;
-using testing::Key8;
-using testing::TempDir;
+using test::ErrorOf;
+using test::Key8;
+using test::TempDir;
 
 std::string BigEndian(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
@@ -45,7 +45,7 @@ struct Mnist {
 Mnist WriteMnist(const TempDir& dir, int n, int rows, int cols, std::mt19937& gen) {
   Mnist m{dir / "images.idx",
           dir / "labels.idx",
-          testing::RandomBytes(size_t(n) * rows * cols, gen),
+          test::RandomBytes(size_t(n) * rows * cols, gen),
           "",
           rows,
           cols};
@@ -73,7 +73,7 @@ void ExpectMnistLmdb(const std::string& lmdb, const Mnist& m) {
 
   // Through the Data layer: record order, wrapping after the last record.
   const int batch = 10;
-  auto layer = CreateLayer(testing::DataParam({lmdb}, batch));
+  auto layer = CreateLayer(test::DataParam({lmdb}, batch));
   Blob data, label;
   layer->SetUp({}, {&data, &label});
   ASSERT_EQ(data.shape(), (std::vector<int>{batch, 1, m.rows, m.cols}));
@@ -157,8 +157,8 @@ TEST(ConvertMnistTest, FashionMnistTestSet) {
 TEST(ConvertCifarTest, RoundTripKeysRunAcrossFiles) {
   TempDir dir;
   std::mt19937 gen(4);
-  const std::string a = testing::RandomBytes(3 * 3073, gen),
-                    b = testing::RandomBytes(4 * 3073, gen);
+  const std::string a = test::RandomBytes(3 * 3073, gen),
+                    b = test::RandomBytes(4 * 3073, gen);
   WriteFile(dir / "a.bin", a);
   WriteFile(dir / "b.bin", b);
   EXPECT_EQ(ConvertCifar10({dir / "a.bin", dir / "b.bin"}, dir / "lmdb"), 7u);
@@ -200,7 +200,7 @@ TEST(ConvertCifarTest, SpritesThroughScriptsCifar10Png) {
   int images = 0;
   for (int rows : {3, 2}) {
     Image sprite{rows, 1024, 3, {}};
-    const std::string bytes = testing::RandomBytes(size_t(rows) * 1024 * 3, gen);
+    const std::string bytes = test::RandomBytes(size_t(rows) * 1024 * 3, gen);
     sprite.pixels.assign(bytes.begin(), bytes.end());
     WriteFile(dir / ("s" + std::to_string(sprites.size()) + ".png"), EncodeImage(sprite, "png"));
     sprites.push_back(sprite);
@@ -244,8 +244,8 @@ TEST(ComputeMeanTest, PerPixelMeanAndBadRecords) {
   std::mt19937 gen(5);
   std::vector<pb::Datum> data;
   for (int i = 0; i < 5; ++i)
-    data.push_back(testing::MakeDatum(2, 3, 4, testing::RandomBytes(24, gen), i));
-  testing::WriteLmdb(dir / "lmdb", data);
+    data.push_back(test::MakeDatum(2, 3, 4, test::RandomBytes(24, gen), i));
+  test::WriteLmdb(dir / "lmdb", data);
   EXPECT_EQ(ComputeMean(dir / "lmdb", dir / "mean.binaryproto"), 5u);
   pb::BlobProto mean;
   ReadBinaryProto(dir / "mean.binaryproto", &mean);
@@ -260,8 +260,8 @@ TEST(ComputeMeanTest, PerPixelMeanAndBadRecords) {
     EXPECT_FLOAT_EQ(mean.data(p), static_cast<float>(sum / 5));
   }
 
-  data.push_back(testing::MakeDatum(2, 3, 4, "short", 0));
-  testing::WriteLmdb(dir / "bad", data);
+  data.push_back(test::MakeDatum(2, 3, 4, "short", 0));
+  test::WriteLmdb(dir / "bad", data);
   const std::string e = ErrorOf([&] { ComputeMean(dir / "bad", dir / "m2.binaryproto"); });
   EXPECT_NE(e.find(dir / "bad"), std::string::npos) << e;
   EXPECT_NE(e.find("'00000005'"), std::string::npos) << e;

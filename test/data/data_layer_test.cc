@@ -20,12 +20,12 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::DataParam;
-using testing::ErrorOf;
-using testing::MakeDatum;
-using testing::TempDir;
+using test::DataParam;
+using test::ErrorOf;
+using test::MakeDatum;
+using test::TempDir;
 
 // n Datums 1 x 4 x 4 whose every pixel is the record index and whose label is `label` (or
 // the index when label < 0).
@@ -43,7 +43,7 @@ struct Tops {
 
 TEST(DataLayerTest, ShapesAndTransformParam) {
   TempDir dir;
-  testing::WriteLmdb(dir / "db", Numbered(3));
+  test::WriteLmdb(dir / "db", Numbered(3));
   pb::LayerParameter p = DataParam({dir / "db"}, 5);
   p.mutable_transform_param()->set_crop_size(2);
   p.mutable_transform_param()->set_scale(0.5f);
@@ -71,8 +71,8 @@ TEST(DataLayerTest, ShapesAndTransformParam) {
 // a missing LevelDB is not created by the look.
 TEST(DataLayerTest, EpochIterationsOfTheTrainNet) {
   TempDir dir;
-  testing::WriteLmdb(dir / "a", Numbered(50));
-  testing::WriteLmdb(dir / "b", Numbered(21));
+  test::WriteLmdb(dir / "a", Numbered(50));
+  test::WriteLmdb(dir / "b", Numbered(21));
   pb::SolverParameter solver;
   pb::NetParameter* net = solver.mutable_net_param();
   auto layer = [](pb::LayerParameter p, pb::Phase phase) {
@@ -80,8 +80,8 @@ TEST(DataLayerTest, EpochIterationsOfTheTrainNet) {
     p.add_include()->set_phase(phase);
     return p;
   };
-  *net->add_layer() = layer(testing::DataParam({dir / "a"}, 5), pb::TEST);  // the test net's: not this one
-  *net->add_layer() = layer(testing::DataParam({dir / "a", dir / "b"}, 8), pb::TRAIN);
+  *net->add_layer() = layer(test::DataParam({dir / "a"}, 5), pb::TEST);  // the test net's: not this one
+  *net->add_layer() = layer(test::DataParam({dir / "a", dir / "b"}, 8), pb::TRAIN);
   EXPECT_EQ(EpochIterations(solver), (50u + 21u) / 8);
   net->mutable_layer(1)->mutable_data_param()->set_batch_size(10);
   EXPECT_EQ(EpochIterations(solver), 7u);
@@ -110,7 +110,7 @@ TEST(DataLayerTest, EpochIterationsOfTheTrainNet) {
 // rand_skip starts somewhere in [0, rand_skip) and reads on in order from there.
 TEST(DataLayerTest, RandSkip) {
   TempDir dir;
-  testing::WriteLmdb(dir / "db", Numbered(10));
+  test::WriteLmdb(dir / "db", Numbered(10));
   pb::LayerParameter p = DataParam({dir / "db"}, 4);
   p.mutable_data_param()->set_rand_skip(6);
   std::set<int> starts;
@@ -131,8 +131,8 @@ TEST(DataLayerTest, RandSkip) {
 // Two sources of constant labels 0 and 1 mixed 0.8 / 0.2.
 TEST(DataLayerTest, SourcesMixByProbability) {
   TempDir dir;
-  testing::WriteLmdb(dir / "zeros", Numbered(7, 0));
-  testing::WriteLmdb(dir / "ones", Numbered(5, 1));
+  test::WriteLmdb(dir / "zeros", Numbered(7, 0));
+  test::WriteLmdb(dir / "ones", Numbered(5, 1));
   pb::LayerParameter p = DataParam({dir / "zeros", dir / "ones"}, 100);
   p.mutable_data_param()->add_probability(0.8f);
   p.mutable_data_param()->add_probability(0.2f);
@@ -160,8 +160,8 @@ TEST(DataLayerTest, SameSeedSameBatches) {
   for (const char* name : {"a", "b"}) {
     std::vector<pb::Datum> data;
     for (int i = 0; i < 9; ++i)
-      data.push_back(MakeDatum(3, 6, 6, testing::RandomBytes(108, gen), i));
-    testing::WriteLmdb(dir / name, data);
+      data.push_back(MakeDatum(3, 6, 6, test::RandomBytes(108, gen), i));
+    test::WriteLmdb(dir / name, data);
   }
   pb::LayerParameter p = DataParam({dir / "a", dir / "b"}, 8, pb::TRAIN);
   p.mutable_transform_param()->set_crop_size(4);
@@ -192,8 +192,8 @@ TEST(DataLayerTest, OnTheGpuTheBatchesAreTheHostsOnTheDevice) {
   TempDir dir;
   std::mt19937 gen(::hogstream::TestSeed());
   std::vector<pb::Datum> data;
-  for (int i = 0; i < 23; ++i) data.push_back(MakeDatum(3, 6, 6, testing::RandomBytes(108, gen), i));
-  testing::WriteLmdb(dir / "db", data);
+  for (int i = 0; i < 23; ++i) data.push_back(MakeDatum(3, 6, 6, test::RandomBytes(108, gen), i));
+  test::WriteLmdb(dir / "db", data);
   pb::LayerParameter p = DataParam({dir / "db"}, 8, pb::TRAIN);
   p.mutable_transform_param()->set_crop_size(4);
   p.mutable_transform_param()->set_mirror(true);
@@ -219,12 +219,12 @@ TEST(DataLayerTest, OnTheGpuTheBatchesAreTheHostsOnTheDevice) {
 
 TEST(DataLayerTest, SetUpErrorsNameTheSource) {
   TempDir dir;
-  testing::WriteLmdb(dir / "small", Numbered(2));
-  testing::WriteLmdb(dir / "big", {MakeDatum(1, 5, 5, std::string(25, 'x'), 0)});
-  testing::WriteLmdb(dir / "corrupt", {MakeDatum(1, 4, 4, "short", 0)});
+  test::WriteLmdb(dir / "small", Numbered(2));
+  test::WriteLmdb(dir / "big", {MakeDatum(1, 5, 5, std::string(25, 'x'), 0)});
+  test::WriteLmdb(dir / "corrupt", {MakeDatum(1, 4, 4, "short", 0)});
   pb::Datum encoded = MakeDatum(1, 4, 4, std::string(16, 'x'), 0);
   encoded.set_encoded(true);
-  testing::WriteLmdb(dir / "encoded", {encoded});
+  test::WriteLmdb(dir / "encoded", {encoded});
   Tops t;
   auto error_of = [&](const pb::LayerParameter& p) {
     return ErrorOf([&] { CreateLayer(p)->SetUp({}, t.all()); });
@@ -262,7 +262,7 @@ TEST(DataLayerTest, ReaderErrorsSurfaceInForward) {
   TempDir dir;
   std::vector<pb::Datum> data = Numbered(6);
   data[5].set_data("short");
-  testing::WriteLmdb(dir / "db", data);
+  test::WriteLmdb(dir / "db", data);
   Tops t;
   auto layer = CreateLayer(DataParam({dir / "db"}, 2));
   layer->SetUp({}, t.all());
@@ -277,8 +277,8 @@ TEST(DataLayerTest, ReaderErrorsSurfaceInForward) {
 
 TEST(DataLayerTest, DestructorWithLivePrefetchDoesNotHang) {
   TempDir dir;
-  testing::WriteLmdb(dir / "a", Numbered(50));
-  testing::WriteLmdb(dir / "b", Numbered(50));
+  test::WriteLmdb(dir / "a", Numbered(50));
+  test::WriteLmdb(dir / "b", Numbered(50));
   const auto start = std::chrono::steady_clock::now();
   for (int forwards : {0, 1, 3}) {
     Tops t;
@@ -293,7 +293,7 @@ TEST(DataLayerTest, DestructorWithLivePrefetchDoesNotHang) {
 
 TEST(DataLayerTest, FeedsANet) {
   TempDir dir;
-  testing::WriteLmdb(dir / "db", Numbered(4));
+  test::WriteLmdb(dir / "db", Numbered(4));
   pb::NetParameter np = ParseNetText(R"(
 layer { name: "d" type: "Data" top: "data" top: "label"
         data_param { source: ")" + dir / "db" +
@@ -321,7 +321,7 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "l
 // size, raised before anything is allocated.
 TEST(DataLayerTest, AbsurdBatchSizeIsAnErrorBeforeAllocating) {
   TempDir dir;
-  testing::WriteLmdb(dir / "db", Numbered(4));
+  test::WriteLmdb(dir / "db", Numbered(4));
   const auto start = std::chrono::steady_clock::now();
   for (const char* batch : {"1000000000", "4000000000"}) {
     std::string e;
@@ -351,7 +351,7 @@ layer { name: "d" type: "Data" top: "data" top: "label"
 TEST(DataLayerTest, LevelDbGivesTheBatchesOfItsLmdbTwin) {
   TempDir dir;
   const std::vector<pb::Datum> records = Numbered(7);
-  testing::WriteLmdb(dir / "lmdb", records);
+  test::WriteLmdb(dir / "lmdb", records);
   {
     leveldb::Options options;
     options.create_if_missing = true;
@@ -359,7 +359,7 @@ TEST(DataLayerTest, LevelDbGivesTheBatchesOfItsLmdbTwin) {
     ASSERT_TRUE(leveldb::DB::Open(options, dir / "leveldb", &raw).ok());
     std::unique_ptr<leveldb::DB> db(raw);
     for (size_t i = 0; i < records.size(); ++i)
-      ASSERT_TRUE(db->Put(leveldb::WriteOptions(), testing::Key8(i), records[i].SerializeAsString()).ok());
+      ASSERT_TRUE(db->Put(leveldb::WriteOptions(), test::Key8(i), records[i].SerializeAsString()).ok());
   }
   pb::LayerParameter p = DataParam({dir / "leveldb"}, 3);
   p.mutable_data_param()->set_backend(pb::DataParameter::LEVELDB);
@@ -386,7 +386,7 @@ TEST(DataLayerTest, LevelDbGivesTheBatchesOfItsLmdbTwin) {
 // to start at SetUp, with whatever shard the Context had before the rank was known.
 TEST(DataLayerTest, ReadersStartAtTheShardOfTheFirstForward) {
   TempDir dir;
-  testing::WriteLmdb(dir / "db", Numbered(20));
+  test::WriteLmdb(dir / "db", Numbered(20));
   Context ctx(Mode::CPU, 0, 1);
   ContextScope scope(&ctx);
   ctx.set_data_shard(0);

@@ -17,7 +17,7 @@
 #include "core/proto/hogstream.pb.h"
 #include "data/lmdb.hpp"
 
-namespace hogstream::testing {
+namespace hogstream::test {
 
 using hogstream::ErrorOf;  // test/error_of.hpp
 
@@ -112,4 +112,4 @@ inline pb::LayerParameter DataParam(const std::vector<std::string>& sources, int
   return p;
 }
 
-}  // namespace hogstream::testing
+}  // namespace hogstream::test

@@ -17,10 +17,10 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::ErrorOf;
-using testing::TempDir;
+using test::ErrorOf;
+using test::TempDir;
 
 void WriteDataset(hid_t file, const char* name, const std::vector<hsize_t>& dims, const std::vector<float>& v) {
   const hid_t space = H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
@@ -170,7 +170,7 @@ TEST(HDF5OutputLayer, AppendsBatchesThatHDF5DataReadsBack) {
     Blob data({3, 2, 3}), label({3});
     layer->SetUp({&data, &label}, {});
     for (int batch = 0; batch < 2; ++batch) {
-      testing::FillGaussian(&data, gen);
+      test::FillGaussian(&data, gen);
       for (int i = 0; i < 3; ++i) label.mutable_cpu_data()[i] = static_cast<float>(batch * 3 + i);
       all.insert(all.end(), data.cpu_data(), data.cpu_data() + data.count());
       layer->Forward({&data, &label}, {});

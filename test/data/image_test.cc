@@ -21,10 +21,10 @@
 #include "test/data/data_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::ErrorOf;
-using testing::TempDir;
+using test::ErrorOf;
+using test::TempDir;
 
 Image RandomImage(int h, int w, int c, std::mt19937& gen) {
   Image img{h, w, c, std::vector<uint8_t>(static_cast<size_t>(h) * w * c)};
@@ -293,8 +293,8 @@ TEST(DataLayerImages, EncodedRecordsReadAsTheirRawTwins) {
   o.encoded = true;
   ConvertImageset(dir / "images", dir / "list.txt", dir / "enc", o);
   Tops a, b;
-  auto raw = CreateLayer(testing::DataParam({dir / "raw"}, 4));
-  auto enc = CreateLayer(testing::DataParam({dir / "enc"}, 4));
+  auto raw = CreateLayer(test::DataParam({dir / "raw"}, 4));
+  auto enc = CreateLayer(test::DataParam({dir / "enc"}, 4));
   raw->SetUp({}, a.all());
   enc->SetUp({}, b.all());
   ASSERT_EQ(b.data.shape(), (std::vector<int>{4, 3, 6, 5}));
@@ -304,7 +304,7 @@ TEST(DataLayerImages, EncodedRecordsReadAsTheirRawTwins) {
     for (int i = 0; i < a.data.count(); ++i) ASSERT_EQ(a.data.cpu_data()[i], b.data.cpu_data()[i]) << pass;
     for (int i = 0; i < 4; ++i) ASSERT_EQ(a.label.cpu_data()[i], b.label.cpu_data()[i]);
   }
-  pb::LayerParameter p = testing::DataParam({dir / "enc"}, 2);
+  pb::LayerParameter p = test::DataParam({dir / "enc"}, 2);
   p.mutable_transform_param()->set_force_gray(true);
   Tops g;
   auto gray = CreateLayer(p);

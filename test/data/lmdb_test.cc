@@ -19,11 +19,11 @@
 #include "test/data/data_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::ErrorOf;
-using testing::Key8;
-using testing::TempDir;
+using test::ErrorOf;
+using test::Key8;
+using test::TempDir;
 
 // 2500 records put in shuffled order span three commit batches; the cursor walks them in key
 // order and starts again after the last.
@@ -31,7 +31,7 @@ TEST(LmdbTest, CursorWalksKeysInOrderAndWraps) {
   TempDir dir;
   std::mt19937 gen(7);
   std::map<std::string, std::string> records;
-  for (int i = 0; i < 2500; ++i) records[Key8(i)] = testing::RandomBytes(1 + i % 37, gen);
+  for (int i = 0; i < 2500; ++i) records[Key8(i)] = test::RandomBytes(1 + i % 37, gen);
   std::vector<std::pair<std::string, std::string>> shuffled(records.begin(), records.end());
   std::shuffle(shuffled.begin(), shuffled.end(), gen);
   {
@@ -123,7 +123,7 @@ TEST(LmdbTest, FailedWriteRemovesTheDirectory) {
       Error);
   EXPECT_FALSE(std::filesystem::exists(path)) << "a failed write left " << path;
   // A writer that finishes normally keeps its database.
-  testing::WriteLmdb(path, {testing::MakeDatum(1, 1, 1, "x", 0)});
+  test::WriteLmdb(path, {test::MakeDatum(1, 1, 1, "x", 0)});
   EXPECT_TRUE(std::filesystem::exists(path));
 }
 
@@ -161,7 +161,7 @@ TEST(LmdbTest, TruncatedDataFileIsAnError) {
   std::mt19937 gen(::hogstream::TestSeed());
   {
     LmdbWriter db(path);
-    for (int i = 0; i < 300; ++i) db.Put(Key8(i), testing::RandomBytes(700, gen));
+    for (int i = 0; i < 300; ++i) db.Put(Key8(i), test::RandomBytes(700, gen));
     db.Commit();
   }
   const std::string file = path + "/data.mdb";

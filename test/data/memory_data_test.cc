@@ -12,7 +12,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter Param(int batch) {
   pb::LayerParameter p;
@@ -35,9 +35,9 @@ TEST(MemoryDataLayer, GivesTheCallersItemsBatchByBatch) {
   Blob x, y;
   layer->SetUp({}, {&x, &y});
   EXPECT_EQ(x.shape(), (std::vector<int>{4, 2, 1, 3}));
-  std::string e = testing::ErrorOf([&] { layer->Forward({}, {&x, &y}); });
+  std::string e = test::ErrorOf([&] { layer->Forward({}, {&x, &y}); });
   EXPECT_NE(e.find("has no data: call Reset first"), std::string::npos) << e;
-  e = testing::ErrorOf([&] { mem->Reset(data.data(), labels.data(), 6); });
+  e = test::ErrorOf([&] { mem->Reset(data.data(), labels.data(), 6); });
   EXPECT_NE(e.find("6 items is not a positive multiple of the batch size 4"), std::string::npos) << e;
   mem->set_batch_size(3);
   layer->Reshape({}, {&x, &y});
@@ -49,9 +49,9 @@ TEST(MemoryDataLayer, GivesTheCallersItemsBatchByBatch) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(y.cpu_data()[i], first + i);
     for (int k = 0; k < 18; ++k) ASSERT_EQ(x.cpu_data()[k], data[first * 6 + k]);
   }
-  e = testing::ErrorOf([&] { mem->set_batch_size(4); });
+  e = test::ErrorOf([&] { mem->set_batch_size(4); });
   EXPECT_NE(e.find("batch size 4 does not divide the 6 items"), std::string::npos) << e;
-  e = testing::ErrorOf([&] { CreateLayer(pb::LayerParameter(Param(0)))->SetUp({}, {&x, &y}); });
+  e = test::ErrorOf([&] { CreateLayer(pb::LayerParameter(Param(0)))->SetUp({}, {&x, &y}); });
   EXPECT_NE(e.find("each > 0"), std::string::npos) << e;
 }
 

@@ -13,11 +13,11 @@
 #include "test/data/data_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::ErrorOf;
-using testing::MakeDatum;
-using testing::TempDir;
+using test::ErrorOf;
+using test::MakeDatum;
+using test::TempDir;
 
 std::vector<float> Apply(const DataTransformer& t, const pb::Datum& d, std::mt19937& rng) {
   const std::vector<int> s = t.OutputShape(d);
@@ -32,7 +32,7 @@ uint8_t Pixel(const pb::Datum& d, int c, int y, int x) {
 
 TEST(TransformTest, ScaleAndMeanValues) {
   std::mt19937 gen(1), rng(2);
-  const pb::Datum d = MakeDatum(3, 4, 5, testing::RandomBytes(60, gen), 7);
+  const pb::Datum d = MakeDatum(3, 4, 5, test::RandomBytes(60, gen), 7);
   pb::TransformationParameter p;
   p.set_scale(0.5f);
   std::vector<float> out = Apply(DataTransformer(p, pb::TRAIN), d, rng);
@@ -70,7 +70,7 @@ TEST(TransformTest, FloatData) {
 TEST(TransformTest, MeanFile) {
   TempDir dir;
   std::mt19937 gen(3), rng(4);
-  const pb::Datum d = MakeDatum(2, 3, 4, testing::RandomBytes(24, gen), 0);
+  const pb::Datum d = MakeDatum(2, 3, 4, test::RandomBytes(24, gen), 0);
   pb::BlobProto mean;
   for (int dim : {1, 2, 3, 4}) mean.mutable_shape()->add_dim(dim);
   for (int i = 0; i < 24; ++i) mean.add_data(i * 0.25f);
@@ -95,7 +95,7 @@ TEST(TransformTest, MeanFile) {
       }
 
   // A mean of another shape names the file; mean_file with mean_value is refused.
-  const pb::Datum other = MakeDatum(2, 4, 3, testing::RandomBytes(24, gen), 0);
+  const pb::Datum other = MakeDatum(2, 4, 3, test::RandomBytes(24, gen), 0);
   std::string e = ErrorOf([&] { DataTransformer(p, pb::TEST).OutputShape(other); });
   EXPECT_NE(e.find(dir / "mean.binaryproto"), std::string::npos) << e;
   p.add_mean_value(1.f);
@@ -148,7 +148,7 @@ TEST(TransformTest, CentreCropInTest) {
 TEST(TransformTest, RandomCropAndMirrorAreValidAndDeterministic) {
   std::mt19937 gen(6);
   const int c_n = 2, h = 6, w = 7, crop = 4;
-  const pb::Datum d = MakeDatum(c_n, h, w, testing::RandomBytes(c_n * h * w, gen), 0);
+  const pb::Datum d = MakeDatum(c_n, h, w, test::RandomBytes(c_n * h * w, gen), 0);
   pb::TransformationParameter p;
   p.set_crop_size(crop);
   p.set_mirror(true);
@@ -183,10 +183,10 @@ TEST(TransformTest, RandomCropAndMirrorAreValidAndDeterministic) {
 TEST(TransformTest, BadDatumsAreErrors) {
   std::mt19937 gen(8), rng(9);
   const DataTransformer t(pb::TransformationParameter(), pb::TRAIN);
-  pb::Datum d = MakeDatum(1, 4, 4, testing::RandomBytes(15, gen), 0);
+  pb::Datum d = MakeDatum(1, 4, 4, test::RandomBytes(15, gen), 0);
   std::string e = ErrorOf([&] { Apply(t, d, rng); });
   EXPECT_NE(e.find("corrupt"), std::string::npos) << e;
-  d.set_data(testing::RandomBytes(16, gen));
+  d.set_data(test::RandomBytes(16, gen));
   d.set_encoded(true);
   e = ErrorOf([&] { Apply(t, d, rng); });
   EXPECT_NE(e.find("reached the transformer undecoded"), std::string::npos) << e;

@@ -10,7 +10,7 @@
 #include "observe/stats_json.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 TrainingLog Parse(const std::string& text) {
   std::istringstream in(text);

@@ -11,7 +11,7 @@
 #include "test/program_runner.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using test::Finished;
 using test::RunProgram;

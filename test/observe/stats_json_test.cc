@@ -13,7 +13,7 @@
 #include "test/program_runner.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Json = nlohmann::json;  // an independent reader of what the sink writes
 

@@ -20,7 +20,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // A rule as bin/ makes one for a job of `machines`: `offer` (deltas added whole across machines:
 // the share and local= offered), `solver` (the run's), the policy's weights.

@@ -16,7 +16,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 std::vector<float> Random(uint32_t n, std::mt19937& gen, float scale) {
   std::normal_distribution<float> d(0, scale);

@@ -24,7 +24,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using namespace std::chrono_literals;
 using test::FakeDevice;

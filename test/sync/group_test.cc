@@ -19,7 +19,7 @@
 #include "test/program_runner.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;

@@ -28,7 +28,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 
@@ -61,10 +61,10 @@ class HogwildOnFakeDevice : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Data that no solver alone can learn (testing::WriteSplitLmdbs): the three solvers of the
+  // Data that no solver alone can learn (test::WriteSplitLmdbs): the three solvers of the
   // process read disjoint thirds of it, so each one sees ONE class.
   void MakeSplitData(uint32_t seed) {
-    testing::WriteSplitLmdbs(dir_ / "train_lmdb", dir_ / "test_lmdb", kClasses, seed);
+    test::WriteSplitLmdbs(dir_ / "train_lmdb", dir_ / "test_lmdb", kClasses, seed);
   }
 
   // A fake device delaying each operation up to `max_delay_us`, and the options of a run of
@@ -328,13 +328,13 @@ TEST_F(HogwildOnFakeDevice, AGpuCopyThatGoesNonFiniteRetakesTheMaster) {
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 gen(seed);
   std::vector<pb::Datum> data;
-  for (int i = 0; i < 150; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
+  for (int i = 0; i < 150; ++i) data.push_back(test::MakeDatum(1, 8, 8, test::RandomBytes(64, gen), i % 3));
   for (int bad : {20, 70, 120}) {  // one in each solver's partition
     data[bad].clear_data();
     for (int k = 0; k < 64; ++k)
       data[bad].add_float_data(k == 17 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gen() % 256));
   }
-  testing::WriteLmdb(dir_ / "nan_lmdb", data);
+  test::WriteLmdb(dir_ / "nan_lmdb", data);
   const std::string net = R"(
       layer { name: "d" type: "Data" top: "x" top: "label" transform_param { scale: 0.0039 }
               data_param { source: ")" + (dir_ / "nan_lmdb").string() + R"(" batch_size: 10 backend: LMDB } }

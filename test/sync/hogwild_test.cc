@@ -31,7 +31,7 @@
 #include "test/program_runner.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 namespace fs = std::filesystem;
 
@@ -154,12 +154,12 @@ class ScratchDir : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // A net on data one solver alone cannot learn (testing::WriteSplitLmdbs: `classes` classes,
+  // A net on data one solver alone cannot learn (test::WriteSplitLmdbs: `classes` classes,
   // the training records sorted by class, so each of `classes` solvers reads one class): the
   // job classifies every class only where every solver's progress reached the weights.
   std::string SplitNetText(int classes) {
     const std::string train = (dir_ / "split_train").string(), test = (dir_ / "split_test").string();
-    if (!fs::exists(train)) testing::WriteSplitLmdbs(train, test, classes, TestSeed());
+    if (!fs::exists(train)) test::WriteSplitLmdbs(train, test, classes, TestSeed());
     return R"(
     layer { name: "d" type: "Data" top: "x" top: "label" include { phase: TRAIN }
             transform_param { scale: 0.00390625 } data_param { source: ")" + train + R"(" batch_size: 16 backend: LMDB } }
@@ -958,9 +958,9 @@ class HogwildProgram : public ScratchDir {
 TEST_F(HogwildProgram, LeaderErrorEndsTheProcessWithOneLine) {
   std::vector<pb::Datum> data;
   std::mt19937 gen(TestSeed());
-  for (int i = 0; i < 400; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
+  for (int i = 0; i < 400; ++i) data.push_back(test::MakeDatum(1, 8, 8, test::RandomBytes(64, gen), i % 3));
   data[40].set_data("short");  // solver 0 reads from record 0, solver 1 from record 200
-  testing::WriteLmdb((dir_ / "db").string(), data);
+  test::WriteLmdb((dir_ / "db").string(), data);
   const std::string net = LmdbNet("transform_param { scale: 0.0039 }");
   const std::string solver = LongSolver("e", net);
   const std::string log = (dir_ / "e.log").string();
@@ -982,11 +982,11 @@ class HogwildRetake : public HogwildProgram, public ::testing::WithParamInterfac
 TEST_P(HogwildRetake, APrivateCopyThatGoesNonFiniteRetakesTheSharedWeights) {
   std::vector<pb::Datum> data;
   std::mt19937 gen(TestSeed());
-  for (int i = 0; i < 160; ++i) data.push_back(testing::MakeDatum(1, 8, 8, testing::RandomBytes(64, gen), i % 3));
+  for (int i = 0; i < 160; ++i) data.push_back(test::MakeDatum(1, 8, 8, test::RandomBytes(64, gen), i % 3));
   data[40].clear_data();  // float values, one of them NaN: every batch holding it scores NaN
   for (int k = 0; k < 64; ++k)
     data[40].add_float_data(k == 17 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(gen() % 256));
-  testing::WriteLmdb((dir_ / "db").string(), data);
+  test::WriteLmdb((dir_ / "db").string(), data);
   const std::string net = LmdbNet("transform_param { scale: 0.0039 }");
   const std::string path = (dir_ / "r.prototxt").string();
   auto p = SolverFor(net, 200, (dir_ / "r").string());  // 100 iterations each: 10 epochs of 10 batches
@@ -1019,11 +1019,11 @@ TEST_P(HogwildRetake, APrivateCopyThatGoesNonFiniteRetakesTheSharedWeights) {
 TEST_F(HogwildProgram, ACopyNonFiniteRightAfterEachRetakeIsOneLine) {
   std::vector<pb::Datum> data(40);
   for (pb::Datum& d : data) {
-    d = testing::MakeDatum(1, 8, 8, "", 1);
+    d = test::MakeDatum(1, 8, 8, "", 1);
     d.clear_data();
     for (int k = 0; k < 64; ++k) d.add_float_data(std::numeric_limits<float>::quiet_NaN());
   }
-  testing::WriteLmdb((dir_ / "db").string(), data);
+  test::WriteLmdb((dir_ / "db").string(), data);
   const std::string net = LmdbNet("");
   const std::string path = (dir_ / "n.prototxt").string();
   std::ofstream(path) << SolverFor(net, 200, (dir_ / "n").string()).DebugString();
@@ -1121,13 +1121,13 @@ TEST_F(HogwildProgram, SighupBurstsNeverAbort) {
 }  // namespace hogstream
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // An LMDB of `records` one-pixel records whose label is the record's index.
 void WriteIndexTaggedLmdb(const std::string& path, int records) {
   std::vector<pb::Datum> data;
-  for (int i = 0; i < records; ++i) data.push_back(testing::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
-  testing::WriteLmdb(path, data);
+  for (int i = 0; i < records; ++i) data.push_back(test::MakeDatum(1, 1, 1, std::string(1, char(i)), i));
+  test::WriteLmdb(path, data);
 }
 
 // Ranks, seeds and data across machines that run different solver counts: every solver's seed
@@ -1146,7 +1146,7 @@ TEST(HogwildPlaceTest, ARoundOfMachinesMovesAtTheirCountOfMeansUpToTheJobSpeed) 
 }
 
 TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) {
-  testing::TempDir dir;
+  test::TempDir dir;
   constexpr int kRecords = 60;
   WriteIndexTaggedLmdb(dir / "db", kRecords);
   const std::vector<int> locals = {3, 1, 2};  // machines 0, 1, 2
@@ -1162,7 +1162,7 @@ TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) 
       ctx.set_data_partition(place.begin, place.length);
       const auto at = [](double f) { return static_cast<int>(f * kRecords + 1e-7); };
       const int count = at(place.begin + place.length) - at(place.begin);
-      pb::LayerParameter p = testing::DataParam({dir / "db"}, count, pb::TRAIN);
+      pb::LayerParameter p = test::DataParam({dir / "db"}, count, pb::TRAIN);
       Blob x, label;
       auto layer = CreateLayer(p);
       layer->SetUp({}, {&x, &label});
@@ -1178,7 +1178,7 @@ TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) 
   Context ctx(Mode::CPU, 0, 1);
   ContextScope scope(&ctx);
   ctx.set_data_partition(0.5, 0.25);
-  pb::LayerParameter p = testing::DataParam({dir / "db"}, kRecords, pb::TEST);
+  pb::LayerParameter p = test::DataParam({dir / "db"}, kRecords, pb::TEST);
   Blob x, label;
   auto layer = CreateLayer(p);
   layer->SetUp({}, {&x, &label});
@@ -1193,7 +1193,7 @@ TEST(HogwildPlaceTest, PartitionsReadEachRecordOnceAcrossMachinesOfUnequalSize) 
 // reads every record of the data once between them; the next round starts at its own
 // partition again; with nobody dead the slices are empty.
 TEST(HogwildPlaceTest, ADeadMachinesPartitionIsReadByTheOthers) {
-  testing::TempDir dir;
+  test::TempDir dir;
   constexpr int kRecords = 72;
   WriteIndexTaggedLmdb(dir / "db", kRecords);
   const std::vector<int> locals = {3, 1, 2};
@@ -1215,7 +1215,7 @@ TEST(HogwildPlaceTest, ADeadMachinesPartitionIsReadByTheOthers) {
       ctx.set_data_takeover([&] { return TakenOverPartitions(m, 3, i, locals[m], kDead); });
       const int own = at(place.begin + place.length) - at(place.begin);
       const int more = at(taken[0].first + taken[0].second) - at(taken[0].first);
-      pb::LayerParameter p = testing::DataParam({dir / "db"}, own + more, pb::TRAIN);
+      pb::LayerParameter p = test::DataParam({dir / "db"}, own + more, pb::TRAIN);
       Blob x, label;
       auto layer = CreateLayer(p);
       layer->SetUp({}, {&x, &label});

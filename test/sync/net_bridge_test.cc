@@ -11,7 +11,7 @@
 #include <memory>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -14,7 +14,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // One control message from `from` to `to` as a received message (the transport sets source).
 struct Wire {
@@ -186,7 +186,7 @@ TEST(NetControlTest, AClockIsBoundedByWhatItsMachineCouldHaveRun) {
 }  // namespace hogstream
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // When a round is due: a heartbeat after the last one sent; an answer asked for (a hello to
 // echo) 2 ms after it, not sooner (forged hellos must not make a machine send one message each).

@@ -15,7 +15,7 @@
 #include "transport/inproc/device.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -11,7 +11,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 std::vector<StragglerWatch::Rate> Rates(const std::vector<double>& per_s, int tested = -1, int idle = -1) {
   std::vector<StragglerWatch::Rate> v;

@@ -35,7 +35,7 @@
 #endif
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using namespace std::chrono_literals;
 

@@ -9,7 +9,7 @@
 #include <chrono>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

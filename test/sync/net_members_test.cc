@@ -14,7 +14,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -336,7 +336,7 @@ TEST(NetMembersTest, RandomRostersLeadByTheLowestLiveReadyRank) {
 }  // namespace hogstream
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 TEST(NetMembersTest, AMachineAdmittedButNotYetHeardHoldsTheNextBack) {
   const auto t0 = std::chrono::steady_clock::now();

@@ -10,7 +10,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -13,7 +13,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr uint32_t kChunks = 79;
 constexpr uint32_t kFirstEpoch = 1700000000;

@@ -13,7 +13,7 @@
 #include "sync/net_figures.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

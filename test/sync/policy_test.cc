@@ -22,7 +22,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using namespace std::chrono_literals;
 
@@ -55,7 +55,7 @@ TEST(PolicyParse, EveryFormAndItsName) {
   EXPECT_EQ(Policy::Parse("ssp:2").Rule(nullptr).aggregate->name(), "sum");
   EXPECT_EQ(Policy::Parse("ssp:2", true).Rule(nullptr).aggregate->name(), "staleness");
   EXPECT_EQ(Policy::Parse("weedout:5").Rule(nullptr).weedout, 5u);
-  const std::string file = testing::TempDir() + "/groups_" + std::to_string(TestSeed());
+  const std::string file = ::testing::TempDir() + "/groups_" + std::to_string(TestSeed());
   std::ofstream(file) << "# two groups\n0, 2\n1,3  # the slow pair\n";
   EXPECT_EQ(Policy::Parse("gsp:@" + file).groups, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
 }

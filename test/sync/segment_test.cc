@@ -29,7 +29,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr float kTol = 2e-4f;  // float rounding over a few hundred additions of O(1) values
 
@@ -1044,7 +1044,7 @@ TEST(SegmentSettingsTest, RejectsBadSettingsAndSweepWhileRunning) {
 }  // namespace hogstream
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // Values are checked where they enter: a master refuses a delta with a non-finite element, and
 // one whose RMS is far beyond the chunk's recent deltas (SegmentRule::absurd, once 8 were

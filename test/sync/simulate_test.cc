@@ -13,7 +13,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr int kClasses = 4;
 
@@ -30,9 +30,9 @@ void WriteClasses(const std::string& path, int per_class, std::mt19937& gen) {
           const bool block = (y / 4) * 2 + (x / 4) == k;
           px[y * 8 + x] = static_cast<char>(noise(gen) + (block ? 120 : 0));
         }
-      data.push_back(testing::MakeDatum(1, 8, 8, px, k));
+      data.push_back(test::MakeDatum(1, 8, 8, px, k));
     }
-  testing::WriteLmdb(path, data);
+  test::WriteLmdb(path, data);
 }
 
 pb::SolverParameter Solver(const std::string& train, const std::string& test, int max_iter) {
@@ -67,7 +67,7 @@ class SimulateJob : public ::testing::Test {
     WriteClasses(dir_ / "train", 64, gen);
     WriteClasses(dir_ / "test", 50, gen);
   }
-  testing::TempDir dir_;
+  test::TempDir dir_;
 };
 
 // Each of 4 machines trains on one class only: a copy scores about 1/4 alone (it answers its

@@ -9,7 +9,7 @@
 #include "test/test_seed.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 // Sweeps posted over `seconds` of 1 ms daemon passes, an iteration every `iteration_ms` (0:
 // none), every allowed chunk posted.

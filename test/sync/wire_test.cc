@@ -16,7 +16,7 @@
 #include "transport/inproc/device.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 Header RandomHeader(std::mt19937_64& rng) {
   Header h;

@@ -18,7 +18,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr uint32_t kMax = 256;
 
@@ -117,7 +117,7 @@ TEST(FrameTest, RefusesEachBadFrameWithItsReason) {
 }
 
 TEST(FrameTest, KeyedFramesNeedTheSameKey) {
-  const std::string path = testing::TempDir() + "/hs_job_key_" + std::to_string(TestSeed());
+  const std::string path = ::testing::TempDir() + "/hs_job_key_" + std::to_string(TestSeed());
   std::ofstream(path) << "correct horse battery staple";
   const JobKey key = LoadJobKey(path);
   JobKey other = key;

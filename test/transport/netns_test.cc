@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 ino_t Inode(const std::string& path) {
   struct stat st {};

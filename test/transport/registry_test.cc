@@ -17,7 +17,7 @@
 #include "test/transport/transport_test_util.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 TEST(TransportRegistry, EveryBackendFolderRegistersItsScheme) {
   const std::vector<std::string> names = test::RegisteredSchemes();

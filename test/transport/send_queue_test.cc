@@ -16,7 +16,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using std::chrono::microseconds;
 using std::chrono::milliseconds;

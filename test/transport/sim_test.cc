@@ -12,7 +12,7 @@
 #include "transport/sim/endpoint.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 std::vector<std::byte> Bytes(uint32_t n, std::mt19937& gen) {
   std::vector<std::byte> b(n);

@@ -30,7 +30,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using Clock = std::chrono::steady_clock;
 using Link = std::pair<std::unique_ptr<Transport>, std::unique_ptr<Transport>>;

@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "transport/inproc/device.hpp"
+#include "transport/send_queue.hpp"
 
 namespace hogstream {
 
 namespace {
 constexpr int64_t kNone = -1;
-constexpr size_t kLine = 64;
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }
 };

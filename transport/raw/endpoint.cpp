@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "transport/netns.hpp"
+#include "transport/send_queue.hpp"
 
 namespace hogstream {
 
@@ -23,7 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kLine = 64;
 constexpr size_t kEth = ETH_HLEN;  // dst MAC, src MAC, ethertype
 // A send slot: [2 unused][Ethernet header][frame...]: the frame starts 16 in, its payload 64 in.
 constexpr size_t kSlotEth = 2, kSlotFrame = kSlotEth + kEth;

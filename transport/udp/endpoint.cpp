@@ -12,12 +12,12 @@
 #include <cstring>
 
 #include "transport/netns.hpp"
+#include "transport/send_queue.hpp"
 
 namespace hogstream {
 
 namespace {
 
-constexpr size_t kLine = 64;
 constexpr size_t kMaxDatagram = 65507;  // IPv4 UDP payload limit
 constexpr size_t kMaxGsoBytes = 65000;  // one GSO send is one IP packet before segmentation
 constexpr size_t kMaxSegments = 64;     // UDP_MAX_SEGMENTS of older kernels

@@ -1,6 +1,7 @@
 // Verbs endpoint: queue pair set-up, the registered slots, batched posting with selective
 // signalling, the receive queue and its completion channel, heartbeats (see endpoint.hpp).
 #include "transport/verbs/endpoint.hpp"
+#include "transport/send_queue.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +16,6 @@ namespace hogstream {
 
 namespace {
 
-constexpr size_t kLine = 64;
 constexpr size_t kPage = 4096;
 constexpr uint32_t kBeatRoom = 32;  // send work requests kept for heartbeats beyond the slots
 constexpr int kPkeyIndex = 0;       // the default partition

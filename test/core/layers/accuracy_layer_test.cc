@@ -9,7 +9,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr int kIgnore = 3;  // a real class, so ignoring it is visible
 
@@ -37,7 +37,7 @@ class AccuracyLayerTest : public ::testing::TestWithParam<AccuracyCase> {
     const auto& c = GetParam();
     scores_.Reshape(c.axis == 1 ? std::vector<int>{4, 10, 2, 3} : std::vector<int>{24, 10});
     labels_.Reshape(c.axis == 1 ? std::vector<int>{4, 2, 3} : std::vector<int>{24});
-    testing::FillGaussian(&scores_, gen_);  // distinct scores: no ties
+    test::FillGaussian(&scores_, gen_);  // distinct scores: no ties
     std::uniform_int_distribution<int> cls(0, 9);
     for (int i = 0; i < labels_.count(); ++i)
       labels_.mutable_cpu_data()[i] = c.ignore && i % 4 == 2 ? kIgnore : cls(gen_);
@@ -127,7 +127,7 @@ TEST(AccuracyLayerOtherTest, TiesCountAgainst) {
 TEST(AccuracyLayerOtherTest, AllIgnoredIsZero) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(std::vector<int>{4, 5}), labels(std::vector<int>{4}), acc;
-  testing::FillGaussian(&scores, gen);
+  test::FillGaussian(&scores, gen);
   std::fill_n(labels.mutable_cpu_data(), 4, float(kIgnore));
   AccuracyLayer layer(AccuracyParam(1, 1, true));
   layer.SetUp({&scores, &labels}, {&acc});
@@ -138,7 +138,7 @@ TEST(AccuracyLayerOtherTest, AllIgnoredIsZero) {
 TEST(AccuracyLayerOtherTest, Errors) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(4, 5, 2, 1), labels(4, 2, 1, 1), few(4, 1, 1, 1), acc;
-  testing::FillGaussian(&scores, gen);
+  test::FillGaussian(&scores, gen);
   std::uniform_int_distribution<int> cls(0, 4);
   for (int i = 0; i < labels.count(); ++i) labels.mutable_cpu_data()[i] = cls(gen);
   auto setup = [&](const pb::LayerParameter& p, Blob* l) {
@@ -164,7 +164,7 @@ TEST(AccuracyLayerOtherTest, Errors) {
 TEST(AccuracyLayerLabelTest, OutOfRangeLabelNamesTheLayer) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(std::vector<int>{6, 10}), labels(std::vector<int>{6}), top;
-  testing::FillGaussian(&scores, gen);
+  test::FillGaussian(&scores, gen);
   for (int i = 0; i < 6; ++i) labels.mutable_cpu_data()[i] = static_cast<float>(gen() % 10);
   labels.mutable_cpu_data()[4] = 50;
   pb::LayerParameter p = AccuracyParam(1, 1, false);

@@ -12,7 +12,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter Param(pb::Phase phase, int use_global = -1, float fraction = 0.999f) {
   pb::LayerParameter p;
@@ -65,12 +65,12 @@ TEST_P(BatchNormShapeTest, TrainForwardUsesBatchStatsAndUpdatesRunningSums) {
   ASSERT_EQ(layer->blobs().size(), 3u);
   std::vector<double> mean1, var1, mean2, var2;
 
-  testing::FillGaussian(&x, gen, 1.5f, 2.f);
+  test::FillGaussian(&x, gen, 1.5f, 2.f);
   layer->Forward({&x}, {&y});
   Stats(x, &mean1, &var1);
   ExpectNormalised(x, y, mean1, var1, 1e-4);
 
-  testing::FillGaussian(&x, gen, -0.5f, 0.7f);
+  test::FillGaussian(&x, gen, -0.5f, 0.7f);
   layer->Forward({&x}, {&y});
   Stats(x, &mean2, &var2);
   ExpectNormalised(x, y, mean2, var2, 1e-4);
@@ -87,13 +87,13 @@ TEST_P(BatchNormShapeTest, TrainForwardUsesBatchStatsAndUpdatesRunningSums) {
 TEST_P(BatchNormShapeTest, GlobalStatsForwardUsesStoredSums) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   auto layer = CreateLayer(Param(pb::TEST));  // TEST defaults to the stored statistics
   layer->SetUp({&x}, {&y});
   const int ch = layer->blobs()[0]->count();
-  testing::FillGaussian(layer->blobs()[0].get(), gen);
-  testing::FillUniform(layer->blobs()[1].get(), gen, 0.5f, 2.f);
-  testing::FillUniform(layer->blobs()[2].get(), gen, 0.5f, 3.f);
+  test::FillGaussian(layer->blobs()[0].get(), gen);
+  test::FillUniform(layer->blobs()[1].get(), gen, 0.5f, 2.f);
+  test::FillUniform(layer->blobs()[2].get(), gen, 0.5f, 3.f);
   layer->Forward({&x}, {&y});
   const float factor = layer->blobs()[2]->cpu_data()[0];
   std::vector<double> mean(ch), var(ch);
@@ -113,22 +113,22 @@ TEST_P(BatchNormShapeTest, GlobalStatsForwardUsesStoredSums) {
 TEST_P(BatchNormShapeTest, GradientWithBatchStats) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
-  testing::FillGaussian(&x, gen, 0.5f, 1.5f);
+  test::FillGaussian(&x, gen, 0.5f, 1.5f);
   BatchNormLayer layer(Param(pb::TRAIN));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 TEST_P(BatchNormShapeTest, GradientWithGlobalStats) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(GetParam()), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   BatchNormLayer layer(Param(pb::TRAIN, 1));
   layer.SetUp({&x}, {&y});
-  testing::FillGaussian(layer.blobs()[0].get(), gen);
-  testing::FillUniform(layer.blobs()[1].get(), gen, 0.5f, 2.f);
-  testing::FillUniform(layer.blobs()[2].get(), gen, 0.5f, 3.f);
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::FillGaussian(layer.blobs()[0].get(), gen);
+  test::FillUniform(layer.blobs()[1].get(), gen, 0.5f, 2.f);
+  test::FillUniform(layer.blobs()[2].get(), gen, 0.5f, 3.f);
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormShapeTest,
@@ -139,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormShapeTest,
 TEST(BatchNormLayerTest, PhaseChoosesStatsUnlessGiven) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(4, 2, 3, 3), y_train, y_test, y_override;
-  testing::FillGaussian(&x, gen, 2.f, 1.f);
+  test::FillGaussian(&x, gen, 2.f, 1.f);
   auto train = CreateLayer(Param(pb::TRAIN));
   auto test = CreateLayer(Param(pb::TEST));
   auto override_test = CreateLayer(Param(pb::TEST, 0));
@@ -161,8 +161,8 @@ TEST(BatchNormLayerTest, PhaseChoosesStatsUnlessGiven) {
 TEST(BatchNormLayerTest, InPlaceMatchesOutOfPlace) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(3, 2, 4, 3), y, inplace, dy(3, 2, 4, 3);
-  testing::FillGaussian(&x, gen);
-  testing::FillGaussian(&dy, gen);
+  test::FillGaussian(&x, gen);
+  test::FillGaussian(&dy, gen);
   inplace.ReshapeLike(x);
   copy(x.count(), x.cpu_data(), inplace.mutable_cpu_data());
   BatchNormLayer a(Param(pb::TRAIN)), b(Param(pb::TRAIN));
@@ -190,17 +190,17 @@ TEST(BatchNormLayerTest, LongChannelsMatchDirectFormulas) {
     for (int global = 0; global < 2; ++global) {
       for (int in_place = 0; in_place < 2; ++in_place) {
         Blob x(shape), y, dy(shape), saved_x(shape);
-        testing::FillGaussian(&x, gen, 1.f, 3.f);
-        testing::FillGaussian(&dy, gen);
+        test::FillGaussian(&x, gen, 1.f, 3.f);
+        test::FillGaussian(&dy, gen);
         copy(x.count(), x.cpu_data(), saved_x.mutable_cpu_data());
         BatchNormLayer layer(Param(pb::TRAIN, global));
         Blob* top = in_place ? &x : &y;
         layer.SetUp({&x}, {top});
         const int ch = layer.blobs()[0]->count();
         if (global) {
-          testing::FillGaussian(layer.blobs()[0].get(), gen);
-          testing::FillUniform(layer.blobs()[1].get(), gen, 0.5f, 2.f);
-          testing::FillUniform(layer.blobs()[2].get(), gen, 0.5f, 3.f);
+          test::FillGaussian(layer.blobs()[0].get(), gen);
+          test::FillUniform(layer.blobs()[1].get(), gen, 0.5f, 2.f);
+          test::FillUniform(layer.blobs()[2].get(), gen, 0.5f, 3.f);
         }
         std::vector<float> sums0(layer.blobs()[0]->cpu_data(), layer.blobs()[0]->cpu_data() + ch);
         layer.Forward({&x}, {top});

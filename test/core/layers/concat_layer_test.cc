@@ -9,7 +9,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter Param(int axis) {
   pb::LayerParameter p;
@@ -28,7 +28,7 @@ class ConcatConfigTest : public ::testing::TestWithParam<Config> {
   void SetUp() override {
     for (const auto& s : GetParam().shapes) {
       x_.push_back(std::make_unique<Blob>(s));
-      testing::FillGaussian(x_.back().get(), gen_);
+      test::FillGaussian(x_.back().get(), gen_);
       bottoms_.push_back(x_.back().get());
     }
   }
@@ -63,7 +63,7 @@ TEST_P(ConcatConfigTest, ForwardMatchesReference) {
 TEST_P(ConcatConfigTest, Gradient) {
   ConcatLayer layer(Param(GetParam().axis));
   layer.SetUp(bottoms_, {&y_});
-  testing::CheckGradients(&layer, bottoms_, {&y_});
+  test::CheckGradients(&layer, bottoms_, {&y_});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -76,8 +76,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ConcatLayerTest, LegacyConcatDim) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob a(2, 3, 4, 5), b(2, 3, 2, 5), y;
-  testing::FillGaussian(&a, gen);
-  testing::FillGaussian(&b, gen);
+  test::FillGaussian(&a, gen);
+  test::FillGaussian(&b, gen);
   pb::LayerParameter p;
   p.set_type("Concat");
   p.mutable_concat_param()->set_concat_dim(2);
@@ -92,7 +92,7 @@ TEST(ConcatLayerTest, LegacyConcatDim) {
 TEST(ConcatLayerTest, SingleBottomSharesMemory) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob a(2, 3, 2, 2), y;
-  testing::FillGaussian(&a, gen);
+  test::FillGaussian(&a, gen);
   auto layer = CreateLayer(Param(1));
   layer->SetUp({&a}, {&y});
   layer->Forward({&a}, {&y});

@@ -11,7 +11,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter ContrastiveParam(float margin = 0.f, bool legacy = false,
                                     float loss_weight = 0.f) {
@@ -54,8 +54,8 @@ class ContrastiveLossTest : public ::testing::Test {
   // Pairs close enough that, with margin 1, some dissimilar ones fall inside it and some
   // outside; similar and dissimilar labels alternate.
   ContrastiveLossTest() : gen_(::hogstream::TestSeed()), a_(10, 3, 1, 1), b_(10, 3, 1, 1), y_(10, 1, 1, 1) {
-    testing::FillGaussian(&a_, gen_, 0.f, 0.4f);
-    testing::FillGaussian(&b_, gen_, 0.f, 0.4f);
+    test::FillGaussian(&a_, gen_, 0.f, 0.4f);
+    test::FillGaussian(&b_, gen_, 0.f, 0.4f);
     for (int n = 0; n < 10; ++n) y_.mutable_cpu_data()[n] = n % 2 == 0 ? 1.f : 0.f;
     // Keep every distance and squared distance 0.05 away from the margin (1): no kinks.
     for (int n = 0; n < 10; ++n) {
@@ -98,19 +98,19 @@ TEST_F(ContrastiveLossTest, LegacyAndMargin) {
 TEST_F(ContrastiveLossTest, Gradient) {
   ContrastiveLossLayer layer(ContrastiveParam());
   layer.SetUp({&a_, &b_, &y_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.step = 1e-3f;
   opt.check_bottoms = {0, 1};
-  testing::CheckGradients(&layer, {&a_, &b_, &y_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&a_, &b_, &y_}, {&loss_}, opt);
 }
 
 TEST_F(ContrastiveLossTest, GradientLegacy) {
   ContrastiveLossLayer layer(ContrastiveParam(0.f, true));
   layer.SetUp({&a_, &b_, &y_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.step = 1e-3f;
   opt.check_bottoms = {0, 1};
-  testing::CheckGradients(&layer, {&a_, &b_, &y_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&a_, &b_, &y_}, {&loss_}, opt);
 }
 
 TEST_F(ContrastiveLossTest, LossWeight) {
@@ -119,10 +119,10 @@ TEST_F(ContrastiveLossTest, LossWeight) {
   layer.SetUp({&a_, &b_, &y_}, {&loss_});
   const float returned = layer.Forward({&a_, &b_, &y_}, {&loss_});
   EXPECT_NEAR(returned, w * Reference(a_, b_, y_, 1.0, false), 1e-5 * returned);
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.step = 1e-3f;
   opt.check_bottoms = {0, 1};
-  testing::CheckGradients(&layer, {&a_, &b_, &y_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&a_, &b_, &y_}, {&loss_}, opt);
 }
 
 TEST_F(ContrastiveLossTest, Errors) {

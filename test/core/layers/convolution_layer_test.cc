@@ -8,7 +8,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 struct ConvCase {
   int n, c, h, w, out, kh, kw, pad_h, pad_w, stride, dil, group;
@@ -89,7 +89,7 @@ TEST_P(ConvolutionLayerTest, ForwardMatchesDirectConvolution) {
   std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Blob x(k.n, k.c, k.h, k.w), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   ConvolutionLayer layer(ConvParam(k));
   layer.SetUp({&x}, {&y});
   ASSERT_EQ(layer.blobs().size(), k.bias ? 2u : 1u);
@@ -105,16 +105,16 @@ TEST_P(ConvolutionLayerTest, Gradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Blob x(k.n, k.c, k.h, k.w), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   ConvolutionLayer layer(ConvParam(k));
   layer.SetUp({&x}, {&y});
   // The output is linear in the input, the weights and the bias, so a central difference is
   // exact at any step; a large one keeps float rounding (Winograd's transforms round more than
   // a direct sum, and one input touches 32 channels of tiles) out of the numeric gradient.
   // At the default 1e-2, seed 3872029001 failed the Winograd case by 1.1%.
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.step = 1.f;
-  testing::CheckGradients(&layer, {&x}, {&y}, opt);
+  test::CheckGradients(&layer, {&x}, {&y}, opt);
 }
 
 // Both engines on every shape: DEFAULT takes oneDNN where the channels fit its blocks (<= 4
@@ -146,7 +146,7 @@ TEST(ConvolutionLayer, DefaultBackwardMatchesLowering) {
     std::mt19937 gen(::hogstream::TestSeed());
     Context::Get().set_seed(gen());
     Blob x(shape.n, shape.c, shape.h, shape.w), y[2], dx[2];
-    testing::FillGaussian(&x, gen);
+    test::FillGaussian(&x, gen);
     ConvCase k = shape;
     ConvolutionLayer fast(ConvParam(k));
     k.engine = pb::CAFFE;
@@ -157,13 +157,13 @@ TEST(ConvolutionLayer, DefaultBackwardMatchesLowering) {
       EXPECT_FALSE(fast.winograd()) << shape;
     }
     for (size_t b = 0; b < fast.blobs().size(); ++b) {
-      testing::FillGaussian(fast.blobs()[b].get(), gen);
+      test::FillGaussian(fast.blobs()[b].get(), gen);
       std::copy_n(fast.blobs()[b]->cpu_data(), fast.blobs()[b]->count(),
                   ref.blobs()[b]->mutable_cpu_data());
     }
     ConvolutionLayer* layers[2] = {&fast, &ref};
     Blob dy(y[0].shape());
-    testing::FillGaussian(&dy, gen);
+    test::FillGaussian(&dy, gen);
     for (int l = 0; l < 2; ++l) {
       dx[l].Reshape(x.shape());
       layers[l]->Forward({&x}, {&y[l]});
@@ -220,13 +220,13 @@ TEST(ConvolutionLayer, ParamGradientsAccumulate) {
   for (pb::EngineChoice engine : {pb::DEFAULT, pb::CAFFE}) {
     std::mt19937 gen(::hogstream::TestSeed());
     Blob x(2, 3, 6, 6), y;
-    testing::FillGaussian(&x, gen);
+    test::FillGaussian(&x, gen);
     ConvCase k{2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, true};
     k.engine = engine;
     ConvolutionLayer layer(ConvParam(k));
     layer.SetUp({&x}, {&y});
     layer.Forward({&x}, {&y});
-    testing::FillGaussian(&y, gen);  // reuse data as a random top gradient source
+    test::FillGaussian(&y, gen);  // reuse data as a random top gradient source
     std::copy_n(y.cpu_data(), y.count(), y.mutable_cpu_diff());
     for (auto& blob : layer.blobs()) std::fill_n(blob->mutable_cpu_diff(), blob->count(), 0.f);
     layer.Backward({&y}, {false}, {&x});

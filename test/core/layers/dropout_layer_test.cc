@@ -11,7 +11,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter Param(pb::Phase phase, float ratio) {
   pb::LayerParameter p;
@@ -27,7 +27,7 @@ TEST_P(DropoutRatioTest, TrainKeepsRescalesAndBackpropagatesThroughMask) {
   const float ratio = GetParam();
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(10, 20, 5, 10), y;
-  testing::FillUniform(&x, gen, 0.5f, 2.f);  // never zero, so zeros in y mark drops
+  test::FillUniform(&x, gen, 0.5f, 2.f);  // never zero, so zeros in y mark drops
   auto layer = CreateLayer(Param(pb::TRAIN, ratio));
   layer->SetUp({&x}, {&y});
   Context::Get().set_seed(::hogstream::TestSeed());
@@ -43,7 +43,7 @@ TEST_P(DropoutRatioTest, TrainKeepsRescalesAndBackpropagatesThroughMask) {
   EXPECT_NEAR(static_cast<double>(dropped) / x.count(), ratio, 0.03);
 
   Blob dy(10, 20, 5, 10);
-  testing::FillGaussian(&dy, gen);
+  test::FillGaussian(&dy, gen);
   copy(dy.count(), dy.cpu_data(), y.mutable_cpu_diff());
   layer->Backward({&y}, {true}, {&x});
   for (int i = 0; i < x.count(); ++i) {
@@ -55,10 +55,10 @@ TEST_P(DropoutRatioTest, TrainKeepsRescalesAndBackpropagatesThroughMask) {
 TEST_P(DropoutRatioTest, GradientInTrain) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   DropoutLayer layer(Param(pb::TRAIN, GetParam()));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 INSTANTIATE_TEST_SUITE_P(Ratios, DropoutRatioTest, ::testing::Values(0.5f, 0.2f, 0.8f));
@@ -66,7 +66,7 @@ INSTANTIATE_TEST_SUITE_P(Ratios, DropoutRatioTest, ::testing::Values(0.5f, 0.2f,
 TEST(DropoutLayerTest, SameSeedSameMask) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x({4, 50}), y1, y2;
-  testing::FillUniform(&x, gen, 0.5f, 2.f);
+  test::FillUniform(&x, gen, 0.5f, 2.f);
   auto layer = CreateLayer(Param(pb::TRAIN, 0.5f));
   layer->SetUp({&x}, {&y1});
   const uint64_t seed = ::hogstream::TestSeed();
@@ -80,11 +80,11 @@ TEST(DropoutLayerTest, SameSeedSameMask) {
 TEST(DropoutLayerTest, TestPhaseIsIdentity) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(3, 4, 5, 2), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   auto layer = CreateLayer(Param(pb::TEST, 0.5f));
   layer->SetUp({&x}, {&y});
   layer->Forward({&x}, {&y});
-  testing::FillGaussian(&y, gen);
+  test::FillGaussian(&y, gen);
   copy(y.count(), y.cpu_data(), y.mutable_cpu_diff());
   Blob before;
   before.ReshapeLike(x);

@@ -9,7 +9,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter DummyParam(const std::vector<std::vector<int>>& shapes) {
   pb::LayerParameter p;
@@ -61,7 +61,7 @@ TEST(DummyDataLayerTest, ConstantFillsOnceAtSetUp) {
   layer.SetUp({}, {&a, &b});
   ExpectAll(a, v);
   ExpectAll(b, v);
-  testing::FillGaussian(&a, gen);
+  test::FillGaussian(&a, gen);
   const std::vector<float> before(a.cpu_data(), a.cpu_data() + a.count());
   layer.Forward({}, {&a, &b});
   for (int i = 0; i < a.count(); ++i) EXPECT_EQ(a.cpu_data()[i], before[i]);

@@ -11,7 +11,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using EP = pb::EltwiseParameter;
 
@@ -36,7 +36,7 @@ class EltwiseConfigTest : public ::testing::TestWithParam<Config> {
     for (Blob& b : x_) {
       b.Reshape({2, 3, 4, 3});
       // Magnitudes in [0.5, 1.5] with random signs: PROD's top / bottom stays well defined.
-      testing::FillUniform(&b, gen_, 0.5f, 1.5f);
+      test::FillUniform(&b, gen_, 0.5f, 1.5f);
       std::bernoulli_distribution sign(0.5);
       for (int i = 0; i < b.count(); ++i)
         if (sign(gen_)) b.mutable_cpu_data()[i] *= -1.f;
@@ -82,7 +82,7 @@ TEST_P(EltwiseConfigTest, Gradient) {
   const Config c = GetParam();
   EltwiseLayer layer(Param(c.op, c.coeffs, c.stable));
   layer.SetUp(bottoms_, {&y_});
-  testing::CheckGradients(&layer, bottoms_, {&y_});
+  test::CheckGradients(&layer, bottoms_, {&y_});
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, EltwiseConfigTest,
@@ -93,13 +93,13 @@ INSTANTIATE_TEST_SUITE_P(Configs, EltwiseConfigTest,
 TEST(EltwiseLayerTest, MaxTiesFollowCaffe) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob a({2, 5}), b({2, 5}), c({2, 5}), y;
-  testing::FillGaussian(&a, gen);
+  test::FillGaussian(&a, gen);
   copy(a.count(), a.cpu_data(), b.mutable_cpu_data());
   copy(a.count(), a.cpu_data(), c.mutable_cpu_data());
   auto layer = CreateLayer(Param(EP::MAX));
   layer->SetUp({&a, &b, &c}, {&y});
   layer->Forward({&a, &b, &c}, {&y});
-  testing::FillGaussian(&y, gen);
+  test::FillGaussian(&y, gen);
   copy(y.count(), y.cpu_data(), y.mutable_cpu_diff());
   layer->Backward({&y}, {true, true, true}, {&a, &b, &c});
   // Between bottoms 0 and 1 a tie goes to 1; bottom 2 must be strictly larger to win.

@@ -7,7 +7,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter EuclideanParam(float loss_weight = 0.f) {
   pb::LayerParameter p;
@@ -28,8 +28,8 @@ double Reference(const Blob& a, const Blob& b) {
 class EuclideanLossLayerTest : public ::testing::Test {
  protected:
   EuclideanLossLayerTest() : gen_(::hogstream::TestSeed()), a_(5, 3, 2, 2), b_(5, 12, 1, 1) {
-    testing::FillGaussian(&a_, gen_);
-    testing::FillGaussian(&b_, gen_);
+    test::FillGaussian(&a_, gen_);
+    test::FillGaussian(&b_, gen_);
   }
   std::mt19937 gen_;
   Blob a_, b_, loss_;
@@ -48,7 +48,7 @@ TEST_F(EuclideanLossLayerTest, ForwardMatchesReference) {
 TEST_F(EuclideanLossLayerTest, GradientToBothBottoms) {
   EuclideanLossLayer layer(EuclideanParam());
   layer.SetUp({&a_, &b_}, {&loss_});
-  testing::CheckGradients(&layer, {&a_, &b_}, {&loss_});
+  test::CheckGradients(&layer, {&a_, &b_}, {&loss_});
 }
 
 TEST_F(EuclideanLossLayerTest, LossWeight) {
@@ -63,7 +63,7 @@ TEST_F(EuclideanLossLayerTest, LossWeight) {
     EXPECT_NEAR(a_.cpu_diff()[i], g, 1e-5);
     EXPECT_NEAR(b_.cpu_diff()[i], -g, 1e-5);
   }
-  testing::CheckGradients(&layer, {&a_, &b_}, {&loss_});
+  test::CheckGradients(&layer, {&a_, &b_}, {&loss_});
 }
 
 TEST_F(EuclideanLossLayerTest, Contract) {

@@ -7,7 +7,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter FlattenParam(int axis = 1, int end_axis = -1) {
   pb::LayerParameter p;
@@ -38,7 +38,7 @@ TEST(FlattenLayerTest, Shapes) {
 TEST(FlattenLayerTest, ForwardSharesDataAndBackwardSharesDiff) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   std::vector<float> before(x.cpu_data(), x.cpu_data() + x.count());
   FlattenLayer layer(FlattenParam());
   layer.SetUp({&x}, {&y});
@@ -58,10 +58,10 @@ TEST(FlattenLayerTest, ForwardSharesDataAndBackwardSharesDiff) {
 TEST(FlattenLayerTest, Gradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   FlattenLayer layer(FlattenParam(1, 2));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 TEST(FlattenLayerTest, BadParameters) {

@@ -11,7 +11,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter HingeParam(int norm = 0, float loss_weight = 0.f) {
   pb::LayerParameter p;
@@ -38,7 +38,7 @@ class HingeLossTest : public ::testing::Test {
  protected:
   // Scores kept at least 0.05 from the hinges at +-1, so the numerical gradient is smooth.
   HingeLossTest() : gen_(::hogstream::TestSeed()), x_(8, 4, 1, 1), label_(8, 1, 1, 1) {
-    testing::FillGaussian(&x_, gen_, 0.f, 1.5f);
+    test::FillGaussian(&x_, gen_, 0.f, 1.5f);
     float* x = x_.mutable_cpu_data();
     for (int i = 0; i < x_.count(); ++i)
       if (std::abs(std::abs(x[i]) - 1.f) < 0.05f) x[i] += x[i] > 0 ? 0.2f : -0.2f;
@@ -72,17 +72,17 @@ TEST_F(HingeLossTest, L2MatchesReference) {
 TEST_F(HingeLossTest, GradientL1) {
   HingeLossLayer layer(HingeParam());
   layer.SetUp({&x_, &label_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&x_, &label_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&x_, &label_}, {&loss_}, opt);
 }
 
 TEST_F(HingeLossTest, GradientL2) {
   HingeLossLayer layer(HingeParam(pb::HingeLossParameter::L2));
   layer.SetUp({&x_, &label_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&x_, &label_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&x_, &label_}, {&loss_}, opt);
 }
 
 TEST_F(HingeLossTest, LossWeight) {
@@ -98,9 +98,9 @@ TEST_F(HingeLossTest, LossWeight) {
       const double m = std::max(0.0, 1 - t * x_.cpu_data()[n * 4 + c]);
       EXPECT_NEAR(x_.cpu_diff()[n * 4 + c], -t * 2 * m * w / 8, 1e-5);
     }
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&x_, &label_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&x_, &label_}, {&loss_}, opt);
 }
 
 TEST_F(HingeLossTest, Errors) {

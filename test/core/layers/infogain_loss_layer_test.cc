@@ -16,7 +16,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr int kIgnore = 7;
 
@@ -54,8 +54,8 @@ class InfogainLossTest : public ::testing::Test {
  protected:
   InfogainLossTest()
       : gen_(::hogstream::TestSeed()), s_(4, 5, 2, 3), label_(4, 1, 2, 3), h_(1, 1, 5, 5) {
-    testing::FillGaussian(&s_, gen_, 0.f, 2.f);
-    testing::FillUniform(&h_, gen_, 0.1f, 2.f);
+    test::FillGaussian(&s_, gen_, 0.f, 2.f);
+    test::FillUniform(&h_, gen_, 0.1f, 2.f);
     std::uniform_int_distribution<int> cls(0, 4);
     for (int i = 0; i < label_.count(); ++i) label_.mutable_cpu_data()[i] = cls(gen_);
   }
@@ -110,16 +110,16 @@ TEST_F(InfogainLossTest, MatrixFromSourceFile) {
   layer.Forward({&s_, &label_}, {&loss_});
   const double ref = Reference(s_, label_, h_, 1, false);
   EXPECT_NEAR(loss_.cpu_data()[0], ref, 1e-5 * ref);
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&s_, &label_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&s_, &label_}, {&loss_}, opt);
   std::remove(path.c_str());
 }
 
 TEST_F(InfogainLossTest, OtherAxisAndIgnoreLabel) {
   // Classes along the last axis: scores 4 x 2 x 3 x 5, labels 4 x 2 x 3.
   Blob s(std::vector<int>{4, 2, 3, 5}), label(std::vector<int>{4, 2, 3});
-  testing::FillGaussian(&s, gen_, 0.f, 2.f);
+  test::FillGaussian(&s, gen_, 0.f, 2.f);
   std::uniform_int_distribution<int> cls(0, 4);
   for (int i = 0; i < label.count(); ++i)
     label.mutable_cpu_data()[i] = i % 4 == 1 ? kIgnore : cls(gen_);
@@ -130,17 +130,17 @@ TEST_F(InfogainLossTest, OtherAxisAndIgnoreLabel) {
   layer.Forward({&s, &label, &h_}, {&loss_});
   const double ref = Reference(s, label, h_, -1, true);
   EXPECT_NEAR(loss_.cpu_data()[0], ref, 1e-5 * ref);
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&s, &label, &h_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&s, &label, &h_}, {&loss_}, opt);
 }
 
 TEST_F(InfogainLossTest, Gradient) {
   InfogainLossLayer layer(InfogainParam());
   layer.SetUp({&s_, &label_, &h_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&s_, &label_, &h_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&s_, &label_, &h_}, {&loss_}, opt);
 }
 
 TEST_F(InfogainLossTest, LossWeight) {
@@ -149,9 +149,9 @@ TEST_F(InfogainLossTest, LossWeight) {
   layer.SetUp({&s_, &label_, &h_}, {&loss_});
   const float returned = layer.Forward({&s_, &label_, &h_}, {&loss_});
   EXPECT_NEAR(returned, w * Reference(s_, label_, h_, 1, false), 1e-5 * returned);
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&s_, &label_, &h_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&s_, &label_, &h_}, {&loss_}, opt);
 }
 
 TEST_F(InfogainLossTest, Errors) {

@@ -6,7 +6,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter IPParam(int out, bool transpose, bool bias, int axis = 1) {
   pb::LayerParameter p;
@@ -28,7 +28,7 @@ TEST_P(InnerProductLayerTest, ForwardAndGradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Context::Get().set_seed(gen());
   Blob x(3, 2, 3, 2), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   InnerProductLayer layer(IPParam(5, transpose, bias));
   layer.SetUp({&x}, {&y});
   ASSERT_EQ(y.shape(), (std::vector<int>{3, 5}));
@@ -41,7 +41,7 @@ TEST_P(InnerProductLayerTest, ForwardAndGradient) {
         s += x.cpu_data()[n * 12 + k] * (transpose ? w.cpu_data()[k * 5 + o] : w.cpu_data()[o * 12 + k]);
       EXPECT_NEAR(y.cpu_data()[n * 5 + o], s, 1e-4 * std::max(1.0, std::fabs(s)));
     }
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 INSTANTIATE_TEST_SUITE_P(Options, InnerProductLayerTest,
@@ -50,12 +50,12 @@ INSTANTIATE_TEST_SUITE_P(Options, InnerProductLayerTest,
 TEST(InnerProductLayer, AxisKeepsLeadingDims) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(std::vector<int>{2, 3, 4}), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   InnerProductLayer layer(IPParam(6, false, true, 2));
   layer.SetUp({&x}, {&y});
   EXPECT_EQ(y.shape(), (std::vector<int>{2, 3, 6}));
   EXPECT_EQ(layer.blobs()[0]->shape(), (std::vector<int>{6, 4}));
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 TEST(InnerProductLayer, FeatureMismatchIsAnError) {

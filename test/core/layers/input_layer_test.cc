@@ -7,7 +7,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter InputParam(const std::vector<std::vector<int>>& shapes) {
   pb::LayerParameter p;
@@ -49,7 +49,7 @@ TEST(InputLayerTest, ForwardKeepsCallerData) {
   InputLayer layer(InputParam({{2, 3, 4, 5}}));
   layer.SetUp({}, {&a});
   a.Reshape({3, 3, 4, 5});
-  testing::FillGaussian(&a, gen);
+  test::FillGaussian(&a, gen);
   const std::vector<float> before(a.cpu_data(), a.cpu_data() + a.count());
   layer.Forward({}, {&a});
   EXPECT_EQ(a.shape(), (std::vector<int>{3, 3, 4, 5}));

@@ -11,7 +11,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using LP = pb::LRNParameter;
 
@@ -39,7 +39,7 @@ TEST_P(LRNConfigTest, ForwardMatchesReference) {
   const Config c = GetParam();
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 7, 5, 6), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   auto layer = CreateLayer(Param(c.region, c.size, c.alpha, c.beta, c.k));
   layer->SetUp({&x}, {&y});
   layer->Forward({&x}, {&y});
@@ -81,10 +81,10 @@ TEST_P(LRNConfigTest, Gradient) {
   const Config c = GetParam();
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 7, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   LRNLayer layer(Param(c.region, c.size, c.alpha, c.beta, c.k));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, LRNConfigTest,
@@ -104,7 +104,7 @@ TEST(LRNLayerTest, WithinChannelMatchesCaffeComposition) {
   const int size = 3;
   const float alpha = 0.7f, beta = 0.75f;
   Blob x(2, 3, 6, 5), y, sq, pooled;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   auto lrn = CreateLayer(Param(LP::WITHIN_CHANNEL, size, alpha, beta, 4.f));
   lrn->SetUp({&x}, {&y});
   lrn->Forward({&x}, {&y});

@@ -18,11 +18,11 @@
 #include "test/error_of.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::LayerText;
+using test::LayerText;
 
-class MoreLayers : public testing::LayerTest {
+class MoreLayers : public test::LayerTest {
  protected:
   // Distinct values 0.1 apart in random order: a max never changes under a 1e-2 step.
   Blob* Distinct(const std::vector<int>& shape) {
@@ -90,9 +90,9 @@ TEST_F(MoreLayers, DeconvolutionMatchesItsDefinition) {
       const double b = k.bias ? layer->blobs()[1]->cpu_data()[i / (oh * ow) % k.out] : 0.0;
       ASSERT_NEAR(y->cpu_data()[i], ref[i] + b, 1e-4 * std::max(1.0, std::fabs(ref[i]))) << i;
     }
-    testing::GradientCheck opt;
+    test::GradientCheck opt;
     opt.step = 1.f;  // linear in input, weights and bias: a central difference is exact
-    testing::CheckGradients(layer.get(), {x}, {y}, opt);
+    test::CheckGradients(layer.get(), {x}, {y}, opt);
   }
 }
 
@@ -147,9 +147,9 @@ TEST_F(MoreLayers, Im2colLaysOutEachKernelOffsetAsARow) {
                 const float want = r >= 0 && r < 5 && col >= 0 && col < 6 ? x->cpu_data()[x->offset(n, c, r, col)] : 0.f;
                 ASSERT_EQ(y->cpu_data()[y->offset(n, (c * kh + p) * kw + q, i, j)], want);
               }
-    testing::GradientCheck opt;
+    test::GradientCheck opt;
     opt.step = 1.f;
-    testing::CheckGradients(layer.get(), {x}, {y}, opt);
+    test::CheckGradients(layer.get(), {x}, {y}, opt);
   }
 }
 
@@ -200,7 +200,7 @@ TEST_F(MoreLayers, SppConcatenatesEveryLevelOfThePyramid) {
               ASSERT_NEAR(y->cpu_data()[n * y->shape(1) + at++], v, 1e-5 * std::max(1.f, std::fabs(v)))
                   << "bins " << bins << " c " << c;
       }
-      testing::CheckGradients(layer.get(), {x}, {y});
+      test::CheckGradients(layer.get(), {x}, {y});
     }
   }
 }
@@ -217,7 +217,7 @@ TEST_F(MoreLayers, SppFollowsTheInputSizeAndKeepsCaffesShapeForOneLevel) {
   auto two = CreateLayer(LayerText(R"(type: "SPP" spp_param { pyramid_height: 2 })"));
   two->SetUp({x}, {y});
   x->Reshape({2, 3, 6, 10});
-  testing::FillGaussian(x, gen_);
+  test::FillGaussian(x, gen_);
   two->Forward({x}, {y});
   ASSERT_EQ(y->shape(), (std::vector<int>{2, 15}));
   for (int c = 0; c < 3; ++c) {
@@ -240,15 +240,15 @@ TEST_F(MoreLayers, ParameterIsALearnedBlobAsTheTop) {
   ASSERT_EQ(layer->blobs().size(), 1u);
   ASSERT_EQ(layer->blobs()[0]->shape(), (std::vector<int>{2, 3}));
   for (int i = 0; i < 6; ++i) EXPECT_EQ(layer->blobs()[0]->cpu_data()[i], 0.f) << "Caffe starts it at zero";
-  testing::FillGaussian(layer->blobs()[0].get(), gen_);
+  test::FillGaussian(layer->blobs()[0].get(), gen_);
   layer->Forward({}, {y});
   ASSERT_EQ(y->shape(), (std::vector<int>{2, 3}));
   for (int i = 0; i < 6; ++i) EXPECT_EQ(y->cpu_data()[i], layer->blobs()[0]->cpu_data()[i]);
-  testing::CheckGradients(layer.get(), {}, {y});
+  test::CheckGradients(layer.get(), {}, {y});
   // Gradients accumulate, like every parameter's (iter_size).
   float* g = layer->blobs()[0]->mutable_cpu_diff();
   std::fill_n(g, 6, 1.f);
-  testing::FillGaussian(y, gen_);
+  test::FillGaussian(y, gen_);
   for (int i = 0; i < 6; ++i) y->mutable_cpu_diff()[i] = static_cast<float>(i);
   layer->Backward({y}, {}, {});
   for (int i = 0; i < 6; ++i) EXPECT_EQ(layer->blobs()[0]->cpu_diff()[i], 1.f + i);
@@ -281,9 +281,9 @@ TEST_F(MoreLayers, MvnNormalisesEachGroupByItsMeanAndDeviation) {
       for (int i = 0; i < dim; ++i)
         ASSERT_NEAR(y->cpu_data()[g * dim + i], (x->cpu_data()[g * dim + i] - mean) / div, 1e-5);
     }
-    testing::GradientCheck opt;
+    test::GradientCheck opt;
     opt.step = 1e-2f;
-    testing::CheckGradients(layer.get(), {x}, {y}, opt);
+    test::CheckGradients(layer.get(), {x}, {y}, opt);
   }
 }
 
@@ -301,9 +301,9 @@ TEST_F(MoreLayers, BatchReindexGathersItemsAndSumsTheirGradients) {
   layer->Forward({x, idx}, {y});
   for (int i = 0; i < 5; ++i)
     for (int j = 0; j < 6; ++j) EXPECT_EQ(y->cpu_data()[i * 6 + j], x->cpu_data()[static_cast<int>(order[i]) * 6 + j]);
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(layer.get(), {x, idx}, {y}, opt);
+  test::CheckGradients(layer.get(), {x, idx}, {y}, opt);
   std::string e = ErrorOf([&] { layer->Backward({y}, {true, true}, {x, idx}); });
   EXPECT_NE(e.find("no gradient flows to the indices"), std::string::npos) << e;
   idx->mutable_cpu_data()[2] = 4;
@@ -334,9 +334,9 @@ TEST_F(MoreLayers, FilterKeepsTheSelectedItemsOfEveryBottom) {
     for (int j = 0; j < 3; ++j) EXPECT_EQ(ya->cpu_data()[k * 3 + j], a->cpu_data()[kept[k] * 3 + j]);
     for (int j = 0; j < 4; ++j) EXPECT_EQ(yb->cpu_data()[k * 4 + j], b->cpu_data()[kept[k] * 4 + j]);
   }
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0, 1};
-  testing::CheckGradients(layer.get(), {a, b, sel}, {ya, yb}, opt);
+  test::CheckGradients(layer.get(), {a, b, sel}, {ya, yb}, opt);
   // The selection follows the selector on every pass; none selected is an empty top.
   std::fill_n(sel->mutable_cpu_data(), 5, 0.f);
   layer->Forward({a, b, sel}, {ya, yb});

@@ -11,7 +11,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter MllParam(float loss_weight = 0.f) {
   pb::LayerParameter p;
@@ -36,7 +36,7 @@ class MultinomialLogisticLossTest : public ::testing::Test {
   // Probabilities in (0.05, 1) (not normalised: the layer does not need them to be), random
   // labels.
   MultinomialLogisticLossTest() : gen_(::hogstream::TestSeed()), prob_(6, 5, 1, 1), label_(6, 1, 1, 1) {
-    testing::FillUniform(&prob_, gen_, 0.05f, 1.f);
+    test::FillUniform(&prob_, gen_, 0.05f, 1.f);
     std::uniform_int_distribution<int> cls(0, 4);
     for (int i = 0; i < 6; ++i) label_.mutable_cpu_data()[i] = cls(gen_);
   }
@@ -69,10 +69,10 @@ TEST_F(MultinomialLogisticLossTest, ZeroProbabilityIsClampedAtThreshold) {
 TEST_F(MultinomialLogisticLossTest, Gradient) {
   MultinomialLogisticLossLayer layer(MllParam());
   layer.SetUp({&prob_, &label_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.step = 1e-3f;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&prob_, &label_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&prob_, &label_}, {&loss_}, opt);
 }
 
 TEST_F(MultinomialLogisticLossTest, LossWeight) {

@@ -19,9 +19,9 @@
 #include "test/error_of.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::LayerText;
+using test::LayerText;
 
 // One configuration of one layer: its prototxt, the function it computes (in double), where
 // its inputs are drawn and the points where its derivative jumps (kept at least 0.03 away).
@@ -93,9 +93,9 @@ class NeuronCaseTest : public ::testing::TestWithParam<Case> {
     const Case& c = GetParam();
     x->Reshape({2, 3, 4, 5});
     if (c.lo == c.hi) {
-      testing::FillGaussian(x, gen_, 0.f, c.hi);
+      test::FillGaussian(x, gen_, 0.f, c.hi);
     } else {
-      testing::FillUniform(x, gen_, c.lo, c.hi);
+      test::FillUniform(x, gen_, c.lo, c.hi);
     }
     float* v = x->mutable_cpu_data();
     for (int i = 0; i < x->count(); ++i) {
@@ -134,10 +134,10 @@ TEST_P(NeuronCaseTest, Gradient) {
   Fill(&x);
   auto layer = CreateLayer(LayerText(c.layer));
   layer->SetUp({&x}, {&y});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.step = 1e-2f;
   opt.threshold = 1e-2f;
-  testing::CheckGradients(layer.get(), {&x}, {&y}, opt);
+  test::CheckGradients(layer.get(), {&x}, {&y}, opt);
 }
 
 // In place the layer must compute what it does out of place, forward and backward.
@@ -146,7 +146,7 @@ TEST_P(NeuronCaseTest, InPlaceMatchesOutOfPlace) {
   if (!c.in_place) GTEST_SKIP() << c.name << " refuses to run in place (tested below)";
   Blob x, y, inplace, dy(2, 3, 4, 5);
   Fill(&x);
-  testing::FillGaussian(&dy, gen_);
+  test::FillGaussian(&dy, gen_);
   inplace.ReshapeLike(x);
   copy(x.count(), x.cpu_data(), inplace.mutable_cpu_data());
   auto a = CreateLayer(LayerText(c.layer));
@@ -200,7 +200,7 @@ TEST(ThresholdLayerTest, ForwardIsAStep) {
   std::mt19937 gen(::hogstream::TestSeed());
   for (float t : {0.f, 0.3f, -0.7f}) {
     Blob x(2, 3, 4, 5), y;
-    testing::FillGaussian(&x, gen);
+    test::FillGaussian(&x, gen);
     pb::LayerParameter p = LayerText(R"(type: "Threshold")");
     if (t != 0.f) p.mutable_threshold_param()->set_threshold(t);
     auto layer = CreateLayer(p);
@@ -226,7 +226,7 @@ TEST(ThresholdLayerTest, ForwardIsAStep) {
 TEST(ThresholdLayerTest, RefusesAGradientOnlyWhenAskedForOne) {
   Blob x(2, 3, 1, 1), y;
   std::mt19937 gen(::hogstream::TestSeed());
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   auto layer = CreateLayer(LayerText(R"(name: "step" type: "Threshold")"));
   layer->SetUp({&x}, {&y});
   layer->Forward({&x}, {&y});
@@ -254,8 +254,8 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "out" bottom: "target" top: "
     t.replace(t.find("PD"), 2, pd ? "" : "propagate_down: false");
     Net net(ParseNetText(t, "threshold"));
     std::mt19937 gen(::hogstream::TestSeed());
-    testing::FillGaussian(net.input_blobs()[0], gen);
-    testing::FillGaussian(net.input_blobs()[1], gen);
+    test::FillGaussian(net.input_blobs()[0], gen);
+    test::FillGaussian(net.input_blobs()[1], gen);
     if (pd) {
       const std::string e = ErrorOf([&] { net.ForwardBackward(); });
       EXPECT_NE(e.find("Threshold"), std::string::npos) << e;
@@ -327,7 +327,7 @@ TEST_P(PReLULayerTest, ForwardMatchesDefinition) {
   const bool shared = GetParam();
   for (const std::vector<int>& shape : {std::vector<int>{2, 3, 4, 5}, std::vector<int>{4, 6}}) {
     Blob x(shape), y;
-    testing::FillGaussian(&x, gen_);
+    test::FillGaussian(&x, gen_);
     auto layer = CreateLayer(PReLUParam(shared));
     layer->SetUp({&x}, {&y});
     ASSERT_EQ(layer->blobs().size(), 1u);
@@ -345,13 +345,13 @@ TEST_P(PReLULayerTest, ForwardMatchesDefinition) {
 
 TEST_P(PReLULayerTest, Gradient) {
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen_);
+  test::FillGaussian(&x, gen_);
   auto layer = CreateLayer(PReLUParam(GetParam()));
   layer->SetUp({&x}, {&y});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.has_kink = true;
   opt.kink_range = 0.02f;
-  testing::CheckGradients(layer.get(), {&x}, {&y}, opt);  // the input and the slopes
+  test::CheckGradients(layer.get(), {&x}, {&y}, opt);  // the input and the slopes
 }
 
 // In place (Caffe keeps the input aside): the same tops, input and slope gradients as out of
@@ -370,8 +370,8 @@ TEST_P(PReLULayerTest, InPlaceMatchesOutOfPlace) {
   set(sb.count(), 0.f, sb.mutable_cpu_diff());
   std::vector<float> first_pass;
   for (int pass = 0; pass < 2; ++pass) {
-    testing::FillGaussian(&x, gen_);
-    testing::FillGaussian(&dy, gen_);
+    test::FillGaussian(&x, gen_);
+    test::FillGaussian(&dy, gen_);
     copy(x.count(), x.cpu_data(), inplace.mutable_cpu_data());
     a->Forward({&x}, {&y});
     b->Forward({&inplace}, {&inplace});
@@ -425,8 +425,8 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "ip" bottom: "target" top: "l
   std::mt19937 gen(::hogstream::TestSeed());
   for (Net* n : {&in_place, &apart}) {
     std::mt19937 same = gen;
-    testing::FillGaussian(n->input_blobs()[0], same);
-    testing::FillGaussian(n->input_blobs()[1], same);
+    test::FillGaussian(n->input_blobs()[0], same);
+    test::FillGaussian(n->input_blobs()[1], same);
   }
   copy(static_cast<int>(in_place.param_buffer_size()), in_place.param_data(), apart.param_data());
   in_place.ClearParamDiffs();
@@ -450,7 +450,7 @@ INSTANTIATE_TEST_SUITE_P(ChannelShared, PReLULayerTest, ::testing::Bool(),
 TEST_P(PReLULayerTest, SlopeGradientAddsToTheDiff) {
   const bool shared = GetParam();
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen_);
+  test::FillGaussian(&x, gen_);
   auto layer = CreateLayer(PReLUParam(shared));
   layer->SetUp({&x}, {&y});
   layer->Forward({&x}, {&y});
@@ -566,7 +566,7 @@ layer { name: "loss" type: "EuclideanLoss" bottom: "abs" bottom: "step" top: "lo
 )";
   Net net(ParseNetText(text, "neurons"));
   std::mt19937 gen(::hogstream::TestSeed());
-  testing::FillGaussian(net.input_blobs()[0], gen);
+  test::FillGaussian(net.input_blobs()[0], gen);
   net.ClearParamDiffs();
   const float loss = net.ForwardBackward();
   EXPECT_TRUE(std::isfinite(loss));

@@ -16,7 +16,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using PP = pb::PoolingParameter;
 
@@ -156,7 +156,7 @@ TEST_P(PoolingConfigTest, ForwardMatchesReference) {
   const Config c = GetParam();
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 9, 8), y, mask;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   Blobs tops{&y};
   std::vector<float> want;
   std::vector<int> arg;
@@ -177,7 +177,7 @@ TEST_P(PoolingConfigTest, Gradient) {
   FillDistinct(&x, gen);
   PoolingLayer layer(Param(c));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 Config Global(PP::PoolMethod m) {
@@ -372,7 +372,7 @@ TEST(PoolingLayerTest, MaxGradientWithMaskTop) {
   FillDistinct(&x, gen);
   PoolingLayer layer(Square(PP::MAX, 3, 2, 1));
   layer.SetUp({&x}, {&y, &mask});
-  testing::CheckGradients(&layer, {&x}, {&y, &mask});
+  test::CheckGradients(&layer, {&x}, {&y, &mask});
 }
 
 TEST(PoolingLayerTest, BadParametersAreErrors) {

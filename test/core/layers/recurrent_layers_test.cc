@@ -21,9 +21,9 @@
 #include "test/error_of.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::LayerText;
+using test::LayerText;
 
 // An RNN or LSTM layer's text: num_output H, random weights and biases.
 std::string RecurrentText(const std::string& type, int h, bool expose) {
@@ -112,7 +112,7 @@ std::vector<double> RefLSTM(const Weights& W, const Blob& x, const Blob& cont, c
   return top;
 }
 
-class Recurrent : public testing::LayerTest {
+class Recurrent : public test::LayerTest {
  protected:
   void SetUp() override { Context::Get().set_seed(TestSeed()); }
 
@@ -191,7 +191,7 @@ void ForwardCase(Recurrent* fx, bool lstm, bool with_static, bool expose) {
   }
   // A second batch: every stream goes on from the first batch's final state but stream 1,
   // which starts a new sequence at t = 1.
-  testing::FillGaussian(x, fx->gen_);
+  test::FillGaussian(x, fx->gen_);
   for (int i = 0; i < T * N; ++i) c->mutable_cpu_data()[i] = 1.f;
   c->mutable_cpu_data()[1 * N + 1] = 0.f;
   layer->Forward(bottom, top);
@@ -250,11 +250,11 @@ void GradientCase(const std::string& type, bool with_static, bool expose,
   if (expose) top.insert(top.end(), tops.begin() + 1, tops.begin() + 1 + states.size());
   auto layer = CreateLayer(LayerText(RecurrentText(type, 4, expose)));
   layer->SetUp(bottom, top);
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   for (int b = 0; b < static_cast<int>(bottom.size()); ++b)
     if (b != 1) opt.check_bottoms.push_back(b);
   opt.seed = TestSeed();
-  testing::CheckGradients(layer.get(), bottom, top, opt);
+  test::CheckGradients(layer.get(), bottom, top, opt);
 }
 
 TEST_F(Recurrent, RnnAndLstmGradientsMatchNumeric) {
@@ -302,10 +302,10 @@ TEST_F(Recurrent, LstmUnitMatchesItsDefinitionAndGradients) {
       EXPECT_NEAR(h->cpu_data()[n * D + d], o * std::tanh(cc), 1e-5) << n << " " << d;
     }
   }
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0, 1};
   opt.seed = TestSeed();
-  testing::CheckGradients(layer.get(), {c_prev, gates, cont}, {c, h}, opt);
+  test::CheckGradients(layer.get(), {c_prev, gates, cont}, {c, h}, opt);
   const std::string e = ErrorOf([&] { layer->Backward({c, h}, {true, true, true}, {c_prev, gates, cont}); });
   EXPECT_NE(e.find("no gradient flows to the sequence continuation indicators"), std::string::npos) << e;
   EXPECT_FALSE(layer->AllowForceBackward(2));
@@ -342,7 +342,7 @@ TEST(RecurrentNet, LstmNetTrainsAndItsWeightsReload) {
   EXPECT_EQ(net.learnable_params()[0]->shape(), (std::vector<int>{16, 3}));
   EXPECT_EQ(net.learnable_params()[1]->shape(), (std::vector<int>{16}));
   EXPECT_EQ(net.learnable_params()[2]->shape(), (std::vector<int>{16, 4}));
-  testing::FillGaussian(net.blob_by_name("x").get(), gen);
+  test::FillGaussian(net.blob_by_name("x").get(), gen);
   float* cont = net.blob_by_name("cont")->mutable_cpu_data();
   const float c[] = {0, 0, 1, 1, 1, 0};  // both start at t = 0; stream 1 again at t = 2
   std::copy(c, c + 6, cont);
@@ -350,7 +350,7 @@ TEST(RecurrentNet, LstmNetTrainsAndItsWeightsReload) {
   EXPECT_TRUE(std::isfinite(loss));
   EXPECT_GT(loss, 0.f);
   for (int p = 0; p < 3; ++p) EXPECT_GT(net.learnable_params()[p]->asum_diff(), 0.f) << p;
-  EXPECT_GT(testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 1), 0);
+  EXPECT_GT(test::ExpectNetGradientMatchesNumeric(net, 1e-2f, 1), 0);
 
   // Trained: plain gradient descent halves the loss (the sum of squares) within 400 steps.
   float trained = loss;

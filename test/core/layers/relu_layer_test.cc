@@ -6,14 +6,14 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 class ReLULayerTest : public ::testing::TestWithParam<float> {};
 
 TEST_P(ReLULayerTest, ForwardMatchesDefinition) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   pb::LayerParameter p;
   p.set_type("ReLU");
   p.mutable_relu_param()->set_negative_slope(GetParam());
@@ -30,16 +30,16 @@ TEST_P(ReLULayerTest, ForwardMatchesDefinition) {
 TEST_P(ReLULayerTest, Gradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   pb::LayerParameter p;
   p.set_type("ReLU");
   p.mutable_relu_param()->set_negative_slope(GetParam());
   ReLULayer layer(p);
   layer.SetUp({&x}, {&y});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.has_kink = true;
   opt.kink_range = 0.02f;
-  testing::CheckGradients(&layer, {&x}, {&y}, opt);
+  test::CheckGradients(&layer, {&x}, {&y}, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(Slopes, ReLULayerTest, ::testing::Values(0.f, 0.1f));

@@ -7,7 +7,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter ReshapeParam(std::vector<int> dims, int axis = 0, int num_axes = -1) {
   pb::LayerParameter p;
@@ -44,7 +44,7 @@ TEST(ReshapeLayerTest, Shapes) {
 TEST(ReshapeLayerTest, SharesDataAndDiff) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   std::vector<float> before(x.cpu_data(), x.cpu_data() + x.count());
   ReshapeLayer layer(ReshapeParam({0, -1, 4}));
   layer.SetUp({&x}, {&y});
@@ -56,12 +56,12 @@ TEST(ReshapeLayerTest, SharesDataAndDiff) {
 }
 
 // The top's diff is the bottom's, so the gradient arrives without Backward doing anything.
-// (testing::CheckGradients cannot run here: it zeroes the bottom diff after writing the top
+// (test::CheckGradients cannot run here: it zeroes the bottom diff after writing the top
 // diff, which for this layer is the same memory.)
 TEST(ReshapeLayerTest, GradientFlows) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   ReshapeLayer layer(ReshapeParam({-1, 10}));
   layer.SetUp({&x}, {&y});
   layer.Forward({&x}, {&y});

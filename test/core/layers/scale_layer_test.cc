@@ -12,7 +12,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 struct Config {
   int axis;
@@ -41,11 +41,11 @@ class ScaleConfigTest : public ::testing::TestWithParam<Config> {
   void SetUp() override {
     const Config c = GetParam();
     x_.Reshape({2, 3, 4, 5});
-    testing::FillGaussian(&x_, gen_);
+    test::FillGaussian(&x_, gen_);
     bottoms_ = {&x_};
     if (TwoBottoms(c)) {
       s_.Reshape(c.bottom_scale);  // empty shape: a scalar
-      testing::FillGaussian(&s_, gen_);
+      test::FillGaussian(&s_, gen_);
       bottoms_.push_back(&s_);
     }
   }
@@ -75,7 +75,7 @@ TEST_P(ScaleConfigTest, ForwardMatchesReference) {
 TEST_P(ScaleConfigTest, Gradient) {
   ScaleLayer layer(Param(GetParam()));
   layer.SetUp(bottoms_, {&y_});
-  testing::CheckGradients(&layer, bottoms_, {&y_});
+  test::CheckGradients(&layer, bottoms_, {&y_});
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -90,7 +90,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ScaleLayerTest, DefaultFillersGiveIdentity) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 2, 2), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   pb::LayerParameter p;
   p.set_type("Scale");
   p.mutable_scale_param()->set_bias_term(true);
@@ -106,8 +106,8 @@ TEST(ScaleLayerTest, DefaultFillersGiveIdentity) {
 TEST(ScaleLayerTest, InPlaceMatchesOutOfPlace) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 2), y, inplace, dy(2, 3, 4, 2);
-  testing::FillGaussian(&x, gen);
-  testing::FillGaussian(&dy, gen);
+  test::FillGaussian(&x, gen);
+  test::FillGaussian(&dy, gen);
   inplace.ReshapeLike(x);
   copy(x.count(), x.cpu_data(), inplace.mutable_cpu_data());
   Config c{1, 2, {}, false, true};
@@ -143,8 +143,8 @@ TEST(ScaleLayerTest, LongBlocksMatchDirectLoops) {
   for (const auto& shape : shapes) {
     for (int in_place = 0; in_place < 2; ++in_place) {
       Blob x(shape), y, dy(shape), saved_x(shape);
-      testing::FillGaussian(&x, gen);
-      testing::FillGaussian(&dy, gen);
+      test::FillGaussian(&x, gen);
+      test::FillGaussian(&dy, gen);
       copy(x.count(), x.cpu_data(), saved_x.mutable_cpu_data());
       ScaleLayer layer(Param(Config{1, 1, {}, false, true}));
       Blob* top = in_place ? &x : &y;

@@ -18,9 +18,9 @@
 #include "test/error_of.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
-using testing::LayerText;
+using test::LayerText;
 
 // Row-major multi-index of flat position i in `shape`.
 std::vector<int> Unravel(int i, const std::vector<int>& shape) {
@@ -37,7 +37,7 @@ int Ravel(const std::vector<int>& idx, const std::vector<int>& shape) {
   return o;
 }
 
-class ShapeLayers : public testing::LayerTest {};
+class ShapeLayers : public test::LayerTest {};
 
 // ---------------------------------------------------------------- Slice
 
@@ -59,7 +59,7 @@ TEST_F(ShapeLayers, SliceAtPoints) {
         EXPECT_EQ(tops[t]->cpu_data()[i], x->cpu_data()[Ravel(idx, x->shape())]) << text;
       }
     }
-    testing::CheckGradients(layer.get(), {x}, tops);
+    test::CheckGradients(layer.get(), {x}, tops);
   }
 }
 
@@ -86,7 +86,7 @@ TEST_F(ShapeLayers, SliceEqualPartsByDefaultOnAxis1) {
   for (int t = 0; t < 3; ++t)
     for (int i = 0; i < tops3[t]->count(); ++i)
       EXPECT_EQ(tops3[t]->cpu_data()[i], z->cpu_data()[(i / 2) * 6 + 2 * t + i % 2]);
-  testing::CheckGradients(last.get(), {z}, tops3);
+  test::CheckGradients(last.get(), {z}, tops3);
 }
 
 TEST_F(ShapeLayers, SliceRefusals) {
@@ -119,7 +119,7 @@ TEST_F(ShapeLayers, SliceRefusals) {
 TEST_F(ShapeLayers, SilenceZeroGradient) {
   Blob* a = Random({2, 3});
   Blob* b = Random({4});
-  testing::FillGaussian(a, gen_);
+  test::FillGaussian(a, gen_);
   std::fill_n(a->mutable_cpu_diff(), a->count(), 5.f);
   std::fill_n(b->mutable_cpu_diff(), b->count(), 5.f);
   const std::vector<float> before(a->cpu_data(), a->cpu_data() + a->count());
@@ -145,9 +145,9 @@ layer { name: "cut" type: "Slice" bottom: "ip" top: "used" top: "unused" }
 layer { name: "quiet" type: "Silence" bottom: "unused" }
 layer { name: "loss" type: "EuclideanLoss" bottom: "used" bottom: "target" top: "loss" }
 )", "silence"));
-  testing::FillGaussian(net.input_blobs()[0], gen_);
-  testing::FillGaussian(net.input_blobs()[1], gen_);
-  EXPECT_GT(testing::ExpectNetGradientMatchesNumeric(net, 1e-2f, 1), 0);
+  test::FillGaussian(net.input_blobs()[0], gen_);
+  test::FillGaussian(net.input_blobs()[1], gen_);
+  EXPECT_GT(test::ExpectNetGradientMatchesNumeric(net, 1e-2f, 1), 0);
 }
 
 // ---------------------------------------------------------------- Bias
@@ -177,7 +177,7 @@ TEST_F(ShapeLayers, BiasLearned) {
       EXPECT_FLOAT_EQ(y->cpu_data()[i], x->cpu_data()[i] + b.cpu_data()[Ravel(bidx, c.bshape)])
           << c.text;
     }
-    testing::CheckGradients(layer.get(), {x}, {y});
+    test::CheckGradients(layer.get(), {x}, {y});
   }
 }
 
@@ -191,7 +191,7 @@ TEST_F(ShapeLayers, BiasFromSecondBottomAndInPlace) {
   layer->Forward({x, b}, {y});
   for (int i = 0; i < x->count(); ++i)
     EXPECT_FLOAT_EQ(y->cpu_data()[i], x->cpu_data()[i] + b->cpu_data()[i % 12]);
-  testing::CheckGradients(layer.get(), {x, b}, {y});
+  test::CheckGradients(layer.get(), {x, b}, {y});
   // A scalar second bottom (no axes) is added everywhere.
   Blob* s = Random({});
   auto scalar = CreateLayer(LayerText(R"(type: "Bias" bias_param { axis: 2 })"));
@@ -199,14 +199,14 @@ TEST_F(ShapeLayers, BiasFromSecondBottomAndInPlace) {
   scalar->Forward({x, s}, {y});
   for (int i = 0; i < x->count(); ++i)
     EXPECT_FLOAT_EQ(y->cpu_data()[i], x->cpu_data()[i] + s->cpu_data()[0]);
-  testing::CheckGradients(scalar.get(), {x, s}, {y});
+  test::CheckGradients(scalar.get(), {x, s}, {y});
   // In place: the same values, and the gradient passes through unchanged.
   scalar->Forward({x, s}, {y});  // the checker leaves y from a perturbed input
   const std::vector<float> want(y->cpu_data(), y->cpu_data() + y->count());
   scalar->SetUp({x, s}, {x});
   scalar->Forward({x, s}, {x});
   for (int i = 0; i < x->count(); ++i) EXPECT_FLOAT_EQ(x->cpu_data()[i], want[i]);
-  testing::FillGaussian(x, gen_);  // fresh gradient in x's diff
+  test::FillGaussian(x, gen_);  // fresh gradient in x's diff
   std::copy_n(x->cpu_data(), x->count(), x->mutable_cpu_diff());
   const std::vector<float> dy(x->cpu_diff(), x->cpu_diff() + x->count());
   scalar->Backward({x}, {true, true}, {x, s});
@@ -254,7 +254,7 @@ TEST_F(ShapeLayers, Tile) {
       const int outer = i / (inner * 3), within = i % inner;
       EXPECT_EQ(y->cpu_data()[i], x->cpu_data()[outer * inner + within]) << axis;
     }
-    testing::CheckGradients(layer.get(), {x}, {y});
+    test::CheckGradients(layer.get(), {x}, {y});
   }
 }
 
@@ -301,9 +301,9 @@ TEST_F(ShapeLayers, Reduction) {
         if (o_ == "MEAN") want /= dim;
         EXPECT_NEAR(y->cpu_data()[o], -1.7 * want, 1e-4 * (1 + std::fabs(want))) << op << axis;
       }
-      testing::GradientCheck check;
+      test::GradientCheck check;
       if (o_ == "ASUM") check.has_kink = true, check.kink_range = 0.03f;
-      testing::CheckGradients(layer.get(), {x}, {y}, check);
+      test::CheckGradients(layer.get(), {x}, {y}, check);
     }
   }
 }
@@ -465,14 +465,14 @@ TEST_F(ShapeLayers, Crop) {
       for (int a = 0; a < 4; ++a) idx[a] += c.offset[a];
       EXPECT_EQ(y->cpu_data()[i], x->cpu_data()[Ravel(idx, x->shape())]) << c.text;
     }
-    testing::GradientCheck check;
+    test::GradientCheck check;
     check.check_bottoms = {0};
-    testing::CheckGradients(layer.get(), {x, like}, {y}, check);
+    test::CheckGradients(layer.get(), {x, like}, {y}, check);
     // bottom[1] gives only a shape: its gradient is zero. bottom[0]'s gradient is the top's
     // inside the window and zero outside it, whatever its diff held before.
     std::fill_n(like->mutable_cpu_diff(), like->count(), 3.f);
     std::fill_n(x->mutable_cpu_diff(), x->count(), 3.f);
-    testing::FillGaussian(y, gen_);
+    test::FillGaussian(y, gen_);
     std::copy_n(y->cpu_data(), y->count(), y->mutable_cpu_diff());
     layer->Backward({y}, {true, true}, {x, like});
     for (int i = 0; i < like->count(); ++i) EXPECT_EQ(like->cpu_diff()[i], 0.f);
@@ -535,9 +535,9 @@ TEST_F(ShapeLayers, Embed) {
         EXPECT_FLOAT_EQ(y->cpu_data()[i * 4 + j],
                         layer->blobs()[0]->cpu_data()[static_cast<int>(x->cpu_data()[i]) * 4 + j] +
                             (bias ? layer->blobs()[1]->cpu_data()[j] : 0.f));
-    testing::GradientCheck check;
+    test::GradientCheck check;
     check.check_bottoms = {-1};  // parameters only: the indices have no gradient
-    testing::CheckGradients(layer.get(), {x}, {y}, check);
+    test::CheckGradients(layer.get(), {x}, {y}, check);
   }
 }
 

@@ -10,7 +10,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr int kIgnore = -1;
 
@@ -36,7 +36,7 @@ pb::LayerParameter LossParam(const LossCase& c) {
 
 // Random scores, and targets drawn from {0, 1} (or [0, 1] when `soft`).
 void MakeInputs(std::mt19937& gen, const LossCase& c, bool soft, Blob* x, Blob* t) {
-  testing::FillGaussian(x, gen, 0.f, 2.f);
+  test::FillGaussian(x, gen, 0.f, 2.f);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   float* p = t->mutable_cpu_data();
   for (int i = 0; i < t->count(); ++i)
@@ -92,17 +92,17 @@ TEST_P(SigmoidCrossEntropyLossLayerTest, SoftTargets) {
   layer.Forward({&x_, &t_}, {&loss_});
   const double ref = ReferenceLoss(x_, t_, GetParam());
   EXPECT_NEAR(loss_.cpu_data()[0], ref, 1e-5 * std::max(1.0, ref));
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&x_, &t_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&x_, &t_}, {&loss_}, opt);
 }
 
 TEST_P(SigmoidCrossEntropyLossLayerTest, Gradient) {
   SigmoidCrossEntropyLossLayer layer(LossParam(GetParam()));
   layer.SetUp({&x_, &t_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&x_, &t_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&x_, &t_}, {&loss_}, opt);
 }
 
 TEST_P(SigmoidCrossEntropyLossLayerTest, LossWeight) {

@@ -9,7 +9,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter SigmoidParam() {
   pb::LayerParameter p;
@@ -20,7 +20,7 @@ pb::LayerParameter SigmoidParam() {
 TEST(SigmoidLayerTest, ForwardMatchesDefinition) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen, 0.f, 3.f);
+  test::FillGaussian(&x, gen, 0.f, 3.f);
   auto layer = CreateLayer(SigmoidParam());
   layer->SetUp({&x}, {&y});
   layer->Forward({&x}, {&y});
@@ -43,16 +43,16 @@ TEST(SigmoidLayerTest, SaturatesWithoutOverflow) {
 TEST(SigmoidLayerTest, Gradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y;
-  testing::FillGaussian(&x, gen, 0.f, 2.f);
+  test::FillGaussian(&x, gen, 0.f, 2.f);
   SigmoidLayer layer(SigmoidParam());
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 TEST(SigmoidLayerTest, InPlaceMatchesOutOfPlace) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5), y, z(2, 3, 4, 5);
-  testing::FillGaussian(&x, gen, 0.f, 2.f);
+  test::FillGaussian(&x, gen, 0.f, 2.f);
   std::copy_n(x.cpu_data(), x.count(), z.mutable_cpu_data());
   SigmoidLayer out(SigmoidParam()), in(SigmoidParam());
   out.SetUp({&x}, {&y});

@@ -9,7 +9,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter SoftmaxParam(int axis) {
   pb::LayerParameter p;
@@ -39,7 +39,7 @@ class SoftmaxLayerTest : public ::testing::TestWithParam<int> {};
 TEST_P(SoftmaxLayerTest, ForwardMatchesReference) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 5, 3, 4), y;
-  testing::FillGaussian(&x, gen, 0.f, 3.f);
+  test::FillGaussian(&x, gen, 0.f, 3.f);
   auto layer = CreateLayer(SoftmaxParam(GetParam()));
   layer->SetUp({&x}, {&y});
   layer->Forward({&x}, {&y});
@@ -51,7 +51,7 @@ TEST_P(SoftmaxLayerTest, ForwardMatchesReference) {
 TEST_P(SoftmaxLayerTest, LargeScoresStayFinite) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 5, 3, 4), y;
-  testing::FillGaussian(&x, gen, 500.f, 100.f);
+  test::FillGaussian(&x, gen, 500.f, 100.f);
   SoftmaxLayer layer(SoftmaxParam(GetParam()));
   layer.SetUp({&x}, {&y});
   layer.Forward({&x}, {&y});
@@ -65,16 +65,16 @@ TEST_P(SoftmaxLayerTest, LargeScoresStayFinite) {
 TEST_P(SoftmaxLayerTest, Gradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 5, 3, 4), y;
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   SoftmaxLayer layer(SoftmaxParam(GetParam()));
   layer.SetUp({&x}, {&y});
-  testing::CheckGradients(&layer, {&x}, {&y});
+  test::CheckGradients(&layer, {&x}, {&y});
 }
 
 TEST_P(SoftmaxLayerTest, InPlaceMatchesOutOfPlace) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 5, 3, 4), y, z(2, 5, 3, 4);
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   std::copy_n(x.cpu_data(), x.count(), z.mutable_cpu_data());
   SoftmaxLayer out(SoftmaxParam(GetParam())), in(SoftmaxParam(GetParam()));
   out.SetUp({&x}, {&y});

@@ -12,7 +12,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr int kIgnore = 255;
 
@@ -39,7 +39,7 @@ pb::LayerParameter LossParam(const LossCase& c, int axis = 1) {
 
 // Random scores, and labels drawn uniformly from the classes along `axis`.
 void MakeInputs(std::mt19937& gen, const LossCase& c, int axis, Blob* scores, Blob* labels) {
-  testing::FillGaussian(scores, gen, 0.f, 2.f);
+  test::FillGaussian(scores, gen, 0.f, 2.f);
   std::uniform_int_distribution<int> cls(0, scores->shape(axis) - 1);
   float* l = labels->mutable_cpu_data();
   for (int i = 0; i < labels->count(); ++i) l[i] = c.ignore && i % 3 == 1 ? kIgnore : cls(gen);
@@ -96,9 +96,9 @@ TEST_P(SoftmaxWithLossLayerTest, ForwardMatchesReference) {
 TEST_P(SoftmaxWithLossLayerTest, Gradient) {
   SoftmaxWithLossLayer layer(LossParam(GetParam()));
   layer.SetUp({&scores_, &labels_}, {&loss_});
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&scores_, &labels_}, {&loss_}, opt);
+  test::CheckGradients(&layer, {&scores_, &labels_}, {&loss_}, opt);
 }
 
 // A loss weight scales the returned loss and the gradient alike.
@@ -119,9 +119,9 @@ TEST_P(SoftmaxWithLossLayerTest, LossWeight) {
   weighted.Backward({&loss2}, {true, false}, {&scores_, &labels_});
   for (int i = 0; i < scores_.count(); ++i) EXPECT_NEAR(scores_.cpu_diff()[i], w * g[i], 1e-6);
 
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&weighted, {&scores_, &labels_}, {&loss2}, opt);
+  test::CheckGradients(&weighted, {&scores_, &labels_}, {&loss2}, opt);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -150,9 +150,9 @@ TEST(SoftmaxWithLossLayerOtherTest, LastAxis) {
   layer.Forward({&scores, &labels}, {&loss});
   const double ref = ReferenceLoss(scores, labels, -1, kDefault);
   EXPECT_NEAR(loss.cpu_data()[0], ref, 1e-5 * std::max(1.0, ref));
-  testing::GradientCheck opt;
+  test::GradientCheck opt;
   opt.check_bottoms = {0};
-  testing::CheckGradients(&layer, {&scores, &labels}, {&loss}, opt);
+  test::CheckGradients(&layer, {&scores, &labels}, {&loss}, opt);
 }
 
 TEST(SoftmaxWithLossLayerOtherTest, SecondTopIsTheSoftmax) {
@@ -216,7 +216,7 @@ TEST(SoftmaxWithLossLayerOtherTest, Errors) {
 TEST(SoftmaxWithLossLayerLabelTest, OutOfRangeLabelNamesTheLayer) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob scores(std::vector<int>{6, 10}), labels(std::vector<int>{6}), top;
-  testing::FillGaussian(&scores, gen);
+  test::FillGaussian(&scores, gen);
   for (int i = 0; i < 6; ++i) labels.mutable_cpu_data()[i] = static_cast<float>(gen() % 10);
   labels.mutable_cpu_data()[4] = 50;
   pb::LayerParameter p = LossParam(kDefault);

@@ -9,7 +9,7 @@
 #include "test/core/gradient_checker.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 pb::LayerParameter SplitParam() {
   pb::LayerParameter p;
@@ -32,7 +32,7 @@ class SplitLayerTest : public ::testing::TestWithParam<int> {
 TEST_P(SplitLayerTest, TopsShareBottomData) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5);
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   auto layer = CreateLayer(SplitParam());
   layer->SetUp({&x}, tops_);
   layer->Forward({&x}, tops_);
@@ -46,7 +46,7 @@ TEST_P(SplitLayerTest, TopsShareBottomData) {
 TEST_P(SplitLayerTest, BackwardSumsTopDiffs) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5);
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   SplitLayer layer(SplitParam());
   layer.SetUp({&x}, tops_);
   layer.Forward({&x}, tops_);
@@ -61,10 +61,10 @@ TEST_P(SplitLayerTest, BackwardSumsTopDiffs) {
 TEST_P(SplitLayerTest, Gradient) {
   std::mt19937 gen(::hogstream::TestSeed());
   Blob x(2, 3, 4, 5);
-  testing::FillGaussian(&x, gen);
+  test::FillGaussian(&x, gen);
   SplitLayer layer(SplitParam());
   layer.SetUp({&x}, tops_);
-  testing::CheckGradients(&layer, {&x}, tops_);
+  test::CheckGradients(&layer, {&x}, tops_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tops, SplitLayerTest, ::testing::Values(1, 2, 3));

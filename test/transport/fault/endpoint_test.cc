@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 Header Hdr(MsgKind kind, uint64_t seq) {
   Header h;

@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 Header Hdr(MsgKind kind, uint32_t chunk, uint64_t seq, size_t floats) {
   Header h;

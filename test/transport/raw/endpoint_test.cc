@@ -40,7 +40,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using test::PollFor;
 using test::SealedFrame;

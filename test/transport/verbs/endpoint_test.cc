@@ -34,7 +34,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using test::PollFor;
 

@@ -27,7 +27,7 @@
 #include "transport/udp/endpoint.hpp"
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 using namespace std::chrono_literals;
 

@@ -19,7 +19,7 @@
 #include <vector>
 
 namespace hogstream {
-namespace {
+namespace HS_UNITY_ID {
 
 constexpr uint32_t kQkey = 0x42;
 
