@@ -1,4 +1,5 @@
 #include "sync/group.hpp"
+#include "sync/solver_group.hpp"
 
 #include <algorithm>
 #include <climits>
@@ -155,6 +156,28 @@ void SharedGroup::AskLeave() {
   if (!said.exchange(true))
     LOG_IF(WARNING, log_) << "SIGUSR1 (leave on notice) is for one machine of a job across machines (--peers): ignored";
 }
+
+void SolverGroupDeleter::operator()(SolverGroup* g) const { delete g; }
+OwnedSolverGroup NewSolverGroup() { return OwnedSolverGroup(new SolverGroup()); }
+
+int64_t SharedGroup::Reached() const { return g_->iter.load(std::memory_order_relaxed); }
+void SharedGroup::SetTesting(bool on) { g_->testing.fetch_add(on ? 1 : -1, std::memory_order_relaxed); }
+bool SharedGroup::Stopping() const { return g_->stop.load(std::memory_order_relaxed) != 0; }
+int64_t SharedGroup::SnapshotRequests() const { return g_->snapshot_requests.load(); }
+bool SharedGroup::StoppedEarly() const { return g_->stop.load() || g_->stop_requested.load(); }
+int64_t SharedGroup::DoneBy(int rank) const { return g_->done[rank].load(std::memory_order_relaxed); }
+bool SharedGroup::FinishedRank(int rank) const { return g_->finished[rank].load() != 0; }
+bool SharedGroup::Testing() const { return g_->testing.load(std::memory_order_relaxed) > 0; }
+bool SharedGroup::StopRequested() const { return g_->stop_requested.load() != 0; }
+bool SharedGroup::JobDone() const { return g_->job_done.load() != 0; }
+void SharedGroup::AddOthers(int64_t iterations) { g_->iter.fetch_add(iterations, std::memory_order_relaxed); }
+void SharedGroup::TakeGlobalIteration(int64_t iter) { g_->iter.store(iter); }
+void SharedGroup::PassSnapshotRequests(int64_t n) { g_->snapshot_requests.fetch_add(n); }
+int SharedGroup::JoinRanks(int n) { return g_->solvers.fetch_add(n); }
+void SharedGroup::Beat(int first_rank, int n, int64_t now_ms) {
+  for (int k = first_rank; k < first_rank + n; ++k) g_->heartbeat_ms[k].store(now_ms);
+}
+bool SharedGroup::Gone(int rank) const { return g_->gone[rank].load() != 0; }
 
 void SharedGroup::Changed() {
   g_->changes.fetch_add(1);

@@ -13,43 +13,25 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/group.hpp"
 
 namespace hogstream {
 
-// The state Hogwild solvers share: the global iteration counter (the sum of every solver's
-// iterations), a stop flag, the leader's rank, requests any process may post for the leader,
-// and per-solver progress. Lives in ordinary memory for threads or in a /dev/shm mapping for
-// processes, so only lock-free atomics, no pointers; a reader range-checks any rank it reads
-// before indexing with it. Any solver thread may touch any field; a writer of stop, leader,
-// stop_requested, job_done or finished[] calls SharedGroup::Changed after it.
-struct SolverGroup {
-  static constexpr int kMaxSolvers = 256;
-  std::atomic<int64_t> iter{0};    // next global iteration to claim; never passes max_iter
-  std::atomic<int32_t> stop{0};    // 1: everyone finishes the current iteration and returns
-  std::atomic<int32_t> leader{0};  // rank that tests, displays and snapshots
-  std::atomic<int32_t> solvers{0}; // ranks handed out so far
-  std::atomic<int32_t> job_done{0};  // 1: the leader finished the job (final test, snapshot)
-  std::atomic<int32_t> testing{0};   // solvers in a test pass now (Group::SetTesting)
-  // Requests from any process of the job (a signal it received), acted on by the leader:
-  // a snapshot each time the counter moves; stop = snapshot, then stop the whole job.
-  std::atomic<int64_t> snapshot_requests{0};
-  std::atomic<int32_t> stop_requested{0};
-  // The futex word the group's waits sleep on: moved, and its sleepers woken, by Changed.
-  std::atomic<uint32_t> changes{0};
-  std::atomic<int64_t> done[kMaxSolvers] = {};       // iterations each rank completed
-  // CLOCK_MONOTONIC ms, ticked every 100 ms by each process for its ranks while they run
-  // (alive, not necessarily progressing); 0 = not started. Stale for 2 s = dead.
-  std::atomic<int64_t> heartbeat_ms[kMaxSolvers] = {};
-  std::atomic<int32_t> finished[kMaxSolvers] = {};   // 1: the rank's training is over
-  // 1: the rank left on an error; though its process may still beat, it never acts again
-  // (so a leader that failed is replaced at once).
-  std::atomic<int32_t> gone[kMaxSolvers] = {};
+// The counters Hogwild solvers share (the global iteration, the stop flag, the leader, the
+// requests for it, each rank's progress and pulse): a layout private to this group's code
+// (sync/solver_group.hpp; the /dev/shm region lays it out in its header), reached only
+// through the named operations below.
+struct SolverGroup;
+constexpr int kMaxGroupSolvers = 256;  // ranks one job may have
+// A group's counters in ordinary memory (a job of threads in one process).
+struct SolverGroupDeleter {
+  void operator()(SolverGroup* g) const;
 };
-static_assert(std::atomic<int64_t>::is_always_lock_free, "shared counters must be lock-free");
-static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "the futex word is a plain 32-bit word");
+using OwnedSolverGroup = std::unique_ptr<SolverGroup, SolverGroupDeleter>;
+OwnedSolverGroup NewSolverGroup();
 
 // Milliseconds on the clock SolverGroup heartbeats use (comparable across processes).
 int64_t HeartbeatNowMs();
@@ -61,43 +43,41 @@ class SharedGroup : public Group {
   explicit SharedGroup(SolverGroup* g, bool log = true) : g_(g), log_(log) {}
 
   int64_t Claim(int64_t stop_iter) override;
-  int64_t Reached() const override { return g_->iter.load(std::memory_order_relaxed); }
+  int64_t Reached() const override;
   void Completed(int rank) override;
   std::vector<int64_t> Completions() const override;
   bool Leads(int rank) const override;
   bool Reports(int rank) const override;
-  void SetTesting(bool on) override { g_->testing.fetch_add(on ? 1 : -1, std::memory_order_relaxed); }
+  void SetTesting(bool on) override;
   void TakeOverIfLeaderGone(int rank) override;
-  bool Stopping() const override { return g_->stop.load(std::memory_order_relaxed) != 0; }
+  bool Stopping() const override;
   void Stop() override;
   void AwaitGo() override {}  // one process, or processes of one host: never cut off
   void Request(SolverAction a) override;
   SolverAction Pending(int64_t* seen) const override;
-  int64_t SnapshotRequests() const override { return g_->snapshot_requests.load(); }
+  int64_t SnapshotRequests() const override;
   End Finish(int rank) override;
-  bool StoppedEarly() const override { return g_->stop.load() || g_->stop_requested.load(); }
+  bool StoppedEarly() const override;
   void Ended(bool ok) override;
 
   // --- Named operations for the network daemon (sync/net_job.hpp), which never touches the
   // counters themselves.
-  int64_t DoneBy(int rank) const { return g_->done[rank].load(std::memory_order_relaxed); }  // iterations it completed
-  bool FinishedRank(int rank) const { return g_->finished[rank].load() != 0; }  // its training is over
-  bool Testing() const { return g_->testing.load(std::memory_order_relaxed) > 0; }  // a test pass runs
-  bool StopRequested() const { return g_->stop_requested.load() != 0; }
-  bool JobDone() const { return g_->job_done.load() != 0; }
+  int64_t DoneBy(int rank) const;      // iterations it completed
+  bool FinishedRank(int rank) const;   // its training is over
+  bool Testing() const;                // a test pass runs
+  bool StopRequested() const;
+  bool JobDone() const;
   // The other machines' new iterations join the global iteration.
-  void AddOthers(int64_t iterations) { g_->iter.fetch_add(iterations, std::memory_order_relaxed); }
+  void AddOthers(int64_t iterations);
   // A joiner takes the running job's global iteration.
-  void TakeGlobalIteration(int64_t iter) { g_->iter.store(iter); }
+  void TakeGlobalIteration(int64_t iter);
   // Snapshot requests made on other machines (the leader acts on each).
-  void PassSnapshotRequests(int64_t n) { g_->snapshot_requests.fetch_add(n); }
+  void PassSnapshotRequests(int64_t n);
   // --- For the runner (sync/hogwild.cpp): this process's `n` ranks (the first returned), and
   // its pulse for them.
-  int JoinRanks(int n) { return g_->solvers.fetch_add(n); }
-  void Beat(int first_rank, int n, int64_t now_ms) {
-    for (int k = first_rank; k < first_rank + n; ++k) g_->heartbeat_ms[k].store(now_ms);
-  }
-  bool Gone(int rank) const { return g_->gone[rank].load() != 0; }
+  int JoinRanks(int n);
+  void Beat(int first_rank, int n, int64_t now_ms);
+  bool Gone(int rank) const;
   // `rank` is a rank of the job whose process beats and which has not left on an error.
   bool Live(int rank) const;
   // `rank` left on an error (its process may still beat): it never acts again; the job stops.

@@ -47,7 +47,7 @@ SolverPlace PlaceSolver(int machine, int machines, int local, int locals) {
   HS_CHECK(machines >= 1 && machine >= 0 && machine < machines && locals >= 1 && local >= 0 && local < locals)
       << machine << "/" << machines << ", " << local << "/" << locals;
   const double length = 1.0 / (static_cast<double>(machines) * locals);
-  return {machine * SolverGroup::kMaxSolvers + local, (static_cast<double>(machine) + static_cast<double>(local) / locals) / machines,
+  return {machine * kMaxGroupSolvers + local, (static_cast<double>(machine) + static_cast<double>(local) / locals) / machines,
           length};
 }
 
@@ -176,7 +176,7 @@ Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
   const Policy& policy = opt.policy;
   Plan p;
   p.n = opt.solvers.cpus + static_cast<int>(gpus.size());
-  HS_REQUIRE(p.n >= 1 && p.n <= SolverGroup::kMaxSolvers) << "between 1 and " << SolverGroup::kMaxSolvers
+  HS_REQUIRE(p.n >= 1 && p.n <= kMaxGroupSolvers) << "between 1 and " << kMaxGroupSolvers
                                                            << " solvers, got " << p.n;
   if (!opt.device)
     for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
@@ -256,7 +256,7 @@ struct Run {
   // Seeds: fixed by random_seed (replayable), fresh otherwise; distinct per rank.
   uint64_t base_seed = 0;
   // The shared weights and the group's counters: this process's own, or a /dev/shm job's.
-  std::unique_ptr<SolverGroup> own_group;
+  OwnedSolverGroup own_group;
   std::unique_ptr<ShmRegion> shm;
   std::vector<float> own_weights;
   SolverGroup* group = nullptr;
@@ -326,7 +326,7 @@ void OpenSharedWeights(Run& r, Solver& first) {
     r.master = r.shm->weights();
     LOG_IF(INFO, opt.log) << (r.creator ? "Created " : "Attached to ") << r.shm->path();
   } else {
-    r.own_group = std::make_unique<SolverGroup>();
+    r.own_group = NewSolverGroup();
     r.group = r.own_group.get();
     r.own_weights.resize(floats);
     r.master = r.own_weights.data();
@@ -340,8 +340,8 @@ void OpenSharedWeights(Run& r, Solver& first) {
   }
   const int n = r.plan.n;
   r.base_rank = r.job->JoinRanks(n);
-  HS_REQUIRE(r.base_rank + n <= SolverGroup::kMaxSolvers)
-      << "the job already has " << r.base_rank << " solvers; at most " << SolverGroup::kMaxSolvers;
+  HS_REQUIRE(r.base_rank + n <= kMaxGroupSolvers)
+      << "the job already has " << r.base_rank << " solvers; at most " << kMaxGroupSolvers;
   if (r.creator) {
     if (!opt.weights.empty()) net.CopyTrainedLayersFromFiles(opt.weights);
     if (!opt.resume.empty()) {
@@ -447,7 +447,7 @@ void MakeCopiesPolicy(Run& r, const SegmentOptions& seg) {
       r.group_segments.push_back(std::make_unique<Segment>(r.master, gw.data(), gw.size(), gs));
     }
   }
-  r.policy = std::make_unique<PolicyRun>(plan.local, r.group, ranks, copies, targets, floats,
+  r.policy = std::make_unique<PolicyRun>(plan.local, r.job.get(), ranks, copies, targets, floats,
                                          [&r](int k) { return !r.job->Gone(r.locals[k].rank); });
   r.policy->set_exchange([&r](int k) { r.locals[k].segment->Sweep(); });
   r.policy->set_refresh([&r](int k) { r.locals[k].segment->AwaitSweeps(2, r.plan.local.timeout); });
@@ -678,7 +678,7 @@ void WireMachineGate(Run& r, int i) {
   if (i == 0) {
     std::vector<int> ranks;
     for (Local& l : r.locals) ranks.push_back(l.rank);
-    r.policy = std::make_unique<PolicyRun>(r.opt.policy, r.group, ranks, std::vector<float*>(r.plan.n, nullptr),
+    r.policy = std::make_unique<PolicyRun>(r.opt.policy, r.job.get(), ranks, std::vector<float*>(r.plan.n, nullptr),
                                            std::vector<float*>{}, me.solver->net().param_buffer_size(),
                                            [](int) { return true; });
     NetJob* job = r.opt.net;
@@ -848,10 +848,10 @@ void FinishRun(Run& r) {
 HogwildReport MakeReport(const Run& r) {
   HogwildReport report;
   report.created = r.creator;
-  report.global_iter = r.group ? r.group->iter.load() : 0;
+  report.global_iter = r.job ? r.job->Reached() : 0;
   for (const Local& l : r.locals) {
     report.ranks.push_back(l.rank);
-    report.done.push_back(r.group && l.rank >= 0 ? r.group->done[l.rank].load() : 0);
+    report.done.push_back(r.job && l.rank >= 0 ? r.job->DoneBy(l.rank) : 0);
     report.seeds.push_back(l.ctx->seed());
     report.shards.push_back(l.ctx->data_shard());
     if (l.segment) report.segments.push_back(l.segment->stats());

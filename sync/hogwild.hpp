@@ -37,7 +37,7 @@ SolverSpec ParseSolverSpec(const std::string& text);
 
 // Where solver `local` of `locals` on machine `machine` of `machines` stands in the job:
 // `seed_rank` picks its random stream (unique in the job whatever each machine's solver count:
-// machine-major, SolverGroup::kMaxSolvers apart), and [begin, begin + length) is the disjoint
+// machine-major, kMaxGroupSolvers apart), and [begin, begin + length) is the disjoint
 // partition of the training data it reads (machine r reads [r/M, (r+1)/M), cut evenly among its
 // own solvers), so one epoch reads each record once across the job.
 struct SolverPlace {

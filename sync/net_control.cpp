@@ -158,7 +158,7 @@ ControlState NetControlChannel::Told(const Message& m, const NetControl& b) {
   s.view = static_cast<int64_t>(std::min<uint64_t>(m.h.seq, kMost));
   s.flushed = b.flushed;
   s.snapshots = b.snapshots;
-  s.solvers = static_cast<int>(std::clamp<int64_t>(b.solvers, 1, SolverGroup::kMaxSolvers));  // 0 or absurd: one
+  s.solvers = static_cast<int>(std::clamp<int64_t>(b.solvers, 1, kMaxGroupSolvers));  // 0 or absurd: one
   s.held = b.held;
   return s;
 }

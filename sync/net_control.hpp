@@ -93,7 +93,7 @@ struct ControlState {
   int64_t view = 0;          // its view of the global iteration
   int64_t flushed = 0;       // its iterations whose progress has gone out (track_fresh)
   int64_t snapshots = 0;     // its own snapshot requests
-  int solvers = 1;           // its solvers (1 to SolverGroup::kMaxSolvers)
+  int solvers = 1;           // its solvers (1 to kMaxGroupSolvers)
   uint64_t held = 0;         // NetControl::held
 };
 

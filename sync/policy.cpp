@@ -157,7 +157,7 @@ std::vector<int> Policy::MachineGroups(int machines, int per_machine) const {
 
 // ---------------------------------------------------------------- PolicyRun
 
-PolicyRun::PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> ranks, std::vector<float*> copies,
+PolicyRun::PolicyRun(const Policy& policy, const SharedGroup* group, std::vector<int> ranks, std::vector<float*> copies,
                      std::vector<float*> targets, size_t floats, std::function<bool(int)> live)
     : policy_(policy),
       group_(group),
@@ -200,7 +200,7 @@ void PolicyRun::set_machines(std::function<int64_t()> slowest_other, std::functi
     const uint64_t want = fresh() + 2;
     // (Past the deadline it reads the weights as they are: the rounds are for freshness, and
     // a job whose other machines have ended answers no more.)
-    await_([&] { return fresh() >= want || group_->stop.load(); }, std::chrono::steady_clock::now() + policy_.timeout);
+    await_([&] { return fresh() >= want || group_->Stopping(); }, std::chrono::steady_clock::now() + policy_.timeout);
   };
 }
 
@@ -221,18 +221,18 @@ bool PolicyRun::Blocked(int i) const {
       // In lockstep this solver's count stands for the machine's: a mate that has already
       // finished this iteration's step is waiting in Round for this solver, so counting its
       // step here would make each wait for the other until the timeout.
-      mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
+      mine = group_->DoneBy(ranks_[i]);
     } else {
-      for (int r : ranks_) mine += group_->done[r].load(std::memory_order_relaxed);
+      for (int r : ranks_) mine += group_->DoneBy(r);
       mine /= static_cast<int64_t>(ranks_.size());
     }
     lead = mine - slowest_other_();
   } else {
-    const int64_t mine = group_->done[ranks_[i]].load(std::memory_order_relaxed);
+    const int64_t mine = group_->DoneBy(ranks_[i]);
     int64_t slowest = mine;
     for (size_t j = 0; j < ranks_.size(); ++j) {
       if (static_cast<int>(j) == i || ended_[j].load() || !live_(static_cast<int>(j))) continue;
-      slowest = std::min(slowest, group_->done[ranks_[j]].load(std::memory_order_relaxed));
+      slowest = std::min(slowest, group_->DoneBy(ranks_[j]));
     }
     lead = mine - slowest;
   }
@@ -252,7 +252,7 @@ bool PolicyRun::Before(int i) {
     std::memcpy(copies_[i], targets_[0], floats_ * sizeof(float));
     std::memcpy(base_[i].data(), copies_[i], floats_ * sizeof(float));
   }
-  return !group_->stop.load();
+  return !group_->Stopping();
 }
 
 bool PolicyRun::Wait(int i) {
@@ -262,25 +262,25 @@ bool PolicyRun::Wait(int i) {
   if (slowest_other_) {
     // Across machines only the others' clocks (NetJob's news) unblock it (more steps of this
     // machine's own solvers would not), or the stop.
-    const bool passed = await_([&] { return !Blocked(i) || group_->stop.load(); }, deadline);
+    const bool passed = await_([&] { return !Blocked(i) || group_->Stopping(); }, deadline);
     Waited(start);
-    if (group_->stop.load()) return false;
+    if (group_->Stopping()) return false;
     if (!passed)
       HS_FAIL() << "--policy=" << shown() << ": solver " << ranks_[i] << " waited " << policy_.timeout.count() / 1000.0
-                << " s at iteration " << group_->done[ranks_[i]].load() << " for a machine that stopped progressing";
+                << " s at iteration " << group_->DoneBy(ranks_[i]) << " for a machine that stopped progressing";
     if (policy_.kind == Policy::Kind::kSsp && refresh_) refresh_(i);
     return true;
   }
   {
     std::unique_lock<std::mutex> lk(mu_);
     while (Blocked(i)) {
-      if (group_->stop.load()) return false;
+      if (group_->Stopping()) return false;
       if (std::chrono::steady_clock::now() > deadline) {
         lk.unlock();
         Waited(start);
         HS_FAIL() << "--policy=" << shown() << ": solver " << ranks_[i] << " waited "
                   << policy_.timeout.count() / 1000.0 << " s at iteration "
-                  << group_->done[ranks_[i]].load() << " for a "
+                  << group_->DoneBy(ranks_[i]) << " for a "
                   << (slowest_other_ ? "machine" : "solver") << " that stopped progressing";
       }
       cv_.wait_for(lk, std::chrono::milliseconds(20));
@@ -307,7 +307,7 @@ bool PolicyRun::Arrive(int i, const std::vector<int>& members, int64_t phase) {
       }
     }
     if (late < 0) break;
-    if (group_->stop.load()) return false;
+    if (group_->Stopping()) return false;
     waited = true;
     if (std::chrono::steady_clock::now() - start > policy_.timeout) {
       lk.unlock();

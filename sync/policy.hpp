@@ -98,7 +98,7 @@ class PolicyRun {
   // `copies[i]` is solver i's private copy, `targets[g]` what group g's round averages into
   // (bsp: the master; gsp: each group's own buffer), all `floats` long and alive meanwhile.
   // `live(i)` says whether solver i may still arrive (it has not failed).
-  PolicyRun(const Policy& policy, SolverGroup* group, std::vector<int> ranks, std::vector<float*> copies,
+  PolicyRun(const Policy& policy, const SharedGroup* group, std::vector<int> ranks, std::vector<float*> copies,
             std::vector<float*> targets, size_t floats, std::function<bool(int)> live);
 
   // Before solver i's next iteration: waits while a clock bound says so. false: stop.
@@ -148,7 +148,7 @@ class PolicyRun {
   void Waited(std::chrono::steady_clock::time_point since);
 
   Policy policy_;
-  SolverGroup* group_;
+  const SharedGroup* group_;
   std::vector<int> ranks_;
   std::vector<float*> copies_, targets_;
   size_t floats_;

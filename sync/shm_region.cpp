@@ -20,6 +20,7 @@
 
 #include "base/futex.hpp"
 #include "base/hash.hpp"
+#include "sync/solver_group.hpp"
 
 namespace hogstream {
 

@@ -16,6 +16,7 @@
 #include "core/context.hpp"
 #include "core/io.hpp"
 #include "sync/group.hpp"
+#include "sync/solver_group.hpp"
 
 namespace hogstream {
 namespace HS_UNITY_ID {

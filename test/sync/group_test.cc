@@ -1,6 +1,7 @@
 // The group a solver trains in (core/group.hpp, sync/group.*): the end of the job — who
 // takes the final snapshot and when — and the waits that get there.
 #include "sync/group.hpp"
+#include "sync/solver_group.hpp"
 
 #include <gtest/gtest.h>
 #include <google/protobuf/text_format.h>

@@ -4,6 +4,7 @@
 // snapshot requests passed once and never echoed, the leader's done ends the job (and says who
 // ended it), the quorum pauses the group and asks for a re-take, the leader is told.
 #include "sync/net_bridge.hpp"
+#include "sync/solver_group.hpp"  // (stand-in solvers write the counters)
 
 #include <gtest/gtest.h>
 

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sync/net_job.hpp"
+#include "sync/solver_group.hpp"  // (stand-in solvers write the counters)
 #include "test/test_seed.hpp"
 #include "test/transport/forge.hpp"
 #include "transport/fault/endpoint.hpp"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sync/local_segment.hpp"
+#include "sync/solver_group.hpp"  // (stand-in solvers write the counters)
 #include "test/error_of.hpp"
 #include "test/test_seed.hpp"
 
@@ -80,6 +81,7 @@ TEST(PolicyParse, MistakesAreOneLine) {
 struct Bench {
   Bench(const Policy& p, int solvers, int groups, size_t floats, float start)
       : group(std::make_unique<SolverGroup>()),
+        shared(group.get(), false),
         copies(solvers, std::vector<float>(floats, start)),
         targets(groups, std::vector<float>(floats, start)),
         live(solvers),
@@ -92,7 +94,7 @@ struct Bench {
       live[i].store(true);
     }
     for (auto& tg : targets) t.push_back(tg.data());
-    run = std::make_unique<PolicyRun>(p, group.get(), ranks, c, t, floats, [this](int i) { return live[i].load(); });
+    run = std::make_unique<PolicyRun>(p, &shared, ranks, c, t, floats, [this](int i) { return live[i].load(); });
   }
   // Solver i runs `iters` iterations (or until Before says stop), then ends.
   std::thread Solver(int i, int iters, float add, std::chrono::milliseconds pace = 0ms) {
@@ -112,6 +114,7 @@ struct Bench {
     });
   }
   std::unique_ptr<SolverGroup> group;
+  SharedGroup shared;  // the policy's view of it
   std::vector<std::vector<float>> copies, targets;
   std::vector<std::atomic<bool>> live;
   size_t floats;
