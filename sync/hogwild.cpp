@@ -177,7 +177,7 @@ Plan MakePlan(const pb::SolverParameter& param, const HogwildOptions& opt) {
   Plan p;
   p.n = opt.solvers.cpus + static_cast<int>(gpus.size());
   HS_REQUIRE(p.n >= 1 && p.n <= kMaxGroupSolvers) << "between 1 and " << kMaxGroupSolvers
-                                                           << " solvers, got " << p.n;
+                                                  << " solvers, got " << p.n;
   if (!opt.device)
     for (int g : gpus) RequireGpu(g, "SOLVERS names GPU " + std::to_string(g));
   HS_REQUIRE(!gpus.empty() || param.solver_mode() == pb::SolverParameter::CPU)
