@@ -27,6 +27,7 @@
 #include "core/io.hpp"
 #include "core/layer.hpp"
 #include "sync/shm_region.hpp"
+#include "sync/solver_group.hpp"  // (a corrupt header written by hand)
 #include "test/data/data_test_util.hpp"
 #include "test/program_runner.hpp"
 
