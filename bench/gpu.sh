@@ -48,7 +48,8 @@ pack() {
   # shellcheck source=scripts/setup.sh
   HS_ROOT=$ROOT BUILD_DIR=$B HOGSTREAM_CUDA=ON HOGSTREAM_BENCH=ON \
     bash -c 'source scripts/setup.sh; hs_ensure_packages; hs_build'
-  local bins=(hogstream hogwild.bin gpus.bin raw.bin hogstream_tests segment_bench gpu_copy_bench gpu_segment_bench)
+  local bins=(hogstream hogwild.bin gpus.bin raw.bin hogstream_tests hogstream_gpu_tests segment_bench gpu_copy_bench
+              gpu_segment_bench)
   for b in "${bins[@]}"; do [[ -x $B/$b ]] || die "$B/$b was not built"; done
   rm -rf "$PACK"
   mkdir -p "$PACK/bin" "$PACK/lib" "$PACK/data" "$PACK/peers"
@@ -145,6 +146,8 @@ stage1() {
 
 stage2() {
   hs hogstream_tests --gtest_filter='*Gpu*:*GPU*' 2>&1 | tee "$OUTDIR/gpu_tests.log" | tail -25
+  # The GPU math called by name has a binary of its own (it alone links the GPU engine).
+  hs hogstream_gpu_tests 2>&1 | tee -a "$OUTDIR/gpu_tests.log" | tail -8
   local g; g=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?' "$OUTDIR/gpu_tests.log" | tr -s ' \n' ' ')
   summary "GPU tests: $g"
   [[ ${FULL:-0} == 1 ]] || return 0
