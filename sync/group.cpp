@@ -2,8 +2,6 @@
 #include "sync/solver_group.hpp"
 
 #include <algorithm>
-#include <climits>
-#include <ctime>
 
 #include <glog/logging.h>
 

@@ -259,7 +259,6 @@ struct Run {
   OwnedSolverGroup own_group;
   std::unique_ptr<ShmRegion> shm;
   std::vector<float> own_weights;
-  SolverGroup* group = nullptr;
   std::unique_ptr<SharedGroup> job;  // the solvers' view of the group (core/group.hpp)
   MachineGroup* machine = nullptr;   // across machines: `job`, as the network daemon sets it
   float* master = nullptr;
@@ -316,27 +315,28 @@ void OpenSharedWeights(Run& r, Solver& first) {
   const HogwildOptions& opt = r.opt;
   Net& net = first.net();
   const size_t floats = net.param_buffer_size();
+  SolverGroup* group = nullptr;  // the counters: the /dev/shm job's, or this process's own
   if (!opt.shm.empty()) {
     JobIdentity id;
     id.floats = floats;
     id.shape_hash = ParamShapeHash(net);
     id.solver_settings = SolverSettings(r.param);
     r.shm = ShmRegion::CreateOrAttach(opt.shm, id, &r.creator);
-    r.group = r.shm->group();
+    group = r.shm->group();
     r.master = r.shm->weights();
     LOG_IF(INFO, opt.log) << (r.creator ? "Created " : "Attached to ") << r.shm->path();
   } else {
     r.own_group = NewSolverGroup();
-    r.group = r.own_group.get();
+    group = r.own_group.get();
     r.own_weights.resize(floats);
     r.master = r.own_weights.data();
   }
   if (opt.net) {
-    auto m = std::make_unique<MachineGroup>(r.group, opt.log);
+    auto m = std::make_unique<MachineGroup>(group, opt.log);
     r.machine = m.get();
     r.job = std::move(m);
   } else {
-    r.job = std::make_unique<SharedGroup>(r.group, opt.log);
+    r.job = std::make_unique<SharedGroup>(group, opt.log);
   }
   const int n = r.plan.n;
   r.base_rank = r.job->JoinRanks(n);
@@ -861,7 +861,7 @@ HogwildReport MakeReport(const Run& r) {
     if (l.device_copy >= 0) report.device_segments.push_back(r.devices->segment(l.device_copy).stats());
   if (r.policy) report.policy = r.policy->figures();
   if (r.svb) report.svb = r.svb->figures();
-  if (r.master && r.group) report.weights.assign(r.master, r.master + r.locals[0].solver->net().param_buffer_size());
+  if (r.master && r.job) report.weights.assign(r.master, r.master + r.locals[0].solver->net().param_buffer_size());
   if (r.opt.log && (r.policy || !report.segments.empty() || r.svb)) {  // what sharing cost, once, at the end
     uint64_t bytes = 0;
     for (const SegmentStats& st : report.segments) bytes += st.bytes_moved;
