@@ -9,14 +9,12 @@
 #include <poll.h>
 
 #include <algorithm>
-#include <iterator>
-#include <cstring>
-#include <limits>
-#include <cmath>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "base/common.hpp"
+#include "base/hash.hpp"
 #include "core/context.hpp"
 #include "sync/svb.hpp"
 
@@ -30,30 +28,16 @@ uint32_t WallSeconds() {
   return static_cast<uint32_t>(
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
-}  // namespace
-
-NetJobOptions NetJob::Checked(NetJobOptions opt, const Transport* t) {
+bool Multicasts(const Transport* t) {
   HS_REQUIRE(t != nullptr) << "a networked job needs a transport";
-  HS_REQUIRE(opt.machines >= 1 && opt.machines < kNoPeer)
-      << "a job of " << opt.machines << " machines";
-  HS_REQUIRE(opt.rank >= 0 && opt.rank < opt.machines)
-      << "machine rank " << opt.rank << " outside a job of " << opt.machines;
-  HS_REQUIRE(!opt.multicast || t->caps().multicast)
-      << "this transport cannot multicast; leave out --multicast";
-  HS_REQUIRE(opt.heartbeat_ms > 0 && opt.dead_ms > 2 * opt.heartbeat_ms)
-      << "the dead-machine timeout (" << opt.dead_ms << " ms) must exceed two heartbeats ("
-      << opt.heartbeat_ms << " ms)";
-  if (!opt.quorum_ms) opt.quorum_ms = 30 * opt.dead_ms;
-  HS_REQUIRE(opt.quorum_ms > opt.dead_ms) << "a machine cut off gives up after " << opt.quorum_ms
-                                          << " ms, sooner than the others take it for dead (" << opt.dead_ms
-                                          << " ms): make --quorum_ms longer than --dead_ms";
-  return opt;
+  return t->caps().multicast;
 }
+}  // namespace
 
 NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
     : transport_(std::move(transport)),
       wire_(transport_.get()),
-      opt_(Checked(std::move(opt), transport_.get())),
+      opt_(CheckNetJobOptions(std::move(opt), Multicasts(transport_.get()))),
       control_(opt_.rank, opt_.machines, FreshNonce()),
       members_(opt_.rank, opt_.machines),
       shares_(opt_.rank, opt_.machines, opt_.multicast, WallSeconds()),
@@ -251,15 +235,11 @@ bool NetJob::Start(Clock::time_point now) {
     case NetStart::Go::kTrain:
       StartTraining();
       return true;
-    case NetStart::Go::kSvbCannotJoin:
-      start_.Fail("--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)");
-      return false;
     case NetStart::Go::kSilent:
       start_.Fail(NoWordLine(members_, opt_.names, opt_.start_ms, FrameLossesOf(wire_.counters(), wire_.malformed()),
                              control_.refused(ControlRefusal::kUnproven)));
       return false;
-    case NetStart::Go::kDisagreed:  // (OnControl named it)
-      start_.Fail("");
+    case NetStart::Go::kFailed:
       return false;
   }
   return true;
@@ -287,28 +267,10 @@ void NetJob::StartTraining() {
 }
 
 bool NetJob::Join(Clock::time_point now) {
-  // Another machine has the weights (a recovery takes them from it).
-  const bool owner = members_.AnyLiveOther(kNetReady);
-  if (owner) recovery_.SawOwner(now);
-  // A recovery is done once every chunk came from another machine's sound copy: where no other
-  // machine is ready (all of them lost theirs too, or are gone), this machine would master every
-  // chunk itself and "re-take" its own non-finite weights, over and over.
-  const SlaveEndpoint& slave = endpoints_.slave();
-  if (slave.chunks_heard() == slave.layout().count && slave.retaking() == 0 && (owner || !recovery_.under_way())) {
-    Joined(now);
-  } else if (recovery_.under_way()) {
-    if (recovery_.NoOwnerFor(now, opt_.dead_ms)) {
-      recovery_.Fail("every machine's copy of the weights diverged (non-finite) and none is left to recover "
-                     "from: the job cannot go on (lower base_lr, or check the data)");
-      News();
-      return false;
-    }
-  } else if (now - started_ > std::chrono::milliseconds(opt_.start_ms)) {
-    std::ostringstream os;
-    os << "joining a running job: only " << slave.chunks_heard() << " of " << slave.layout().count
-       << " chunks received after " << opt_.start_ms / 1000.0 << " s";
-    start_.Fail(os.str());
-    return false;
+  switch (start_.Join(now, started_, endpoints_.slave(), members_.AnyLiveOther(kNetReady), recovery_, opt_.dead_ms)) {
+    case NetStart::Joining::kWait: return true;
+    case NetStart::Joining::kJoined: Joined(now); return true;
+    case NetStart::Joining::kFailed: News(); return false;
   }
   return true;
 }
@@ -564,10 +526,7 @@ void NetJob::Grow(int machines) {
 void NetJob::LeaveOnNotice(Clock::time_point now) {
   if (!leave_.leaving()) {
     if (!g_->leave_asked() || phase_ != Phase::kTraining || recovery_.under_way()) return;  // (asked again later)
-    const char* cannot = end_.finished() || end_.done() ? "its solvers are done already (the job is ending)"
-                         : members_.ReadyRanks().size() < 2 ? "no other machine has the weights to go on with"
-                                                            : nullptr;
-    if (cannot) {
+    if (const char* cannot = NetLeave::Refusal(end_.finished() || end_.done(), members_.ReadyRanks().size())) {
       g_->ForgetLeave();
       LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " cannot leave the job on notice: " << cannot;
       return;
@@ -699,14 +658,7 @@ void NetJob::set_stats(std::shared_ptr<NetworkSink> sink) {
 NetJobStats NetJob::stats() const { return figures_.last(); }
 
 std::string NetJob::Line() const {
-  std::ostringstream os;
-  os << NetLine(stats());
-  if (svb_) {
-    const SvbFigures f = svb_->figures();
-    os << std::fixed << std::setprecision(1) << "; SVB: " << f.bytes_sent / 1048576.0 << " MiB of factors out, "
-       << f.sets_applied << " sets in, " << f.sets_dropped << " dropped incomplete, " << f.sets_unsent << " unsent";
-  }
-  return os.str();
+  return NetLine(stats()) + (svb_ ? "; " + svb_->Line() : "");
 }
 
 }  // namespace hogstream

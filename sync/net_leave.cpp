@@ -27,6 +27,11 @@ bool EveryoneHolds(const NetMembers& members) {
   return true;
 }
 
+const char* NetLeave::Refusal(bool ending, size_t ready) {
+  if (ending) return "its solvers are done already (the job is ending)";
+  return ready < 2 ? "no other machine has the weights to go on with" : nullptr;
+}
+
 void NetLeave::Begin(Clock::time_point now, int64_t iteration) {
   step_ = Step::kDraining;
   began_ = now;

@@ -44,6 +44,9 @@ class NetLeave {
   bool leaving() const { return step_ != Step::kNone; }
   bool quiet() const { return step_ >= Step::kQuiet; }  // no position goes out any more
   bool left() const { return left_.load(); }  // any thread
+  // Why a notice cannot be taken now (null: it can): `ending`, this machine's solvers are done
+  // or the job's end was said; `ready`, the machines that hold the weights (this one counted).
+  static const char* Refusal(bool ending, size_t ready);
   // The notice taken at global iteration `iteration`.
   void Begin(Clock::time_point now, int64_t iteration);
 

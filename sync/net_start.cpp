@@ -5,13 +5,21 @@
 #include <sstream>
 
 #include "sync/net_figures.hpp"
+#include "sync/net_recovery.hpp"
+#include "sync/segment.hpp"
 
 namespace hogstream {
 
 NetStart::Go NetStart::Decide(Clock::time_point now, Clock::time_point started, NetMembers& members, bool svb) {
-  if (disagreed_ && now - disagreed_at_ > std::chrono::milliseconds(5 * heartbeat_ms_)) return Go::kDisagreed;
+  if (disagreed_ && now - disagreed_at_ > std::chrono::milliseconds(5 * heartbeat_ms_)) {
+    Fail("");  // (the line Disagreed kept)
+    return Go::kFailed;
+  }
   const bool running = members.AnyTraining();
-  if (running && !members.ready() && svb) return Go::kSvbCannotJoin;
+  if (running && !members.ready() && svb) {
+    Fail("--svb: this machine cannot join a running job (the InnerProduct weights travel only as gradients)");
+    return Go::kFailed;
+  }
   // (Once ready, this machine is one of a new job's first.) A joiner waits until it hears a
   // strict majority of the job, whose views it takes (Quorum's tie rule, exactly half with
   // machine 0, would let machine 0 join on one other's view alone). The global iteration it
@@ -25,6 +33,25 @@ NetStart::Go NetStart::Decide(Clock::time_point now, Clock::time_point started, 
     return members.AllLiveOthers(kNetReady) || running ? Go::kTrain : Go::kWait;
   }
   return now - started > std::chrono::milliseconds(start_ms_) ? Go::kSilent : Go::kWait;
+}
+
+NetStart::Joining NetStart::Join(Clock::time_point now, Clock::time_point started, const SlaveEndpoint& slave,
+                                 bool owner, NetRecovery& recovery, uint32_t dead_ms) {
+  if (owner) recovery.SawOwner(now);
+  if (slave.chunks_heard() == slave.layout().count && slave.retaking() == 0 && (owner || !recovery.under_way()))
+    return Joining::kJoined;
+  if (recovery.under_way()) {
+    if (!recovery.NoOwnerFor(now, dead_ms)) return Joining::kWait;
+    recovery.Fail("every machine's copy of the weights diverged (non-finite) and none is left to recover "
+                  "from: the job cannot go on (lower base_lr, or check the data)");
+    return Joining::kFailed;
+  }
+  if (now - started <= std::chrono::milliseconds(start_ms_)) return Joining::kWait;
+  std::ostringstream os;
+  os << "joining a running job: only " << slave.chunks_heard() << " of " << slave.layout().count
+     << " chunks received after " << start_ms_ / 1000.0 << " s";
+  Fail(os.str());
+  return Joining::kFailed;
 }
 
 void NetStart::Disagreed(Clock::time_point now, std::string why) {

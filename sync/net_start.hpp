@@ -5,9 +5,11 @@
 // stays silent for start_ms (NoWordLine says who, and what may be wrong), when the others
 // disagree with this one (after a few heartbeats, so that they hear this one and name the
 // difference too), or when --svb would have to join a running job.
-// Not for: the joiner's taking of the weights (the daemon's joining phase), liveness and views
-// (sync/net_members.hpp decides them; this room reads them).
-// Threads: Decide and Disagreed on the network daemon; ok(), failed() from any thread, error()
+// Joining (a newcomer, or a machine recovering its weights) ends once every chunk came whole
+// from another machine's sound copy, or fails with one line.
+// Not for: the joiner's taking of the weights (the daemon drives the endpoints), liveness and
+// views (sync/net_members.hpp decides them; this room reads them).
+// Threads: Decide, Join and Disagreed on the network daemon; ok(), failed() from any thread, error()
 // once failed() is seen.
 #pragma once
 
@@ -22,6 +24,8 @@
 namespace hogstream {
 
 struct FrameLosses;
+class NetRecovery;
+class SlaveEndpoint;
 
 class NetStart {
  public:
@@ -33,12 +37,21 @@ class NetStart {
     kJoinRunning,     // the job runs: join it at members.MedianView()
     kTrain,           // every machine heard and ready (or the job runs and this one is one of its first)
     kSilent,          // start_ms passed without every machine (NoWordLine)
-    kSvbCannotJoin,   // --svb and the job runs: W never travels as values
-    kDisagreed,       // a machine that disagrees was heard (error() says how)
+    kFailed,          // error() says why: --svb and the job runs (W never travels as values),
+                      // or a machine that disagrees was heard
   };
   // One pass of the daemon before training, `started` when it began. Sets `members` ready once
   // every other machine is live (from then on, this machine is one of a new job's first).
   Go Decide(Clock::time_point now, Clock::time_point started, NetMembers& members, bool svb);
+  // The joining phase (a newcomer to a running job, or a recovery: `recovery.under_way()`),
+  // one pass: kJoined once every chunk came whole from another machine's sound copy (`owner`:
+  // another live machine has the weights; where none has, a recovery would re-take this
+  // machine's own non-finite weights, so it waits for one). kFailed with one line: a recovery
+  // that saw no owner for `dead_ms` (recovery.error()), a newcomer still short of chunks
+  // start_ms after `started` (error()).
+  enum class Joining { kWait, kJoined, kFailed };
+  Joining Join(Clock::time_point now, Clock::time_point started, const SlaveEndpoint& slave, bool owner,
+               NetRecovery& recovery, uint32_t dead_ms);
   // A machine disagrees (`why`, one line; the first kept): the start ends five heartbeats on.
   void Disagreed(Clock::time_point now, std::string why);
 

@@ -333,6 +333,14 @@ SvbFigures SvbRun::figures() const {
   return f;
 }
 
+std::string SvbLink::Line() const {
+  const SvbFigures f = figures();
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1) << "SVB: " << f.bytes_sent / 1048576.0 << " MiB of factors out, "
+     << f.sets_applied << " sets in, " << f.sets_dropped << " dropped incomplete, " << f.sets_unsent << " unsent";
+  return os.str();
+}
+
 std::string SvbRun::Line() const {
   const SvbFigures f = figures();
   std::ostringstream os;

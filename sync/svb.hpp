@@ -178,6 +178,7 @@ class SvbLink {
 
   const std::vector<SvbLayer>& layers() const { return layers_; }
   SvbFigures figures() const;  // any thread
+  std::string Line() const;    // any thread: "SVB: 12.3 MiB of factors out, 40 sets in, ..."
   uint64_t queued() const;     // sets not yet sent to every destination
 
  private:

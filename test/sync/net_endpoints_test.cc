@@ -8,8 +8,11 @@
 
 #include <chrono>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "sync/net_recovery.hpp"
+#include "sync/net_start.hpp"
 #include "sync/wire.hpp"
 #include "test/test_seed.hpp"
 #include "transport/inproc/device.hpp"
@@ -130,6 +133,60 @@ TEST(NetEndpointsTest, AFreshRoundEndsOnlyOnceEveryChunkIsAnsweredAgain) {
   EXPECT_GT(steps, 1) << "the window spread the round over several passes";
   EXPECT_EQ(rounds.rounds(), 1u);
   EXPECT_EQ(rounds.flushed_iter(), 10) << "the iterations run when the round began have gone out";
+}
+
+// The joining phase (NetStart::Join) over machine 1's slave, machine 0 mastering every chunk: a
+// newcomer joins once every chunk has come, and fails with one line when start_ms pass short of
+// them; a recovery fails once no other machine has had the weights for dead_ms, and waits while
+// none is in sight, even with every chunk in (it must take them from a sound copy, not its own).
+TEST(NetEndpointsTest, JoiningEndsOnceEveryChunkCameFromAnotherMachine) {
+  constexpr uint32_t kStartMs = 1000;
+  Pair p;
+  const uint32_t chunks = p.zero->endpoints.layout().count;
+  const SlaveEndpoint& slave = p.one->endpoints.slave();
+  const Clock::time_point t0 = Clock::now();
+  {
+    NetStart start(kStartMs, 20);
+    NetRecovery recovery;
+    EXPECT_EQ(start.Join(t0 + milliseconds(kStartMs), t0, slave, true, recovery, kDeadMs), NetStart::Joining::kWait)
+        << "nothing heard yet, within start_ms";
+    EXPECT_EQ(start.Join(t0 + milliseconds(kStartMs + 1), t0, slave, true, recovery, kDeadMs),
+              NetStart::Joining::kFailed);
+    EXPECT_NE(start.error().find("only 0 of " + std::to_string(chunks) + " chunks received after 1 s"), std::string::npos)
+        << start.error();
+    EXPECT_FALSE(recovery.failed());
+  }
+  {
+    NetStart start(kStartMs, 20);
+    NetRecovery recovery;
+    recovery.Begin(t0);
+    // No owner: waits dead_ms, then the job cannot go on (a start_ms long past is not asked).
+    EXPECT_EQ(start.Join(t0 + milliseconds(kDeadMs), t0 - milliseconds(10 * kStartMs), slave, false, recovery, kDeadMs),
+              NetStart::Joining::kWait);
+    EXPECT_EQ(start.Join(t0 + milliseconds(kDeadMs + 1), t0, slave, false, recovery, kDeadMs), NetStart::Joining::kFailed);
+    EXPECT_TRUE(recovery.failed());
+    EXPECT_NE(recovery.error().find("none is left to recover from"), std::string::npos) << recovery.error();
+    EXPECT_FALSE(start.failed()) << "a failed recovery is the recovery's line, not the start's";
+  }
+  // Every chunk comes to machine 1.
+  p.zero->endpoints.Post(chunks, 1, 1, t0);
+  ASSERT_EQ(p.one->Drain(), chunks);
+  ASSERT_EQ(slave.chunks_heard(), chunks);
+  NetStart start(kStartMs, 20);
+  NetRecovery recovery;
+  EXPECT_EQ(start.Join(t0, t0, slave, false, recovery, kDeadMs), NetStart::Joining::kJoined) << "a newcomer";
+  recovery.Begin(t0);
+  EXPECT_EQ(start.Join(t0, t0, slave, false, recovery, kDeadMs), NetStart::Joining::kWait)
+      << "a recovery with no owner in sight has only its own chunks";
+  EXPECT_EQ(start.Join(t0 + milliseconds(kDeadMs / 2), t0, slave, true, recovery, kDeadMs), NetStart::Joining::kJoined);
+  // An owner seen keeps a recovery short of chunks from failing until dead_ms after.
+  Pair q;
+  NetRecovery later;
+  later.Begin(t0);
+  const SlaveEndpoint& empty = q.one->endpoints.slave();
+  EXPECT_EQ(start.Join(t0 + milliseconds(kDeadMs), t0, empty, true, later, kDeadMs), NetStart::Joining::kWait);
+  EXPECT_EQ(start.Join(t0 + milliseconds(2 * kDeadMs), t0, empty, false, later, kDeadMs), NetStart::Joining::kWait);
+  EXPECT_EQ(start.Join(t0 + milliseconds(2 * kDeadMs + 1), t0, empty, false, later, kDeadMs), NetStart::Joining::kFailed);
 }
 
 }  // namespace

@@ -23,6 +23,16 @@ NetLeave::Seen Seen(bool flushed, bool in_flight, bool held) {
   return s;
 }
 
+// A notice is refused (one line, for the log) while the job ends and where no other machine
+// holds the weights; taken otherwise.
+TEST(NetLeaveTest, ANoticeIsRefusedAtTheEndAndWhereNoOtherMachineHasTheWeights) {
+  ASSERT_NE(NetLeave::Refusal(true, 3), nullptr);
+  EXPECT_STREQ(NetLeave::Refusal(true, 3), "its solvers are done already (the job is ending)");
+  EXPECT_STREQ(NetLeave::Refusal(false, 1), "no other machine has the weights to go on with");
+  EXPECT_STREQ(NetLeave::Refusal(false, 0), "no other machine has the weights to go on with");
+  EXPECT_EQ(NetLeave::Refusal(false, 2), nullptr);
+}
+
 TEST(NetLeaveTest, ItStaysDrainingUntilItsProgressHasGoneOut) {
   NetLeave leave(kHeartbeatMs, kDeadMs, kWindow);
   const Clock::time_point t0 = Clock::now();

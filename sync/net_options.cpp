@@ -1,0 +1,26 @@
+// The settings of one machine's part of a job across machines, checked (see net_options.hpp).
+#include "sync/net_options.hpp"
+
+#include "base/common.hpp"
+#include "transport/transport.hpp"
+
+namespace hogstream {
+
+NetJobOptions CheckNetJobOptions(NetJobOptions opt, bool can_multicast) {
+  HS_REQUIRE(opt.machines >= 1 && opt.machines < kNoPeer)
+      << "a job of " << opt.machines << " machines";
+  HS_REQUIRE(opt.rank >= 0 && opt.rank < opt.machines)
+      << "machine rank " << opt.rank << " outside a job of " << opt.machines;
+  HS_REQUIRE(!opt.multicast || can_multicast)
+      << "this transport cannot multicast; leave out --multicast";
+  HS_REQUIRE(opt.heartbeat_ms > 0 && opt.dead_ms > 2 * opt.heartbeat_ms)
+      << "the dead-machine timeout (" << opt.dead_ms << " ms) must exceed two heartbeats ("
+      << opt.heartbeat_ms << " ms)";
+  if (!opt.quorum_ms) opt.quorum_ms = 30 * opt.dead_ms;
+  HS_REQUIRE(opt.quorum_ms > opt.dead_ms) << "a machine cut off gives up after " << opt.quorum_ms
+                                          << " ms, sooner than the others take it for dead (" << opt.dead_ms
+                                          << " ms): make --quorum_ms longer than --dead_ms";
+  return opt;
+}
+
+}  // namespace hogstream
