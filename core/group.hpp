@@ -83,10 +83,10 @@ class Group {
 
 // A solver alone (the null group): it is its own count (`iter`, the solver's), leads, never
 // waits, and acts on its own requests; Caffe's single solver, unchanged. The solver makes one
-// for itself until it joins a group.
+// for itself until it joins a group. `log`: the solver's SolverOptions::log (its one warning).
 class LoneGroup final : public Group {
  public:
-  explicit LoneGroup(const int* iter) : iter_(iter) {}
+  LoneGroup(const int* iter, const bool* log) : iter_(iter), log_(log) {}
   int64_t Claim(int64_t) override { return *iter_; }
   int64_t Reached() const override { return *iter_; }
   void Completed(int) override {}
@@ -112,6 +112,7 @@ class LoneGroup final : public Group {
 
  private:
   const int* iter_;
+  const bool* log_;
   bool stop_asked_ = false;
   int64_t snapshots_ = 0;
 };

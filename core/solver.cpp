@@ -316,7 +316,7 @@ std::string LossSuffix(float weight, float value) {
 void LoneGroup::Request(SolverAction a) {
   if (a == SolverAction::STOP) stop_asked_ = true;
   if (a == SolverAction::SNAPSHOT) ++snapshots_;
-  LOG_IF(WARNING, a == SolverAction::LEAVE)
+  LOG_IF(WARNING, a == SolverAction::LEAVE && *log_)
       << "SIGUSR1 (leave on notice) is for one machine of a job across machines (--peers): ignored";
 }
 

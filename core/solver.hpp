@@ -191,7 +191,7 @@ class Solver {
   int iter_ = 0;
   // The group it trains in: options_.group, or itself alone (a null object: the solver never
   // asks whether it has a group).
-  LoneGroup lone_{&iter_};
+  LoneGroup lone_{&iter_, &options_.log};
   Group* group_ = &lone_;
   int current_step_ = 0;
   int64_t next_test_ = 0, next_display_ = 0, next_snapshot_ = 0;

@@ -201,6 +201,31 @@ INSTANTIATE_TEST_SUITE_P(
                       RuleCase{"Adam", 0.9f, "momentum2: 0.999"}),
     [](const auto& info) { return std::string(info.param.type) + std::to_string(info.index); });
 
+// A solver alone acts on its own stop and snapshot requests; a leave on notice is for a machine
+// of a job across machines: a warning, which a solver told not to log (SolverOptions::log)
+// keeps to itself.
+TEST(LoneGroupTest, StopAndSnapshotAreItsOwnALeaveIsAWarningUnlessLogIsOff) {
+  int iter = 7;
+  bool log = true;
+  LoneGroup g(&iter, &log);
+  EXPECT_EQ(g.Reached(), 7);
+  int64_t seen = 0;
+  ::testing::internal::CaptureStderr();
+  g.Request(SolverAction::LEAVE);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("SIGUSR1 (leave on notice) is for one machine"),
+            std::string::npos);
+  EXPECT_EQ(g.Pending(&seen), SolverAction::NONE) << "a leave is not acted upon";
+  log = false;
+  ::testing::internal::CaptureStderr();
+  g.Request(SolverAction::LEAVE);
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "") << "log off: not a word";
+  g.Request(SolverAction::SNAPSHOT);
+  EXPECT_EQ(g.Pending(&seen), SolverAction::SNAPSHOT);
+  EXPECT_EQ(g.Pending(&seen), SolverAction::NONE) << "one snapshot per request";
+  g.Request(SolverAction::STOP);
+  EXPECT_EQ(g.Pending(&seen), SolverAction::STOP);
+}
+
 TEST(Solver, LegacySolverTypeEnum) {
   auto s = CreateSolver(LinearSolver("solver_type: NESTEROV momentum: 0.9"), Quiet());
   EXPECT_STREQ(s->type(), "Nesterov");

@@ -71,7 +71,9 @@ TEST(FrameTest, RoundTripsEveryField) {
       EXPECT_EQ(got.source, want.source);
       EXPECT_EQ(got.length, want.length);
       EXPECT_EQ(payload, f.data() + FrameFormat::kHeaderBytes);
-      if (want.length) EXPECT_EQ(reinterpret_cast<const float*>(payload)[4], 4.f + 7);
+      if (want.length) {
+        EXPECT_EQ(reinterpret_cast<const float*>(payload)[4], 4.f + 7);
+      }
       EXPECT_EQ(fmt.Unpadded(f.data(), f.size()), f.size());
     }
   }
