@@ -289,4 +289,53 @@ void NetFigures::Stragglers(const NetFiguresInput& in, NetMembers& members, NetJ
   }
 }
 
+std::string TrainingLine(int machines, const std::string& me, size_t owned, uint32_t chunks, uint32_t chunk_floats,
+                         bool at_params) {
+  std::ostringstream os;
+  os << "all " << machines << " machines heard from; " << me << " masters " << owned << " of " << chunks
+     << " chunks of " << chunk_floats << " floats" << (at_params ? " at most, cut at parameter boundaries" : "");
+  return os.str();
+}
+
+std::string ReshareLine(const std::vector<PeerId>& ready, const std::string& me, size_t owned, size_t chunks) {
+  std::ostringstream os;
+  os << "chunks re-shared among machines";
+  for (PeerId r : ready) os << " " << r;
+  os << "; " << me << " masters " << owned << " of " << chunks;
+  return os.str();
+}
+
+std::string QuorumLostLine(const std::string& me, int reached, int machines) {
+  std::ostringstream os;
+  os << me << " reaches " << reached << " of " << machines << " machines, not a majority: it does not lead, test or "
+     << "snapshot, its solvers wait, and it re-takes the job's weights once the others are back";
+  return os.str();
+}
+
+std::string GaveUpLine(const std::string& me, int machines, uint32_t quorum_ms) {
+  std::ostringstream os;
+  os << me << " has reached no majority of the job's " << machines << " machines for " << quorum_ms / 1000.0
+     << " s: it gives up (the others go on without it)";
+  return os.str();
+}
+
+std::string OtherLeaveLine(const std::string& who, bool began, int64_t view, int64_t count) {
+  std::ostringstream os;
+  if (began) {
+    os << who << " leaves the job on notice at iteration " << view
+       << "; its progress and its chunks' last values come to every machine";
+  } else {
+    os << who << " has left the job after " << count << " iterations"
+       << "; its chunks are re-shared (from its last values) and its data read by the others";
+  }
+  return os.str();
+}
+
+std::string RefusalLine(const std::string& who, bool absurd, const char* what, uint32_t chunk) {
+  std::ostringstream os;
+  os << "refused a" << (absurd ? "n absurd " : " non-finite ") << what << " from " << who << " (chunk " << chunk
+     << (absurd ? ", RMS over the bound" : "") << "); further refusals are counted in the Network line";
+  return os.str();
+}
+
 }  // namespace hogstream

@@ -61,6 +61,21 @@ std::string RefusedText(const NetJobStats& s);
 // sweeps/s, Gbit/s, losses, staleness, weight, re-shares, refusals, quorum, recoveries.
 std::string NetLine(const NetJobStats& s);
 
+// The daemon's lines for what a change means (each the text after "Network: "; `me` and `who`
+// are MachineName's). A job begins: this machine's share of the chunks.
+std::string TrainingLine(int machines, const std::string& me, size_t owned, uint32_t chunks, uint32_t chunk_floats,
+                         bool at_params);
+// The chunks re-shared among the `ready` machines: this machine's share.
+std::string ReshareLine(const std::vector<PeerId>& ready, const std::string& me, size_t owned, size_t chunks);
+// Cut off from most of the job (`reached` of `machines`), and for good after `quorum_ms`.
+std::string QuorumLostLine(const std::string& me, int reached, int machines);
+std::string GaveUpLine(const std::string& me, int machines, uint32_t quorum_ms);
+// Another machine began its leave on notice at global iteration `view` (`began`), or has left
+// after `count` iterations.
+std::string OtherLeaveLine(const std::string& who, bool began, int64_t view, int64_t count);
+// A delta refused by value (absurd: over the RMS bound; else non-finite) from `who`.
+std::string RefusalLine(const std::string& who, bool absurd, const char* what, uint32_t chunk);
+
 // "Network: machine 0 ran 6000 iterations in 51.2 s (117.2 iter/s); sent 1.2 GB, ...": what
 // machine `name` did over the whole job (`seconds` since it attached), for the log at its end.
 std::string JobLine(const std::string& name, int64_t iterations, double seconds, const TransportCounters& tc,

@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "base/common.hpp"
-#include "base/hash.hpp"
 #include "core/context.hpp"
 #include "sync/svb.hpp"
 
@@ -77,21 +76,12 @@ std::string NetJob::error() const { return figures_.error(); }
 void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size_t n,
                     const std::vector<size_t>& params, const std::function<bool()>& stop) {
   HS_REQUIRE(!thread_.joinable() && !finished_called_) << "NetJob::Attach called twice";
-  if (!opt_.agree[kAgreeNet]) {  // the buffer's layout, at least
-    std::vector<uint64_t> shape{n};
-    shape.insert(shape.end(), params.begin(), params.end());
-    opt_.agree[kAgreeNet] = Digest64(shape.data(), shape.size() * sizeof(uint64_t));
-  }
+  if (!opt_.agree[kAgreeNet]) opt_.agree[kAgreeNet] = BufferDigest(n, params);  // the buffer's layout, at least
   control_.set_agreement(opt_.agree);
   g_ = group;
   bridge_.set_group(group);
   local_ = local_solvers;
-  const uint32_t most = wire_.caps().max_payload / sizeof(float) / 4 * 4;
-  const uint32_t chunk_floats = opt_.chunk_floats ? opt_.chunk_floats : most;
-  HS_REQUIRE(chunk_floats > 0 && chunk_floats <= most)
-      << "chunks of " << chunk_floats << " floats do not fit this transport's messages ("
-      << most << " floats at most)";
-  const ChunkLayout layout(n, chunk_floats, opt_.chunk_at_params || svb_ ? params : std::vector<size_t>{});
+  const ChunkLayout layout = JobChunks(opt_, n, params, opt_.chunk_at_params || svb_, wire_.caps().max_payload);
   shares_.set_chunks(layout.count, svb_ ? SkippedChunks(layout, svb_skip_) : std::vector<bool>{});
   // Shared by every master endpoint; a synchronous group's machines share their staleness.
   opt_.rule.updates = std::make_shared<ChunkUpdates>(layout.count, opt_.machine_group);
@@ -119,16 +109,12 @@ void NetJob::Attach(MachineGroup* group, int local_solvers, float* weights, size
   const auto limit = std::chrono::milliseconds(2 * uint64_t{opt_.start_ms} + 60000);
   const bool told = AwaitNews([&] { return start_.ok() || start_.failed() || (stop && stop()); },
                               Clock::now() + limit);
-  if (!told || (!start_.ok() && !start_.failed())) {
-    quit_.store(true);
-    thread_.join();
-    HS_REQUIRE(told) << "the network daemon did not start within " << limit.count() / 1000 << " s";
-    HS_REQUIRE(false) << "stopped while waiting for the other machines";
-  }
-  if (start_.failed()) {
-    thread_.join();
-    HS_REQUIRE(false) << start_.error();
-  }
+  if (start_.ok()) return;
+  if (!start_.failed()) quit_.store(true);  // (a failed start ends the daemon by itself)
+  thread_.join();
+  HS_REQUIRE(told) << "the network daemon did not start within " << limit.count() / 1000 << " s";
+  HS_REQUIRE(!start_.failed()) << start_.error();
+  HS_REQUIRE(false) << "stopped while waiting for the other machines";
 }
 
 void NetJob::Finish() {
@@ -258,10 +244,9 @@ void NetJob::JoinRunning(int64_t view) {
 void NetJob::StartTraining() {
   phase_ = Phase::kTraining;
   Reshare();
-  LOG_IF(INFO, opt_.log) << "Network: all " << opt_.machines << " machines heard from; "
-                         << Name(opt_.rank) << " masters " << shares_.owned().size() << " of "
-                         << endpoints_.layout().count << " chunks of " << endpoints_.layout().chunk_floats << " floats"
-                         << (opt_.chunk_at_params ? " at most, cut at parameter boundaries" : "");
+  LOG_IF(INFO, opt_.log) << "Network: " << TrainingLine(opt_.machines, Name(opt_.rank), shares_.owned().size(),
+                                                         endpoints_.layout().count, endpoints_.layout().chunk_floats,
+                                                         opt_.chunk_at_params);
   start_.Ok();
   News();
 }
@@ -283,13 +268,12 @@ void NetJob::Joined(Clock::time_point now) {
     g_->SetPaused(false);
     LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " re-took the job's weights in "
                            << std::setprecision(3) << took << " s; training on";
-    News();
   } else {
     LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has the weights after "
                            << std::setprecision(3) << Seconds(now - started_) << " s; taking a share";
     start_.Ok();
-    News();
   }
+  News();
 }
 
 size_t NetJob::Receive() {
@@ -353,12 +337,9 @@ void NetJob::OnControl(const Message& m) {
 void NetJob::HeardOf(int r, uint32_t flags_before, bool left_before) {
   const NetMember& p = members_[r];
   if (!opt_.log || phase_ != Phase::kTraining) return;
-  if ((p.flags & kNetLeaving) && !(flags_before & kNetLeaving))
-    LOG(INFO) << "Network: " << Name(r) << " leaves the job on notice at iteration " << p.view
-              << "; its progress and its chunks' last values come to every machine";
-  if (p.left && !left_before)
-    LOG(INFO) << "Network: " << Name(r) << " has left the job after " << p.count << " iterations"
-              << "; its chunks are re-shared (from its last values) and its data read by the others";
+  const bool began = (p.flags & kNetLeaving) && !(flags_before & kNetLeaving);
+  if (began) LOG(INFO) << "Network: " << OtherLeaveLine(Name(r), true, p.view, p.count);
+  if (p.left && !left_before) LOG(INFO) << "Network: " << OtherLeaveLine(Name(r), false, p.view, p.count);
 }
 
 void NetJob::TakeNewRun(PeerId src, const ControlNews& news) {
@@ -419,13 +400,8 @@ void NetJob::Reshare() {
   const std::vector<uint32_t> owned_before = shares_.owned();
   const NetShares::Change ch = shares_.Reshare(ready, members_.LiveRanks());
   endpoints_.Reshare(shares_, ch, owned_before, static_cast<PeerId>(opt_.rank), opt_.machines, Clock::now());
-  if (ch.masters && ch.owners && shares_.reshares() > 0 && opt_.log) {
-    std::ostringstream os;
-    os << "Network: chunks re-shared among machines";
-    for (PeerId r : ready) os << " " << r;
-    os << "; " << Name(opt_.rank) << " masters " << shares_.owned().size() << " of " << shares_.owners().size();
-    LOG(INFO) << os.str();
-  }
+  LOG_IF(INFO, ch.masters && ch.owners && shares_.reshares() > 0 && opt_.log)
+      << "Network: " << ReshareLine(ready, Name(opt_.rank), shares_.owned().size(), shares_.owners().size());
 }
 
 void NetJob::Post() {
@@ -450,9 +426,9 @@ bool NetJob::WatchQuorum(Clock::time_point now) {
                               recovery_.under_way())) {
     case NetBridge::Quorum::kLost: {
       const std::vector<bool> reached = members_.Reached(now);
-      LOG_IF(WARNING, opt_.log) << "Network: " << Name(opt_.rank) << " reaches " << std::count(reached.begin(), reached.end(), true)
-                                << " of " << opt_.machines << " machines, not a majority: it does not lead, test or "
-                                << "snapshot, its solvers wait, and it re-takes the job's weights once the others are back";
+      LOG_IF(WARNING, opt_.log) << "Network: " << QuorumLostLine(Name(opt_.rank), static_cast<int>(std::count(
+                                                                     reached.begin(), reached.end(), true)),
+                                                                 opt_.machines);
       return true;
     }
     case NetBridge::Quorum::kRetake:
@@ -467,11 +443,9 @@ bool NetJob::WatchQuorum(Clock::time_point now) {
 }
 
 bool NetJob::GiveUp() {
-  std::ostringstream os;
-  os << Name(opt_.rank) << " has reached no majority of the job's " << opt_.machines << " machines for "
-     << opt_.quorum_ms / 1000.0 << " s: it gives up (the others go on without it)";
-  LOG_IF(ERROR, opt_.log) << "Network: " << os.str();
-  figures_.set_error(os.str());
+  const std::string line = GaveUpLine(Name(opt_.rank), opt_.machines, opt_.quorum_ms);
+  LOG_IF(ERROR, opt_.log) << "Network: " << line;
+  figures_.set_error(line);
   g_->EndJob();  // its solvers return; the caller reports error()
   quit_.store(true);
   return false;
@@ -535,9 +509,7 @@ void NetJob::LeaveOnNotice(Clock::time_point now) {
     members_.set_leaving(true);
     ChooseLeader(now);  // the lead passes on before the solvers stop: none of them takes the final snapshot
     g_->SetLeaving();   // they stop after their iteration and return
-    LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " leaves the job on notice at iteration "
-                           << leave_.iteration() << ": its solvers stop, its progress goes out, then the last values of its "
-                           << shares_.owned().size() << " chunks";
+    LOG_IF(INFO, opt_.log) << "Network: " << leave_.NoticeLine(Name(opt_.rank), shares_.owned().size());
     return;
   }
   // (flushed: every chunk it does not own answered since its solvers returned; Drain.)
@@ -549,10 +521,7 @@ void NetJob::LeaveOnNotice(Clock::time_point now) {
       return;
     case NetLeave::Do::kLeft:
       News();
-      LOG_IF(INFO, opt_.log) << "Network: " << Name(opt_.rank) << " has left the job " << std::setprecision(3)
-                             << leave_.seconds(now) << " s after the notice (" << leave_.final_sweeps()
-                             << " sweeps of finals; "
-                             << (leave_.held() ? "every machine holds them" : "not every machine said it holds them") << ")";
+      LOG_IF(INFO, opt_.log) << "Network: " << leave_.LeftLine(Name(opt_.rank), now);
       return;
   }
 }
@@ -585,9 +554,7 @@ bool NetJob::Recover(std::string* why) {
 
 void NetJob::Refused(PeerId from, uint32_t chunk, Refusal why, const char* what) {
   if (from >= opt_.machines || !opt_.log || !figures_.FirstRefusal(from, why == Refusal::kAbsurd)) return;
-  LOG(WARNING) << "Network: refused a" << (why == Refusal::kAbsurd ? "n absurd " : " non-finite ") << what << " from "
-               << Name(from) << " (chunk " << chunk << (why == Refusal::kAbsurd ? ", RMS over the bound" : "")
-               << "); further refusals are counted in the Network line";
+  LOG(WARNING) << "Network: " << RefusalLine(Name(from), why == Refusal::kAbsurd, what, chunk);
 }
 
 void NetJob::Clocks() {
@@ -625,25 +592,13 @@ void NetJob::SendFactors() {
 }
 
 void NetJob::Figures(bool report) {
-  NetFiguresInput in;
-  in.rank = opt_.rank;
-  in.machines = opt_.machines;
-  in.leader = members_.leader();
-  in.leads = leads();
-  in.log = opt_.log;
-  in.names = &opt_.names;
-  in.global_iter = g_ ? g_->Reached() : 0;
-  in.mine = LocalIterations();
-  in.self_left = leave_.left();
-  in.self_training = phase_ == Phase::kTraining && !end_.finished();
-  in.transport = transport_.get();
-  in.not_sync = wire_.malformed();
-  in.endpoints = &endpoints_;
-  in.shares = &shares_;
-  in.control = &control_;
-  in.recoveries = recovery_.count();
-  if (svb_) in.svb_bytes_sent = svb_->figures().bytes_sent;
-  figures_.Take(in, members_, report);
+  figures_.Take({.rank = opt_.rank, .machines = opt_.machines, .leader = members_.leader(), .leads = leads(),
+                 .log = opt_.log, .names = &opt_.names, .global_iter = g_ ? g_->Reached() : 0, .mine = LocalIterations(),
+                 .self_left = leave_.left(), .self_training = phase_ == Phase::kTraining && !end_.finished(),
+                 .transport = transport_.get(), .not_sync = wire_.malformed(), .endpoints = &endpoints_,
+                 .shares = &shares_, .control = &control_, .recoveries = recovery_.count(),
+                 .svb_bytes_sent = svb_ ? svb_->figures().bytes_sent : 0},
+                members_, report);
 }
 
 void NetJob::set_policy_figures(std::string name, std::function<PolicyFigures()> figures) {

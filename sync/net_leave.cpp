@@ -3,6 +3,8 @@
 #include "sync/net_leave.hpp"
 
 #include <algorithm>
+#include <iomanip>
+#include <sstream>
 
 #include "sync/net_endpoints.hpp"
 #include "sync/net_shares.hpp"
@@ -30,6 +32,20 @@ bool EveryoneHolds(const NetMembers& members) {
 const char* NetLeave::Refusal(bool ending, size_t ready) {
   if (ending) return "its solvers are done already (the job is ending)";
   return ready < 2 ? "no other machine has the weights to go on with" : nullptr;
+}
+
+std::string NetLeave::NoticeLine(const std::string& me, size_t chunks) const {
+  std::ostringstream os;
+  os << me << " leaves the job on notice at iteration " << iteration()
+     << ": its solvers stop, its progress goes out, then the last values of its " << chunks << " chunks";
+  return os.str();
+}
+
+std::string NetLeave::LeftLine(const std::string& me, Clock::time_point now) const {
+  std::ostringstream os;
+  os << me << " has left the job " << std::setprecision(3) << seconds(now) << " s after the notice (" << final_sweeps()
+     << " sweeps of finals; " << (held() ? "every machine holds them" : "not every machine said it holds them") << ")";
+  return os.str();
 }
 
 void NetLeave::Begin(Clock::time_point now, int64_t iteration) {

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sync/net_members.hpp"
@@ -49,6 +50,10 @@ class NetLeave {
   static const char* Refusal(bool ending, size_t ready);
   // The notice taken at global iteration `iteration`.
   void Begin(Clock::time_point now, int64_t iteration);
+  // The log's lines (after "Network: ") for the notice taken (`chunks`: those this machine
+  // hands over) and for the leave done, `now`; `me` is this machine's name.
+  std::string NoticeLine(const std::string& me, size_t chunks) const;
+  std::string LeftLine(const std::string& me, Clock::time_point now) const;
 
   // What the daemon sees on a pass.
   struct Seen {

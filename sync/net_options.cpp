@@ -2,6 +2,7 @@
 #include "sync/net_options.hpp"
 
 #include "base/common.hpp"
+#include "base/hash.hpp"
 #include "transport/transport.hpp"
 
 namespace hogstream {
@@ -21,6 +22,22 @@ NetJobOptions CheckNetJobOptions(NetJobOptions opt, bool can_multicast) {
                                           << " ms, sooner than the others take it for dead (" << opt.dead_ms
                                           << " ms): make --quorum_ms longer than --dead_ms";
   return opt;
+}
+
+uint64_t BufferDigest(size_t n, const std::vector<size_t>& params) {
+  std::vector<uint64_t> shape{n};
+  shape.insert(shape.end(), params.begin(), params.end());
+  return Digest64(shape.data(), shape.size() * sizeof(uint64_t));
+}
+
+ChunkLayout JobChunks(const NetJobOptions& opt, size_t n, const std::vector<size_t>& params, bool cut_at_params,
+                      uint32_t max_payload) {
+  const uint32_t most = max_payload / sizeof(float) / 4 * 4;
+  const uint32_t chunk_floats = opt.chunk_floats ? opt.chunk_floats : most;
+  HS_REQUIRE(chunk_floats > 0 && chunk_floats <= most)
+      << "chunks of " << chunk_floats << " floats do not fit this transport's messages (" << most
+      << " floats at most)";
+  return ChunkLayout(n, chunk_floats, cut_at_params ? params : std::vector<size_t>{});
 }
 
 }  // namespace hogstream

@@ -63,4 +63,13 @@ struct NetJobOptions {
 // quorum_ms's default (30 x dead_ms) filled in. `can_multicast`: the transport's caps.
 NetJobOptions CheckNetJobOptions(NetJobOptions opt, bool can_multicast);
 
+// What Attach makes of the settings for a host buffer of `n` floats whose parameter blobs start
+// at `params`: kAgreeNet's default hash (the buffer's length and those offsets: two machines
+// agree only on one net), and the chunks: chunk_floats (0: the most a message of
+// `max_payload` bytes carries, a multiple of 4; more is an Error line), cut at the parameter
+// boundaries where `cut_at_params`.
+uint64_t BufferDigest(size_t n, const std::vector<size_t>& params);
+ChunkLayout JobChunks(const NetJobOptions& opt, size_t n, const std::vector<size_t>& params, bool cut_at_params,
+                      uint32_t max_payload);
+
 }  // namespace hogstream

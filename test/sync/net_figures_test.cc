@@ -143,4 +143,18 @@ TEST(NetFiguresTest, ARefusalIsNamedOncePerSenderAndReason) {
 }
 
 }  // namespace
+// The daemon's lines for the log name the machines and figures of the change.
+TEST(NetFiguresTest, TheDaemonsLinesNameWhatChanged) {
+  EXPECT_EQ(ReshareLine({0, 2, 3}, "machine 2", 4, 12), "chunks re-shared among machines 0 2 3; machine 2 masters 4 of 12");
+  EXPECT_EQ(TrainingLine(3, "machine 0", 5, 16, 256, false), "all 3 machines heard from; machine 0 masters 5 of 16 chunks of 256 floats");
+  EXPECT_NE(TrainingLine(3, "machine 0", 5, 16, 256, true).find("256 floats at most, cut at parameter boundaries"),
+            std::string::npos);
+  EXPECT_EQ(QuorumLostLine("machine 1", 1, 3).rfind("machine 1 reaches 1 of 3 machines, not a majority", 0), 0u);
+  EXPECT_EQ(GaveUpLine("machine 1", 3, 1500).rfind("machine 1 has reached no majority of the job's 3 machines for 1.5 s", 0), 0u);
+  EXPECT_EQ(OtherLeaveLine("machine 2", true, 300, 120).rfind("machine 2 leaves the job on notice at iteration 300;", 0), 0u);
+  EXPECT_EQ(OtherLeaveLine("machine 2", false, 300, 120).rfind("machine 2 has left the job after 120 iterations;", 0), 0u);
+  EXPECT_EQ(RefusalLine("machine 3", true, "delta", 7).rfind("refused an absurd delta from machine 3 (chunk 7, RMS over the bound)", 0), 0u);
+  EXPECT_EQ(RefusalLine("machine 3", false, "delta", 7).rfind("refused a non-finite delta from machine 3 (chunk 7)", 0), 0u);
+}
+
 }  // namespace hogstream

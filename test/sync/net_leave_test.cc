@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 
 namespace hogstream {
 namespace HS_UNITY_ID {
@@ -31,6 +32,13 @@ TEST(NetLeaveTest, ANoticeIsRefusedAtTheEndAndWhereNoOtherMachineHasTheWeights) 
   EXPECT_STREQ(NetLeave::Refusal(false, 1), "no other machine has the weights to go on with");
   EXPECT_STREQ(NetLeave::Refusal(false, 0), "no other machine has the weights to go on with");
   EXPECT_EQ(NetLeave::Refusal(false, 2), nullptr);
+  NetLeave l(20, 600, 64);
+  const auto t0 = std::chrono::steady_clock::now();
+  l.Begin(t0, 350);
+  EXPECT_EQ(l.NoticeLine("machine 1", 9), "machine 1 leaves the job on notice at iteration 350: its solvers stop, its "
+                                          "progress goes out, then the last values of its 9 chunks");
+  EXPECT_EQ(l.LeftLine("machine 1", t0 + std::chrono::milliseconds(1250)),
+            "machine 1 has left the job 1.25 s after the notice (0 sweeps of finals; not every machine said it holds them)");
 }
 
 TEST(NetLeaveTest, ItStaysDrainingUntilItsProgressHasGoneOut) {

@@ -71,5 +71,33 @@ TEST(NetOptionsTest, EachMistakeIsOneLineNamingWhatToChange) {
   EXPECT_EQ(Refusal(o, true), "");
 }
 
+// Two machines agree on the buffer only where its length and parameter offsets match; chunks are
+// the most a message carries (a multiple of 4 floats) unless asked, more is one line, and the
+// parameter boundaries cut them where asked.
+TEST(NetOptionsTest, TheBuffersDigestAndTheJobsChunks) {
+  EXPECT_EQ(BufferDigest(1000, {0, 600}), BufferDigest(1000, {0, 600}));
+  EXPECT_NE(BufferDigest(1000, {0, 600}), BufferDigest(1001, {0, 600}));
+  EXPECT_NE(BufferDigest(1000, {0, 600}), BufferDigest(1000, {0, 601}));
+  EXPECT_NE(BufferDigest(1000, {}), BufferDigest(1000, {0}));
+  NetJobOptions o = Two();
+  const ChunkLayout most = JobChunks(o, 1000, {0, 600}, false, 1030);  // 257.5 floats: 256
+  EXPECT_EQ(most.chunk_floats, 256u);
+  EXPECT_EQ(most.count, 4u);
+  const ChunkLayout cut = JobChunks(o, 1000, {0, 600}, true, 1030);
+  EXPECT_EQ(cut.count, 5u) << "600 = 256 + 256 + 88, then 400 = 256 + 144";
+  EXPECT_EQ(cut.offset(3), 600u);
+  o.chunk_floats = 100;
+  EXPECT_EQ(JobChunks(o, 1000, {}, false, 1030).count, 10u);
+  o.chunk_floats = 260;
+  try {
+    JobChunks(o, 1000, {}, false, 1030);
+    ADD_FAILURE() << "260 floats taken where a message carries 256";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chunks of 260 floats do not fit this transport's messages (256 floats at most)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace HS_UNITY_ID
 }  // namespace hogstream
