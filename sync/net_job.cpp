@@ -482,7 +482,7 @@ bool NetJob::Admit(PeerId r, const std::string& address) {
   p.admitted = true;
   p.admitted_at = Clock::now();
   opt_.names.resize(static_cast<size_t>(r), "");
-  opt_.names.push_back("udp://" + address);
+  opt_.names.push_back(address);
   LOG_IF(INFO, opt_.log) << "Network: " << Name(static_cast<int>(r)) << " asks to join the running job as a new machine: "
                          << "admitted as machine " << r << " of " << opt_.machines << "; it receives the weights, then takes a share";
   return true;

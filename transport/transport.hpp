@@ -190,7 +190,8 @@ class Transport {
   // A new machine joining a running job: a frame that passed every check (the job's id, and
   // its MAC where the job has a key) but came from an address of no known peer, claiming to be
   // peer `claimed` (not this endpoint, nor a known peer), is offered to `admit` with its
-  // address as text; true makes that address the peer's from then on (received and sent to).
+  // address as a job's list writes it (e.g. "udp://10.0.0.5:7000"); true makes that address the
+  // peer's from then on (received and sent to).
   // Only where one thread both sends and receives (a job's daemon): it is called from Poll.
   // Default: backends that cannot learn an address at run time never call it.
   using AdmitFn = std::function<bool(PeerId claimed, const std::string& address)>;

@@ -758,6 +758,8 @@ TEST_F(Cluster, ANewMachineJoinsTheRunningJob) {
   EXPECT_GT(std::stoll(n[1]), 0) << "the new machine trained";
   const size_t admitted = f[0].err.find("admitted as machine 3 of 4");
   EXPECT_NE(admitted, std::string::npos) << f[0].err;
+  // Named as a job's list writes it (the transport's scheme, its address as it came).
+  EXPECT_NE(f[0].err.find("machine 3 (udp://127.0.0.1:"), std::string::npos) << f[0].err;
   EXPECT_EQ(f[0].err.find("admitted as machine", admitted + 1), std::string::npos) << "admitted once (not the stranger):\n"
                                                                                  << f[0].err;
   EXPECT_NE(f[0].err.find("chunks re-shared among machines 0 1 2 3"), std::string::npos) << f[0].err;

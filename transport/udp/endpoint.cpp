@@ -451,7 +451,7 @@ PeerId UdpEndpoint::Admit(const sockaddr_in& src, const std::byte* frame, size_t
   if (h.source == self_ || peers_.count(h.source)) return kNoPeer;  // (a known peer's rank from elsewhere: spoofed)
   char ip[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &src.sin_addr, ip, sizeof ip);
-  if (!admit_(h.source, std::string(ip) + ":" + std::to_string(ntohs(src.sin_port)))) return kNoPeer;
+  if (!admit_(h.source, "udp://" + std::string(ip) + ":" + std::to_string(ntohs(src.sin_port)))) return kNoPeer;
   peers_[h.source] = src;
   return h.source;
 }
