@@ -1,6 +1,5 @@
 #include "bench/link_bench.hpp"
 
-#include <poll.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -99,15 +98,7 @@ Link MakeLink(const LinkBenchOptions& opt, uint32_t payload_bytes) {
 // A side with nothing to do sleeps until its endpoint may have something (wait_fd), at most
 // 1 ms: a spinning thread would take the CPU the kernel needs to move the frames (softirq on a
 // 2-core machine), and a real daemon sleeps the same way. inproc has no fd: it yields.
-void Idle(Transport* t) {
-  const int fd = t->wait_fd();
-  if (fd < 0) {
-    std::this_thread::yield();
-    return;
-  }
-  pollfd p{fd, POLLIN, 0};
-  poll(&p, 1, 1);
-}
+void Idle(Transport* t) { t->Idle(std::chrono::milliseconds(1), std::chrono::microseconds(0)); }
 
 // CPU seconds the calling thread has used.
 double ThreadCpu() {

@@ -23,6 +23,10 @@ const char* AgreeName(Agree a) {
   return "?";
 }
 
+std::string DisagreementLine(const std::string& who, const std::string& me, Agree a) {
+  return who + " differs from " + me + " in its " + AgreeName(a) + ": every machine of a job needs the same";
+}
+
 const char* ControlRefusalName(ControlRefusal r) {
   switch (r) {
     case ControlRefusal::kMalformed: return "malformed";

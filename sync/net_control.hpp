@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -32,6 +33,9 @@ enum Agree : int {
   kAgreeKinds
 };
 const char* AgreeName(Agree a);
+// "machine 1 (...) differs from machine 0 (...) in its net (...): every machine of a job needs
+// the same" (`who` and `me` as MachineName writes them).
+std::string DisagreementLine(const std::string& who, const std::string& me, Agree a);
 
 // Control messages refused, by reason (on top of the transport's own Reject counts).
 enum class ControlRefusal : uint8_t {

@@ -6,7 +6,6 @@
 #include "sync/net_job.hpp"
 
 #include <glog/logging.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <iomanip>
@@ -171,7 +170,6 @@ uint32_t NetJob::Flags() const {
 
 void NetJob::Run() {
   started_ = last_figures_ = Clock::now();
-  const int fd = wire_.wait_fd();
   bool reported_status = false;
   while (!quit_.load(std::memory_order_relaxed)) {
     const Clock::time_point now = Clock::now();
@@ -202,12 +200,7 @@ void NetJob::Run() {
     }
     // Idle (nothing came in): sleep on the transport until something does, 1 ms at most, so
     // pacing, heartbeats and the group are looked at often enough.
-    if (received == 0 && fd >= 0) {
-      pollfd p{fd, POLLIN, 0};
-      ::poll(&p, 1, 1);
-    } else if (received == 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    if (received == 0) wire_.Idle(std::chrono::milliseconds(1), std::chrono::microseconds(200));
   }
 }
 
@@ -327,9 +320,7 @@ void NetJob::OnControl(const Message& m) {
     LOG_IF(INFO, opt_.log) << "Network: " << Name(src) << " is back";
   const uint32_t flags_before = p.flags;
   const bool left_before = p.left;
-  // Its clock only grows, and by no more than it could have run since (BoundClock): a jump
-  // beyond that is taken in part (the rest comes with its next messages).
-  // A claim clamped and never borne out is counted (NetMembers::unbacked).
+  // (Its clock only grows, by no more than it could have run since: NetMembers::Hear.)
   members_.Hear(src, now, news.told, joined_running_.load(std::memory_order_relaxed));
   HeardOf(src, flags_before, left_before);
 }
@@ -353,16 +344,11 @@ void NetJob::TakeNewRun(PeerId src, const ControlNews& news) {
 }
 
 void NetJob::Disagreed(PeerId src, int agree, Clock::time_point now) {
-  std::ostringstream os;
-  os << Name(src) << " differs from " << Name(opt_.rank) << " in its " << AgreeName(static_cast<Agree>(agree))
-     << ": every machine of a job needs the same";
-  if (phase_ == Phase::kStart) {
-    // Ends the start after a few more control messages, so that the other machine hears this
-    // one (proven) and names the difference too.
-    start_.Disagreed(now, os.str());
-  } else {
-    LOG_IF(ERROR, opt_.log) << "Network: " << os.str() << "; its messages are refused";
-  }
+  const std::string line = DisagreementLine(Name(src), Name(opt_.rank), static_cast<Agree>(agree));
+  // At the start, it ends it after a few more control messages (so that the other machine
+  // hears this one, proven, and names the difference too).
+  if (phase_ == Phase::kStart) return start_.Disagreed(now, line);
+  LOG_IF(ERROR, opt_.log) << "Network: " << line << "; its messages are refused";
 }
 
 ControlState NetJob::Told() const {
@@ -478,9 +464,7 @@ bool NetJob::Admit(PeerId r, const std::string& address) {
       svb_ || leave_.leaving() || members_.AnyAdmittedUnheard())
     return false;
   Grow(opt_.machines + 1);
-  NetMember& p = members_[static_cast<int>(r)];
-  p.admitted = true;
-  p.admitted_at = Clock::now();
+  members_.Admitted(static_cast<int>(r), Clock::now());
   opt_.names.resize(static_cast<size_t>(r), "");
   opt_.names.push_back(address);
   LOG_IF(INFO, opt_.log) << "Network: " << Name(static_cast<int>(r)) << " asks to join the running job as a new machine: "
@@ -583,12 +567,8 @@ void NetJob::UseSvb(std::shared_ptr<SvbLink> link, std::vector<std::pair<size_t,
 
 void NetJob::SendFactors() {
   svb_->Expire();
-  std::vector<Dest> to;
-  if (opt_.multicast) to.push_back(Dest::Group(0));
-  for (int r = 0; r < opt_.machines && !opt_.multicast; ++r)
-    if (r != opt_.rank && members_[r].live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
   const uint64_t nonce = control_.nonce();  // this run's, as its factor sets' incarnation
-  svb_->Send(&wire_, to, static_cast<uint32_t>(nonce ^ (nonce >> 32)) | 1);
+  svb_->Send(&wire_, members_.LiveDests(opt_.multicast), static_cast<uint32_t>(nonce ^ (nonce >> 32)) | 1);
 }
 
 void NetJob::Figures(bool report) {

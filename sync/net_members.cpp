@@ -158,6 +158,14 @@ bool NetMembers::AnyAdmittedUnheard() const {
   return false;
 }
 
+std::vector<Dest> NetMembers::LiveDests(bool multicast) const {
+  if (multicast) return {Dest::Group(0)};
+  std::vector<Dest> to;
+  for (int r = 0; r < machines_; ++r)
+    if (r != rank_ && m_[r].live) to.push_back(Dest::Peer(static_cast<PeerId>(r)));
+  return to;
+}
+
 std::vector<PeerId> NetMembers::ReadyRanks() const {
   std::vector<PeerId> ready;
   for (int r = 0; r < machines_; ++r)

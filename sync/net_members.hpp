@@ -115,6 +115,14 @@ class NetMembers {
   // A machine admitted while the job ran that has not been heard from yet (nor left): the next
   // waits for it.
   bool AnyAdmittedUnheard() const;
+  // Machine `r` (a new one, the tables grown for it) admitted now.
+  void Admitted(int r, Clock::time_point now) {
+    m_[r].admitted = true;
+    m_[r].admitted_at = now;
+  }
+  // Where a message for every live other machine goes: the group where `multicast`, else
+  // each live other machine.
+  std::vector<Dest> LiveDests(bool multicast) const;
   std::vector<PeerId> ReadyRanks() const;  // in rank order: who owns chunks
   std::vector<bool> LiveRanks() const;     // per rank (this one live)
   int LiveOthers() const;

@@ -113,6 +113,7 @@ class Wire {
   // ---- any thread
   Status status() const { return t_->status(); }
   int wait_fd() const { return t_->wait_fd(); }
+  void Idle(std::chrono::milliseconds most, std::chrono::microseconds no_fd) const { t_->Idle(most, no_fd); }
   TransportCounters counters() const { return t_->counters(); }
   std::vector<PeerCounters> peer_counters() const { return t_->peer_counters(); }
   // Payloads refused as not sync's (from peers of the job, with a good MAC or checksum).

@@ -1,6 +1,10 @@
 // Names for logs and counters, and the counters' snapshot (see transport.hpp).
 #include "transport/transport.hpp"
 
+#include <poll.h>
+
+#include <thread>
+
 namespace hogstream {
 
 const char* RejectName(Reject r) {
@@ -93,6 +97,18 @@ void Transport::LatchSilentPeer(const std::map<PeerId, std::chrono::steady_clock
                 std::to_string(timeout.count()) + " ms");
       return;
     }
+  }
+}
+
+void Transport::Idle(std::chrono::milliseconds most, std::chrono::microseconds no_fd) const {
+  const int fd = wait_fd();
+  if (fd >= 0) {
+    pollfd p{fd, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(most.count()));
+  } else if (no_fd.count() > 0) {
+    std::this_thread::sleep_for(no_fd);
+  } else {
+    std::this_thread::yield();
   }
 }
 

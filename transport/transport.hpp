@@ -172,6 +172,9 @@ class Transport {
   // A file descriptor that poll() reports readable when Poll may have something (or a peer
   // went down): the daemon sleeps on it when idle. -1: this backend has none; poll Poll.
   virtual int wait_fd() const { return -1; }
+  // What a loop with nothing to do calls: sleeps until Poll may have something (wait_fd
+  // readable) or `most` passes; a backend with no wait_fd sleeps `no_fd` instead (0: yields).
+  void Idle(std::chrono::milliseconds most, std::chrono::microseconds no_fd) const;
   virtual TransportCounters counters() const { return counters_.Snapshot(); }
   // Per peer (PeerCounters), every peer with a count, by id. Decorators merge their inner
   // transport's.

@@ -109,6 +109,8 @@ TEST(NetControlTest, AMismatchingAgreementHashIsRefusedCountedAndNamedOnce) {
   a1[kAgreeNet] = 22;
   one.set_agreement(a1);
   EXPECT_TRUE(one.Decode(Send(zero, 1, State(kNetReady)).Received(0), false).taken);
+  EXPECT_EQ(DisagreementLine("machine 0", "machine 1", kAgreeNet),
+            "machine 0 differs from machine 1 in its net (its parameter shapes): every machine of a job needs the same");
 }
 
 TEST(NetControlTest, DoneFromAMachineThatDoesNotLeadIsStruckAndCounted) {

@@ -63,6 +63,33 @@ TEST(NetMembersTest, AMachineSilentForDeadMsIsDeadAndTheLowestLiveRankLeads) {
   EXPECT_EQ(m.DeadMask(), 0b101u);
 }
 
+// A message for every live other machine goes to the group where the job multicasts, else to
+// each live other machine (not this one, not the dead); an admitted machine waits to be heard.
+TEST(NetMembersTest, LiveDestinationsAndAnAdmittedMachineUnheard) {
+  const Clock::time_point t0 = Clock::now();
+  NetMembers m = AllHeard(1, 4, t0);
+  m.CheckLiveness(t0 + 100ms, 1000);
+  auto ranks = [](const std::vector<Dest>& to) {
+    std::vector<PeerId> r;
+    for (const Dest& d : to) r.push_back(d.id);
+    return r;
+  };
+  EXPECT_EQ(ranks(m.LiveDests(false)), (std::vector<PeerId>{0, 2, 3}));
+  const std::vector<Dest> group = m.LiveDests(true);
+  ASSERT_EQ(group.size(), 1u);
+  EXPECT_TRUE(group[0].group);
+  m.Hear(0, t0 + 900ms, Told(kNetReady | kNetTraining), false);
+  m.Hear(3, t0 + 900ms, Told(kNetReady | kNetTraining), false);
+  m.CheckLiveness(t0 + 1500ms, 1000);  // machine 2 silent for 1.5 s: dead
+  EXPECT_EQ(ranks(m.LiveDests(false)), (std::vector<PeerId>{0, 3}));
+  m.Grow(5);
+  EXPECT_FALSE(m.AnyAdmittedUnheard());
+  m.Admitted(4, t0 + 1500ms);
+  EXPECT_TRUE(m.AnyAdmittedUnheard()) << "admitted, never heard: the next waits";
+  m.Hear(4, t0 + 1600ms, Told(0), false);
+  EXPECT_FALSE(m.AnyAdmittedUnheard());
+}
+
 TEST(NetMembersTest, TheLowestReadyRankLeadsNotOneStillJoining) {
   const Clock::time_point t0 = Clock::now();
   NetMembers m = AllHeard(2, 3, t0);

@@ -135,6 +135,34 @@ TEST_P(TransportTest, MessagesArriveWhole) {
   }
 }
 
+// Idle: where the backend has a wait_fd, a message waiting ends the sleep at once (not after
+// `most`); without one, it sleeps no_fd; never past its bound either way.
+TEST_P(TransportTest, IdleWakesOnAMessageAndKeepsItsBound) {
+  using std::chrono::milliseconds, std::chrono::microseconds;
+  auto [a, b] = Make(64, 4);
+  Clock::time_point t0 = Clock::now();
+  b->Idle(milliseconds(300), microseconds(20000));
+  const double bounded = std::chrono::duration<double>(Clock::now() - t0).count();
+  EXPECT_LT(bounded, 2.0) << "a sleep of 300 ms at most";
+  std::byte* slot = a->AcquireSend();
+  ASSERT_NE(slot, nullptr);
+  test::Commit(*a, slot, Dest::Peer(b->self()), Hdr(MsgKind::kPosition, 1, 1, 16));
+  a->Flush();
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(10);
+  Packet m[4];
+  size_t n = 0;
+  double longest = 0;
+  while (n == 0 && Clock::now() < deadline) {
+    t0 = Clock::now();
+    b->Idle(milliseconds(20000), microseconds(1000));
+    longest = std::max(longest, std::chrono::duration<double>(Clock::now() - t0).count());
+    n = b->Poll(m, 4);
+  }
+  ASSERT_GT(n, 0u) << "the message never came";
+  b->Release(n);
+  EXPECT_LT(longest, 5.0) << "a message waiting ends the sleep (here asked for 20 s)";
+}
+
 // Every slot committed and nothing flushed or received: "no slot", at once.
 TEST_P(TransportTest, FullSenderAnswersNoSlot) {
   auto [a, b] = Make(64, 4);
