@@ -404,7 +404,7 @@ TEST(SolverCallbacks, AreCalledInOrderAndTheFirstToStopOrRestoreDecides) {
   Recorder a("a", &log), b("b", &log);
   SolverOptions o = Quiet();
   o.callbacks = {&a};
-  auto s = CreateSolver(LinearSolver("max_iter: 2"), o);
+  auto s = CreateSolver(LinearSolver("max_iter: 2 snapshot_after_train: false"), o);
   s->AddCallback(&b);
   SetInputs(*s, TestSeed());
   s->Solve();
@@ -423,7 +423,7 @@ TEST(SolverCallbacks, AreCalledInOrderAndTheFirstToStopOrRestoreDecides) {
     (first ? c : d).stop_at = 2;
     SolverOptions q = Quiet();
     q.callbacks = {&c, &d};
-    auto t = CreateSolver(LinearSolver("max_iter: 5"), q);
+    auto t = CreateSolver(LinearSolver("max_iter: 5 snapshot_after_train: false"), q);
     SetInputs(*t, TestSeed());
     t->Solve();
     want.assign(one.begin(), one.end());
@@ -440,7 +440,7 @@ TEST(SolverCallbacks, AreCalledInOrderAndTheFirstToStopOrRestoreDecides) {
   f.restores = true;
   SolverOptions r = Quiet();
   r.callbacks = {&e, &f};
-  auto u = CreateSolver(LinearSolver("max_iter: 5"), r);
+  auto u = CreateSolver(LinearSolver("max_iter: 5 snapshot_after_train: false"), r);
   SetInputs(*u, TestSeed());
   u->net().input_blobs()[0]->mutable_cpu_data()[1] = std::numeric_limits<float>::quiet_NaN();
   const size_t n = u->net().param_buffer_size();
@@ -482,7 +482,7 @@ TEST(SolverCallbacks, OnDisplayComesAtEachDisplayWhereTheSolverLogs) {
     SolverOptions o;
     o.log = log;
     o.callbacks = {&d};
-    auto s = CreateSolver(LinearSolver("max_iter: 7 display: 3"), o);
+    auto s = CreateSolver(LinearSolver("max_iter: 7 display: 3 snapshot_after_train: false"), o);
     d.solver = s.get();
     SetInputs(*s, TestSeed());
     s->Solve();
