@@ -71,6 +71,10 @@ Specs HogwildFlags() {
            " (each rule's keys: sync/README.md, Aggregation; warmup, cool and cooled also as N% of the run)"},
       kInput,
       {"metrics", "[HOST:]PORT", "", "serve this process's figures as a Prometheus endpoint (each machine its own)"},
+      {"ui", "[HOST:]PORT", "", "serve the job's live page at http://HOST:PORT/ (with /metrics and /stats.json; "
+                                "default host 127.0.0.1)"},
+      {"ui_control", "", "", "the page's Stop and Snapshot buttons (with a --job-key, only with its control token; "
+                             "without one, from this host only)"},
       {"stats_json", "FILE", "", "append this process's figures to FILE as JSON lines (each machine its own)"},
   };
 }
@@ -204,6 +208,9 @@ std::vector<Command> MakeHogstreamCommands() {
         {"buffer", "SIZE", "", "the weights kept in sync, like 16M (default: " +
                                    std::to_string(bench.buffer_bytes >> 20) + "M)"},
         {"json", "", "", "one JSON object per row instead of the table"}}},
+      {"hogstream ui-token", "--job-key=FILE",
+       "the control token the page's buttons need in a job with this --job-key (--ui_control)",
+       {{"job-key", "FILE", "", "the job's key file (required)"}}},
       {"hogstream plot", "-o OUT.png|OUT.svg LOG...",
        "training curves from Caffe-format logs (ours or Caffe's), one colour per log",
        {{"-o", "OUT", "", "the image: OUT.png or OUT.svg (required; or --out)"},

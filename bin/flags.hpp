@@ -53,6 +53,12 @@ class Flags {
         const std::vector<std::string>& boolean = {});
 
   bool has(const std::string& name) const { return values_.count(Declared(name).name) > 0; }
+  // Whether this program takes --NAME at all (a helper shared by programs of different flags).
+  bool declares(const std::string& name) const {
+    for (const FlagSpec& f : specs_)
+      if (f.name == name) return true;
+    return false;
+  }
   // The last value given, else `fallback`.
   std::string get(const std::string& name, const std::string& fallback) const {
     auto it = values_.find(Declared(name).name);

@@ -380,6 +380,13 @@ int Bench(int argc, char** argv) {
   return 0;
 }
 
+int UiTokenCommand(int argc, char** argv) {
+  Flags f(HogstreamCommand("ui-token"), argc, argv, 2);
+  HS_REQUIRE(f.has("job-key")) << "ui-token: give the job's --job-key=FILE";
+  std::cout << UiControlToken(LoadJobKey(f.get("job-key"))) << "\n";
+  return 0;
+}
+
 int PlotCommand(int argc, char** argv) {
   Flags f(HogstreamCommand("plot"), argc, argv, 2);
   PlotOptions o;
@@ -701,6 +708,7 @@ int Main(int argc, char** argv) {
   if (cmd == "test") return Test(argc, argv);
   if (cmd == "convert") return Convert(argc, argv);
   if (cmd == "plot") return PlotCommand(argc, argv);
+  if (cmd == "ui-token") return UiTokenCommand(argc, argv);
   if (cmd == "bench") return Bench(argc, argv);
   if (cmd == "upgrade") return Upgrade(argc, argv);
   if (cmd == "extract") return Extract(argc, argv);

@@ -10,8 +10,10 @@
 #include "data/data_layer.hpp"
 #include "observe/metrics.hpp"
 #include "observe/stats_json.hpp"
+#include "observe/web.hpp"
 
 #include <glog/logging.h>
+#include <sodium.h>
 
 #include <algorithm>
 #include <cmath>
@@ -67,9 +69,31 @@ std::map<std::string, std::vector<int>> InputShapes(const Flags& f) {
   return shapes;
 }
 
+std::string UiControlToken(const JobKey& key) {
+  static const char kWhat[] = "hogstream ui control";
+  unsigned char tag[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(tag, reinterpret_cast<const unsigned char*>(kWhat), sizeof kWhat - 1, key.data());
+  char hex[2 * sizeof tag + 1];
+  sodium_bin2hex(hex, sizeof hex, tag, sizeof tag);
+  return std::string(hex, 32);  // 128 bits of it: enough to guess against, short enough to paste
+}
+
 std::shared_ptr<FiguresSink> StatsFromFlags(const Flags& f) {
   std::vector<std::shared_ptr<FiguresSink>> sinks;
-  if (f.has("metrics")) sinks.push_back(StartMetrics(f.get("metrics")));
+  HS_REQUIRE(!f.has("ui_control") || f.has("ui") || f.has("metrics"))
+      << "--ui_control: give the page's address too (--ui=[HOST:]PORT)";
+  if (f.has("metrics") || f.has("ui")) {
+    WebOptions w;
+    w.flag = f.has("ui") ? "ui" : "metrics";
+    w.address = MetricsAddress(f.get(w.flag), w.flag);
+    HS_REQUIRE(!f.has("ui") || !f.has("metrics") || MetricsAddress(f.get("metrics")) == w.address)
+        << "--ui and --metrics name one server (the page and /metrics are served together): give one, or the "
+           "same address";
+    w.control = f.has("ui_control");
+    if (w.control && f.declares("job-key") && f.has("job-key")) w.token = UiControlToken(LoadJobKey(f.get("job-key")));
+    w.request = RequestAction;
+    sinks.push_back(StartWeb(w));
+  }
   if (f.has("stats_json")) sinks.push_back(std::make_shared<JsonLinesSink>(f.get("stats_json")));
   if (sinks.empty()) return nullptr;
   if (sinks.size() == 1) return sinks[0];

@@ -24,10 +24,15 @@ int RunProgram(const char* name, const char* argv0, const std::function<int()>& 
 // --input=TOP:N,C,H,W (repeatable): stand-in shapes for Data layers without a source.
 std::map<std::string, std::vector<int>> InputShapes(const Flags& f);
 
-// --metrics=[HOST:]PORT and --stats_json=FILE: the sink the leader reports to and the network
-// daemon sends the exchange's figures to (null when neither is given). The endpoint starts
-// here, so a port in use fails before any training.
+// --metrics=[HOST:]PORT or --ui=[HOST:]PORT (the page, observe/web.hpp; --ui_control its
+// buttons) and --stats_json=FILE: the sink the leader reports to and the network daemon sends
+// the exchange's figures to (null when none is given). The server starts here, so a port in
+// use fails before any training.
 std::shared_ptr<FiguresSink> StatsFromFlags(const Flags& f);
+// The token the page's control requests carry in a job with a --job-key: an HMAC of a fixed
+// text under the key (hex, 32 characters), so the key itself never crosses HTTP
+// (`hogstream ui-token --job-key=FILE` prints it).
+std::string UiControlToken(const JobKey& key);
 // HogwildOptions from the Hogwild flags (bin/commands.cpp), for the SOLVERS spec `solvers`;
 // `mine` (a job across machines) adds this machine's own settings from its --peers entry
 // (private).

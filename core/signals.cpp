@@ -67,6 +67,18 @@ void WaitForSignals() {
 }
 }  // namespace
 
+void RequestAction(SolverAction action, const std::string& from) {
+  if (action == SolverAction::STOP) {
+    LOG(INFO) << "Stop requested by " << from << ": snapshot and stop requested";
+    g_stop_pending.store(1);
+  } else if (action == SolverAction::SNAPSHOT) {
+    LOG(INFO) << "Snapshot requested by " << from;
+    g_snapshot_pending.fetch_add(1);
+  } else {
+    HS_CHECK(false) << "RequestAction: only STOP or SNAPSHOT";
+  }
+}
+
 std::function<SolverAction()> InstallSignalActions(const std::string& sigint_effect,
                                                    const std::string& sighup_effect) {
   g_on_int.store(static_cast<int>(Effect(sigint_effect, "sigint_effect")));

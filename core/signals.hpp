@@ -25,4 +25,9 @@ namespace hogstream {
 std::function<SolverAction()> InstallSignalActions(const std::string& sigint_effect,
                                                    const std::string& sighup_effect);
 
+// The same requests from elsewhere than a signal (the page's buttons, observe/web.hpp): STOP
+// (snapshot and stop) or SNAPSHOT, logged with `from` (who asked) as a signal's are, and handed
+// out by InstallSignalActions' poll function. Any other action is a Bug.
+void RequestAction(SolverAction action, const std::string& from);
+
 }  // namespace hogstream

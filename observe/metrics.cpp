@@ -9,21 +9,21 @@
 
 #ifdef HOGSTREAM_PROMETHEUS
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
 #endif
 
 namespace hogstream {
 
-std::string MetricsAddress(const std::string& spec) {
+std::string MetricsAddress(const std::string& spec, const char* flag) {
   const auto colon = spec.rfind(':');
   const std::string host = colon == std::string::npos ? "127.0.0.1" : spec.substr(0, colon);
   const std::string port = colon == std::string::npos ? spec : spec.substr(colon + 1);
   HS_REQUIRE(!host.empty() && !port.empty() && port.size() <= 5 &&
              port.find_first_not_of("0123456789") == std::string::npos && std::stoi(port) <= 65535)
-      << "--metrics wants [HOST:]PORT (PORT 0-65535), got '" << spec << "'";
+      << "--" << flag << " wants [HOST:]PORT (PORT 0-65535), got '" << spec << "'";
   return host + ":" + port;
 }
 
@@ -32,9 +32,9 @@ namespace {
 
 namespace pm = prometheus;
 
-class PrometheusSink : public FiguresSink {
+class PrometheusSink : public MetricsText {
  public:
-  explicit PrometheusSink(const std::string& address)
+  PrometheusSink()
       : registry_(std::make_shared<pm::Registry>()),
         iter_(Gauge("hogstream_iteration", "global iteration (sum over all solvers)")),
         max_iter_(Gauge("hogstream_max_iterations", "max_iter of the job")),
@@ -76,16 +76,9 @@ class PrometheusSink : public FiguresSink {
                         .Name("hogstream_peer_staleness_iterations")
                         .Help("global iterations between a delta's base position and its applying, per sender")
                         .Register(*registry_)) {
-    try {
-      exposer_ = std::make_unique<pm::Exposer>(address, 1);
-    } catch (const std::exception& e) {
-      HS_FAIL() << "--metrics: cannot serve on " << address << " (port in use?): " << e.what();
-    }
-    exposer_->RegisterCollectable(registry_);
-    const auto ports = exposer_->GetListeningPorts();
-    LOG(INFO) << "Metrics on http://" << address.substr(0, address.rfind(':')) << ":"
-              << (ports.empty() ? 0 : ports[0]) << "/metrics";
   }
+
+  std::string Text() const override { return pm::TextSerializer().Serialize(registry_->Collect()); }
 
   void OnTrain(TrainFigures& f) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -261,22 +254,18 @@ class PrometheusSink : public FiguresSink {
   std::map<const pm::Counter*, double> wait_seconds_;
   std::map<int, PeerTotals> peers_;
   std::mutex mu_;  // last_; the families lock themselves
-  std::unique_ptr<pm::Exposer> exposer_;  // last: stops serving before the registry goes
 };
 
 }  // namespace
 
 bool MetricsAvailable() { return true; }
 
-std::shared_ptr<FiguresSink> StartMetrics(const std::string& spec) {
-  return std::make_shared<PrometheusSink>(MetricsAddress(spec));
-}
+std::unique_ptr<MetricsText> MakeMetricsText() { return std::make_unique<PrometheusSink>(); }
 #else
 bool MetricsAvailable() { return false; }
 
-std::shared_ptr<FiguresSink> StartMetrics(const std::string& spec) {
-  MetricsAddress(spec);
-  HS_FAIL() << "--metrics: this hogstream was built without prometheus-cpp (install "
+std::unique_ptr<MetricsText> MakeMetricsText() {
+  HS_FAIL() << "--metrics and --ui: this hogstream was built without prometheus-cpp and civetweb (install "
                "prometheus-cpp-dev and reconfigure)";
 }
 #endif

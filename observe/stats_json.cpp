@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -116,7 +117,7 @@ std::string JsonLinesSink::NetworkLine(const NetworkFigures& f, double unix_time
                   {"recoveries", f.recoveries}, {"weight", Number(f.weight)}, {"staleness_mean", Number(f.staleness)},
                   {"staleness_max", f.staleness_max}, {"svb_bytes_sent", f.svb_bytes_sent},
                   {"median_iter_per_s", Number(f.median_iter_per_s)},
-                  {"policy", policy}, {"staleness_bounds", bounds}, {"peers", peers}};
+                  {"policy", policy}, {"aggregation", f.aggregation}, {"staleness_bounds", bounds}, {"peers", peers}};
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
@@ -130,6 +131,32 @@ void JsonLinesSink::Write(const std::string& line) {
   // records of a job that is killed are all on disk. A full disk must not stop the training.
   std::fputs((line + "\n").c_str(), file_);
   std::fflush(file_);
+}
+
+void RecentRecords::OnTrain(TrainFigures& f) { Keep(trains_, kTrains, JsonLinesSink::TrainLine(f, UnixNow())); }
+void RecentRecords::OnTest(const TestFigures& f) { Keep(tests_, kTests, JsonLinesSink::TestLine(f, UnixNow())); }
+void RecentRecords::OnNetwork(const NetworkFigures& f) {
+  Keep(networks_, kNetworks, JsonLinesSink::NetworkLine(f, UnixNow()));
+}
+
+void RecentRecords::Keep(std::deque<std::pair<uint64_t, std::string>>& q, size_t cap, std::string line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  q.emplace_back(++count_, std::move(line));
+  if (q.size() > cap) q.pop_front();
+}
+
+std::vector<std::string> RecentRecords::After(uint64_t after, uint64_t* last) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The three queues merged by number (each is in order).
+  std::vector<const std::pair<uint64_t, std::string>*> picked;
+  for (const auto* q : {&tests_, &trains_, &networks_})
+    for (auto it = q->rbegin(); it != q->rend() && it->first > after; ++it) picked.push_back(&*it);
+  std::sort(picked.begin(), picked.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  std::vector<std::string> out;
+  out.reserve(picked.size());
+  for (const auto* r : picked) out.push_back(r->second);
+  *last = count_;
+  return out;
 }
 
 }  // namespace hogstream

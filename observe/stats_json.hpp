@@ -7,9 +7,12 @@
 // Not a JSON library: it writes these three records (with nlohmann-json) and nothing else.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "observe/sink.hpp"
 
@@ -41,6 +44,26 @@ class JsonLinesSink : public FiguresSink {
   std::string path_;
   std::FILE* file_ = nullptr;
   std::mutex mu_;  // a leader that dies mid-write is replaced by another thread
+};
+
+// The last records, as JsonLinesSink writes them, for whoever asks (the page, observe/web.hpp):
+// every test pass (up to kTests), the last kTrains display records and the last kNetworks
+// network records, each numbered in the order they came (from 1), so a reader that has
+// everything up to N asks for what came after it.
+class RecentRecords : public FiguresSink {
+ public:
+  static constexpr size_t kTests = 20000, kTrains = 20000, kNetworks = 300;
+  void OnTrain(TrainFigures& f) override;
+  void OnTest(const TestFigures& f) override;
+  void OnNetwork(const NetworkFigures& f) override;
+  // The records numbered above `after`, in order, and the number of the last one (0: none yet).
+  std::vector<std::string> After(uint64_t after, uint64_t* last) const;
+
+ private:
+  void Keep(std::deque<std::pair<uint64_t, std::string>>& q, size_t cap, std::string line);
+  mutable std::mutex mu_;
+  uint64_t count_ = 0;
+  std::deque<std::pair<uint64_t, std::string>> tests_, trains_, networks_;
 };
 
 }  // namespace hogstream

@@ -23,6 +23,7 @@ HS_PACKAGES=(
   openmpi-bin                         # tests: a job's ranks from a real mpirun
   python3-numpy python3-pil           # scripts/cifar10.sh (and its test): CIFAR-10 from PNG sprites
   dataset-fashion-mnist               # scripts/demo.sh, and the test that converts the real set
+  prometheus chromium                 # tests: a real Prometheus scrapes a job; the page in a real browser
 )
 
 hs_ensure_packages() {

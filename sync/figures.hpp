@@ -84,6 +84,7 @@ struct NetworkFigures {
   double median_iter_per_s = 0;            // of the machines training (the stragglers' yardstick)
   std::string policy;                      // the sharing policy that gates or rounds this machine's solvers (empty: none)
   PolicyFigures policy_figures;            // ... and what it made them do (counters since the start)
+  std::string aggregation;                 // how this machine's masters take the others' deltas (the rule's Line)
   std::vector<PeerNetFigures> peers;       // every machine of the job, by rank
 };
 

@@ -171,6 +171,7 @@ void NetFigures::Take(const NetFiguresInput& in, NetMembers& members, bool repor
   if (in.endpoints && in.endpoints->open() && in.shares) in.endpoints->Figures(&s, in.machines, *in.shares);
   s.recoveries = in.recoveries;
   s.svb_bytes_sent = in.svb_bytes_sent;
+  s.aggregation = aggregation_;
   {
     std::lock_guard<std::mutex> lock(policy_mu_);
     if (policy_figures_) {

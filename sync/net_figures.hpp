@@ -143,6 +143,8 @@ class NetFigures {
   // Where the figures go once a second (NetworkSink::OnNetwork, from the daemon thread); before
   // the daemon starts.
   void set_sink(std::shared_ptr<NetworkSink> sink) { sink_ = std::move(sink); }
+  // The aggregation rule's line, carried in every report (before the daemon starts).
+  void set_aggregation(std::string line) { aggregation_ = std::move(line); }
   const std::shared_ptr<NetworkSink>& sink() const { return sink_; }
   // The sharing policy's name and figures (bound and cleared by the runner), any thread.
   void set_policy(std::string name, std::function<PolicyFigures()> figures);
@@ -172,6 +174,7 @@ class NetFigures {
   std::string error_;
   std::mutex policy_mu_;           // the policy's binding, which the runner changes at any time
   std::string policy_name_;
+  std::string aggregation_;
   std::function<PolicyFigures()> policy_figures_;
 };
 

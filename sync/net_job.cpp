@@ -48,6 +48,7 @@ NetJob::NetJob(std::unique_ptr<Transport> transport, NetJobOptions opt)
   machines_now_.store(opt_.machines);
   if (!opt_.job_machines) opt_.job_machines = opt_.machines;
   if (!opt_.rule.aggregate) opt_.rule.aggregate = DefaultAggregate();
+  figures_.set_aggregation(opt_.rule.aggregate->Line());
   shares_.set_weights(opt_.share_weights);
 }
 

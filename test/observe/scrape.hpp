@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 namespace hogstream::test {
@@ -54,6 +55,40 @@ inline std::string Scrape(int port) {
   }
   close(fd);
   return body;
+}
+
+// One HTTP/1.0 exchange with HOST:PORT (an IPv4 address): the status and the body; status 0
+// when nothing answers within the socket timeouts.
+struct HttpReply {
+  int status = 0;
+  std::string body;
+};
+inline HttpReply Http(int port, const std::string& method, const std::string& path,
+                      const std::string& headers = "", const std::string& host = "127.0.0.1") {
+  HttpReply r;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return r;
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  std::string text;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = method + " " + path + " HTTP/1.0\r\nHost: " + host + "\r\n" + headers +
+                            (method == "POST" ? "Content-Length: 0\r\n" : "") + "\r\n";
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) text.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  if (text.rfind("HTTP/1.", 0) == 0 && text.size() > 12) r.status = std::atoi(text.c_str() + 9);
+  const size_t body = text.find("\r\n\r\n");
+  if (body != std::string::npos) r.body = text.substr(body + 4);
+  return r;
 }
 
 // The value of an unlabelled or labelled sample ("hogstream_iteration", or
