@@ -3,8 +3,9 @@
 // machines the Stop button needs the job's token and then stops the job with one snapshot; a
 // real Prometheus (Debian's `prometheus`) scrapes a three-machine job and its answers agree with
 // the machines' own records; a real browser (Debian's `chromium`, headless) shows the job, its
-// leader, a machine slowed to a crawl as lagging, and the machine gone once it leaves. The
-// screenshots are kept in HS_ARTIFACTS_DIR. Tests that need a package skip with a line saying so.
+// leader, a machine slowed to a crawl as lagging, and the machine gone once it leaves; between
+// network namespaces (root), a follower's page shows the test passes it reads from the leader's.
+// The screenshots are kept in HS_ARTIFACTS_DIR. Tests that need a package skip with a line saying so.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <ifaddrs.h>
@@ -33,6 +34,7 @@
 #include "test/data/data_test_util.hpp"
 #include "test/observe/scrape.hpp"
 #include "test/program_runner.hpp"
+#include "test/transport/veth.hpp"
 
 namespace hogstream {
 namespace HS_UNITY_ID {
@@ -273,6 +275,22 @@ TEST_F(Page, WithoutUiControlTheButtonsAreRefused) {
   EXPECT_TRUE(run.running()) << "a refused stop stopped the job";
   kill(run.pid(), SIGINT);
   ExpectClean(run.Wait(60), "the process");
+}
+
+TEST_F(Page, MistakesInItsFlagsAreOneLineBeforeTraining) {
+  const std::string solver = test::ThreeOutputSolver(scratch_, 50);
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--ui_control"}, "--ui_control: give the page's address too (--ui=[HOST:]PORT)"},
+      {{"--ui=localhost"}, "--ui wants [HOST:]PORT"},
+      {{"--ui=127.0.0.1:1", "--metrics=127.0.0.1:2"}, "--ui and --metrics name one server"}};
+  for (const auto& [flags, said] : cases) {
+    std::vector<std::string> args = {"train", "--solver=" + solver};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const Finished r = test::RunProgram(HS_HOGSTREAM_BIN, args, scratch_, 60);
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.last_line().find(said), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("Iteration"), std::string::npos) << "it trained first:\n" << r.err;
+  }
 }
 
 TEST_F(Page, InAKeyedJobStopNeedsTheTokenAndThenEndsTheJobWithOneSnapshot) {
@@ -525,6 +543,47 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
             << (shots / "page_after_a_machine_left.png").string() << "\n";
   kill(m[0]->pid(), SIGINT);
   for (int r = 0; r < 2; ++r) ExpectClean(m[r]->Wait(120), "machine " + std::to_string(r));
+}
+
+TEST_F(Page, BetweenNamespacesAFollowersPageShowsTheTestPassesOfTheLeadersPage) {
+  if (!MetricsAvailable()) GTEST_SKIP() << "built without prometheus-cpp and civetweb: no page";
+  const char* chromium = "/usr/bin/chromium";
+  if (!fs::exists(chromium)) GTEST_SKIP() << "no " << chromium << " (Debian's chromium; scripts/setup.sh installs it)";
+  if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
+  test::VethBridge net(2);
+  const std::string solver = Solver();
+  const std::string peers = "udp://" + net.address(0) + ":7000," + net.address(1) + ":7000";
+  // Two hosts, each page on the same port of its own address (as a job's machines would have).
+  auto machine = [&](int i) {
+    return std::make_unique<Child>("/usr/sbin/ip",
+                                   std::vector<std::string>{"netns", "exec", net.ns(i), HS_HOGSTREAM_BIN, "train",
+                                                            "--solver=" + solver, "--iterations=100000000",
+                                                            "--peers=" + peers, "--job=pages", "--dead_ms=600",
+                                                            "--start_timeout=30", "--sweep_ms=5", "--payload=4096",
+                                                            "--ui=0.0.0.0:8765"},
+                                   scratch_, "ns" + std::to_string(i));
+  };
+  auto m0 = machine(0), m1 = machine(1);
+  ASSERT_TRUE(Within(90, [&] { return m0->err().find("Test net output") != std::string::npos || !m0->running(); }) &&
+              m0->running())
+      << m0->err();
+  // The follower's page, in the follower's namespace: its own figures, the leader's test passes.
+  const Finished dom = test::RunProgram(
+      "/usr/sbin/ip",
+      {"netns", "exec", net.ns(1), chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+       "--user-data-dir=" + (scratch_ / "chrome_ns"), "--window-size=1300,1000", "--virtual-time-budget=6000",
+       "--dump-dom", "http://" + net.address(1) + ":8765/"},
+      scratch_, 90);
+  ASSERT_EQ(dom.rc, 0) << dom.err;
+  EXPECT_TRUE(std::regex_search(dom.out, std::regex("machine 1 \\(udp://10\\.77\\.0\\.2:7000\\) of 2")))
+      << "not the follower's page:\n" << dom.out.substr(0, 3000);
+  EXPECT_TRUE(std::regex_search(dom.out, std::regex("id=\"accuracy\">(0\\.[0-9]+|1\\.0+)<")))
+      << "no test accuracy on the follower's page:\n" << dom.out.substr(0, 3000);
+  EXPECT_NE(dom.out.find("(the leader's page)"), std::string::npos) << "the accuracy is not the leader's";
+  EXPECT_TRUE(std::regex_search(dom.out, std::regex("<tr data-rank=\"0\" class=\"leader\">"))) << "the leader is not marked";
+  kill(m0->pid(), SIGINT);
+  ExpectClean(m0->Wait(120), "machine 0");
+  ExpectClean(m1->Wait(120), "machine 1");
 }
 
 }  // namespace HS_UNITY_ID
