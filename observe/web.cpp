@@ -2,9 +2,9 @@
 
 #include <glog/logging.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <vector>
 
 #include "base/common.hpp"
@@ -61,7 +61,7 @@ class WebSink final : public FiguresSink {
     mg_callbacks callbacks{};
     callbacks.log_message = KeepLastError;
     const std::string port = o.address;  // civetweb's listening_ports takes HOST:PORT
-    const char* options[] = {"listening_ports", port.c_str(), "num_threads", "2", "request_timeout_ms", "10000",
+    const char* options[] = {"listening_ports", port.c_str(), "num_threads", "4", "request_timeout_ms", "10000",
                              nullptr};
     {
       std::lock_guard<std::mutex> lock(g_start_mu);
@@ -128,11 +128,9 @@ class WebSink final : public FiguresSink {
 
   std::string Stats(const mg_request_info* ri) const {
     uint64_t after = 0;
-    if (ri->query_string) {
-      char v[32];
-      const size_t n = ri->query_string ? std::strlen(ri->query_string) : 0;
-      if (mg_get_var(ri->query_string, n, "after", v, sizeof v) > 0) after = std::strtoull(v, nullptr, 10);
-    }
+    char v[32];
+    if (ri->query_string && mg_get_var(ri->query_string, std::strlen(ri->query_string), "after", v, sizeof v) > 0)
+      after = std::strtoull(v, nullptr, 10);
     uint64_t last = 0;
     const std::vector<std::string> records = records_.After(after, &last);
     std::string out = "{\"next\":" + std::to_string(last) + ",\"control\":" + (opt_.control ? "true" : "false") +

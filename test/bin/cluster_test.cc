@@ -45,18 +45,7 @@ namespace fs = std::filesystem;
 using test::Child;
 using test::Finished;
 
-// A UDP port free now (bound and closed again).
-uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using test::FreeUdpPort;
 
 // The last "Iteration N" the log displayed, or -1.
 int64_t LastIteration(const std::string& log) {
@@ -128,7 +117,7 @@ class Cluster : public ::testing::Test {
   static constexpr int kMachines = 3;
 
   void SetUp() override {
-    for (int r = 0; r < kMachines; ++r) ports_.push_back(FreePort());
+    for (int r = 0; r < kMachines; ++r) ports_.push_back(FreeUdpPort());
     peers_ = "udp://";
     for (int r = 0; r < kMachines; ++r) peers_ += (r ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(ports_[r]);
     // Data that one machine alone cannot learn: three classes (a random 64-pixel template each,
@@ -729,7 +718,7 @@ TEST_F(Cluster, ANewMachineJoinsTheRunningJob) {
   for (int r = 0; r < kMachines; ++r) m.push_back(Start(r, kLongJob, "", {key}));
   ASSERT_TRUE(WaitIteration(*m[0], 3000)) << m[0]->err();
   auto newcomer = [&](const std::string& key_flag, const std::string& tag, const std::string& timeout) {
-    const std::string peers = peers_ + ",127.0.0.1:" + std::to_string(FreePort());  // each its own address
+    const std::string peers = peers_ + ",127.0.0.1:" + std::to_string(FreeUdpPort());  // each its own address
     const std::vector<std::string> args = {"train", "--solver=" + split_solver_, "--solvers=1",
                                            "--iterations=" + std::to_string(kLongJob),
                                            "--peers=" + peers, "--rank=3", "--join", key_flag, "--dead_ms=600",
@@ -931,7 +920,7 @@ TEST_F(Cluster, ThreeRanksUnderARealMpirunMeetAtTheStoreWithoutPeers) {
 // come). With a --job-key, a machine holding another key is refused at the store in one line,
 // and the job goes on without it.
 TEST_F(Cluster, MachinesMeetAtTheStoreByTorchrunsOrSrunsVariablesOrTheFlag) {
-  const uint16_t port = FreePort();
+  const uint16_t port = FreeUdpPort();
   const std::string store = "127.0.0.1:" + std::to_string(port);
   struct Case {
     std::string name;
@@ -998,7 +987,7 @@ TEST_F(Cluster, MachinesMeetAtTheStoreByTorchrunsOrSrunsVariablesOrTheFlag) {
 // the next rank from the store rank 0 still serves, is admitted, trains, and the job learns.
 TEST_F(Cluster, ANewMachineFindsTheRunningJobThroughTheStore) {
   split_ = true;
-  const std::string store = "--rendezvous=127.0.0.1:" + std::to_string(FreePort());
+  const std::string store = "--rendezvous=127.0.0.1:" + std::to_string(FreeUdpPort());
   auto start = [&](const std::string& tag, std::vector<std::string> extra) {
     std::vector<std::string> args = {"train", "--solver=" + split_solver_, "--solvers=1",
                                      "--iterations=" + std::to_string(kLongJob), store, "--job-key=" + key_file(),

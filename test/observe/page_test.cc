@@ -43,6 +43,7 @@ namespace fs = std::filesystem;
 using Json = nlohmann::json;
 using test::Child;
 using test::Finished;
+using test::FreeUdpPort;
 using test::Http;
 
 // A TCP port on 127.0.0.1 free a moment ago.
@@ -51,18 +52,6 @@ int FreeTcpPort() {
   return probe.port;
 }
 
-// A UDP port on 127.0.0.1 free a moment ago.
-int FreeUdpPort() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 // This host's first IPv4 address that is not a loopback one ("" where it has none).
 std::string NonLoopbackAddress() {
@@ -78,6 +67,19 @@ std::string NonLoopbackAddress() {
   }
   freeifaddrs(all);
   return found;
+}
+
+// Headless Chromium (as root: without its sandbox) on `url`, doing `what` (--dump-dom, or
+// --screenshot=FILE) once the page's script has run 5-6 s of its timers; its own profile under
+// `dir`/NAME; inside network namespace `netns` where one is given.
+Finished Browse(const test::ScratchDir& dir, const std::string& url, const std::string& what,
+                const std::string& name, const std::string& netns = "") {
+  std::vector<std::string> args = {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                                   "--hide-scrollbars", "--user-data-dir=" + (dir / ("chrome_" + name)),
+                                   "--window-size=1300,1000", "--virtual-time-budget=6000", what, url};
+  if (netns.empty()) return test::RunProgram(args[0], {args.begin() + 1, args.end()}, dir, 90);
+  args.insert(args.begin(), {"netns", "exec", netns});
+  return test::RunProgram("/usr/sbin/ip", args, dir, 90);
 }
 
 // Polls `ok` every 100 ms until it holds (true) or `seconds` pass (false).
@@ -262,8 +264,9 @@ TEST_F(Page, WithoutUiControlTheButtonsAreRefused) {
   ASSERT_TRUE(Within(60, [&] { return Records(port).is_object(); })) << run.err();
   EXPECT_FALSE(Records(port)["control"].get<bool>());
   // Without a HOST the page is this host's alone: not served on its other addresses.
-  if (const std::string other = NonLoopbackAddress(); !other.empty())
+  if (const std::string other = NonLoopbackAddress(); !other.empty()) {
     EXPECT_EQ(Http(port, "GET", "/", "", other).status, 0) << "the page answered on " << other;
+  }
   const test::HttpReply r = Http(port, "POST", "/control/stop");
   EXPECT_EQ(r.status, 403);
   EXPECT_NE(r.body.find("--ui_control"), std::string::npos) << r.body;
@@ -387,7 +390,10 @@ TEST_F(Page, ARealPrometheusScrapesAThreeMachineJobAndAgreesWithItsRecords) {
   };
   const Json rate = query("rate(hogstream_network_sent_bytes_total[10s])", at);
   std::vector<Json> recs;
-  for (int r = 0; r < 3; ++r) recs.push_back(Records(ui_[r]));
+  for (int r = 0; r < 3; ++r) {
+    recs.push_back(Records(ui_[r]));
+    ASSERT_TRUE(recs[r].is_object()) << "machine " << r << "'s /stats.json did not answer";
+  }
   auto machine = [](const Json& s) { return std::stoi(s["metric"]["machine"].get<std::string>().substr(1)); };
   std::ostringstream said;
   // Per-peer bytes: each counter Prometheus holds is a total some network record of that machine gave.
@@ -496,15 +502,8 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
   const fs::path shots = Artifacts();
   const std::string url = "http://127.0.0.1:" + std::to_string(ui_[0]) + "/";
   // The page as a browser renders it, after its script has polled a few times.
-  auto browse = [&](const std::string& what, const std::string& tag) {
-    const std::vector<std::string> common = {"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                                             "--user-data-dir=" + (scratch_ / ("chrome_" + tag)),
-                                             "--window-size=1300,1000", "--virtual-time-budget=5000"};
-    std::vector<std::string> args = common;
-    args.push_back(what);
-    args.push_back(url);
-    return test::RunProgram(chromium, args, scratch_, 90);
-  };
+  auto browse = [&](const std::string& what, const std::string& tag) { return Browse(scratch_, url, what, tag); };
+
   const Finished dom = browse("--dump-dom", "dom1");
   const Finished shot = browse("--screenshot=" + (shots / "page_three_machines.png").string(), "shot1");
   slow.store(false);
@@ -568,12 +567,7 @@ TEST_F(Page, BetweenNamespacesAFollowersPageShowsTheTestPassesOfTheLeadersPage) 
               m0->running())
       << m0->err();
   // The follower's page, in the follower's namespace: its own figures, the leader's test passes.
-  const Finished dom = test::RunProgram(
-      "/usr/sbin/ip",
-      {"netns", "exec", net.ns(1), chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-       "--user-data-dir=" + (scratch_ / "chrome_ns"), "--window-size=1300,1000", "--virtual-time-budget=6000",
-       "--dump-dom", "http://" + net.address(1) + ":8765/"},
-      scratch_, 90);
+  const Finished dom = Browse(scratch_, "http://" + net.address(1) + ":8765/", "--dump-dom", "ns", net.ns(1));
   ASSERT_EQ(dom.rc, 0) << dom.err;
   EXPECT_TRUE(std::regex_search(dom.out, std::regex("machine 1 \\(udp://10\\.77\\.0\\.2:7000\\) of 2")))
       << "not the follower's page:\n" << dom.out.substr(0, 3000);
