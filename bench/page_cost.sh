@@ -63,7 +63,7 @@ run() {
   fi
   if [[ $1 == 1 ]]; then
     for w in $w0 $w1; do
-      chromium --headless --no-sandbox --disable-gpu --user-data-dir="$WORK/chrome_$w" --remote-debugging-port=0 \
+      chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir="$WORK/chrome_$w" --remote-debugging-port=0 \
         "http://127.0.0.1:$w/" >/dev/null 2>&1 &
       browsers+=($!)
     done

@@ -74,7 +74,7 @@ std::string NonLoopbackAddress() {
 // `dir`/NAME; inside network namespace `netns` where one is given.
 Finished Browse(const test::ScratchDir& dir, const std::string& url, const std::string& what,
                 const std::string& name, const std::string& netns = "") {
-  std::vector<std::string> args = {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+  std::vector<std::string> args = {"/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                                    "--hide-scrollbars", "--user-data-dir=" + (dir / ("chrome_" + name)),
                                    "--window-size=1300,1000", "--virtual-time-budget=6000", what, url};
   if (netns.empty()) return test::RunProgram(args[0], {args.begin() + 1, args.end()}, dir, 90);
