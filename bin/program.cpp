@@ -13,7 +13,6 @@
 #include "observe/web.hpp"
 
 #include <glog/logging.h>
-#include <sodium.h>
 
 #include <algorithm>
 #include <cmath>
@@ -70,12 +69,7 @@ std::map<std::string, std::vector<int>> InputShapes(const Flags& f) {
 }
 
 std::string UiControlToken(const JobKey& key) {
-  static const char kWhat[] = "hogstream ui control";
-  unsigned char tag[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(tag, reinterpret_cast<const unsigned char*>(kWhat), sizeof kWhat - 1, key.data());
-  char hex[2 * sizeof tag + 1];
-  sodium_bin2hex(hex, sizeof hex, tag, sizeof tag);
-  return std::string(hex, 32);  // 128 bits of it: enough to guess against, short enough to paste
+  return Hmac(key, "hogstream ui control").substr(0, 32);  // 128 bits: enough to guess against, short to paste
 }
 
 std::shared_ptr<FiguresSink> StatsFromFlags(const Flags& f) {

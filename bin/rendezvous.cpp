@@ -194,12 +194,6 @@ bool Unhex(const std::string& hex, unsigned char* out, size_t n) {
   return hex.size() == 2 * n && sodium_hex2bin(out, n, hex.c_str(), hex.size(), nullptr, &got, nullptr) == 0 && got == n;
 }
 
-std::string Hmac(const JobKey& key, const std::string& text) {
-  unsigned char tag[crypto_auth_hmacsha256_BYTES];
-  crypto_auth_hmacsha256(tag, reinterpret_cast<const unsigned char*>(text.data()), text.size(), key.data());
-  return Hex(tag, sizeof tag);
-}
-
 bool MacOk(const JobKey& key, const std::string& text, const std::string& hex) {
   unsigned char tag[crypto_auth_hmacsha256_BYTES];
   return Unhex(hex, tag, sizeof tag) &&
@@ -495,6 +489,12 @@ Fd Connect(const RendezvousPlan& plan, Clock::time_point deadline) {
 }
 
 }  // namespace
+
+std::string Hmac(const JobKey& key, const std::string& text) {
+  unsigned char tag[crypto_auth_hmacsha256_BYTES];
+  crypto_auth_hmacsha256(tag, reinterpret_cast<const unsigned char*>(text.data()), text.size(), key.data());
+  return Hex(tag, sizeof tag);
+}
 
 std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced, int machines,
                                              const std::map<std::string, std::string>& env, bool join) {

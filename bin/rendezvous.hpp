@@ -55,6 +55,9 @@ std::optional<RendezvousPlan> PlanRendezvous(const std::string& flag, int forced
 // process's environment.
 std::map<std::string, std::string> RendezvousEnv();
 
+// HMAC-SHA-256 of `text` under `key`, in hex (the store's proofs; the page's control token).
+std::string Hmac(const JobKey& key, const std::string& text);
+
 struct RendezvousOptions {
   std::string job;              // the job's name: a store serves one job, and refuses others
   std::optional<JobKey> key;    // --job-key: the store admits only machines that hold it

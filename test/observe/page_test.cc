@@ -82,6 +82,13 @@ Finished Browse(const test::ScratchDir& dir, const std::string& url, const std::
   return test::RunProgram("/usr/sbin/ip", args, dir, 90);
 }
 
+// Why the browser tests cannot run here ("" = they can).
+std::string NoBrowser() {
+  if (!MetricsAvailable()) return "built without prometheus-cpp and civetweb: no page";
+  if (!fs::exists("/usr/bin/chromium")) return "no /usr/bin/chromium (Debian's chromium; scripts/setup.sh installs it)";
+  return "";
+}
+
 // Polls `ok` every 100 ms until it holds (true) or `seconds` pass (false).
 bool Within(double seconds, const std::function<bool()>& ok) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -110,6 +117,16 @@ std::vector<Json> OfType(const Json& j, const std::string& type) {
     for (const Json& r : j["records"])
       if (r.value("type", "") == type) out.push_back(r);
   return out;
+}
+
+// Machine `rank`'s boolean figure `key` ("straggler", "left") in the last network record of the
+// page at `port` (false before there is one).
+bool PeerFlag(int port, int rank, const char* key) {
+  const std::vector<Json> nets = OfType(Records(port), "network");
+  if (nets.empty()) return false;
+  for (const Json& p : nets.back()["peers"])
+    if (p["rank"] == rank) return p.value(key, false);
+  return false;
 }
 
 class Page : public ::testing::Test {
@@ -475,9 +492,7 @@ TEST_F(Page, ARealPrometheusScrapesAThreeMachineJobAndAgreesWithItsRecords) {
 }
 
 TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
-  if (!MetricsAvailable()) GTEST_SKIP() << "built without prometheus-cpp and civetweb: no page";
-  const char* chromium = "/usr/bin/chromium";
-  if (!fs::exists(chromium)) GTEST_SKIP() << "no " << chromium << " (Debian's chromium; scripts/setup.sh installs it)";
+  if (const std::string why = NoBrowser(); !why.empty()) GTEST_SKIP() << why;
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < 3; ++r) m.push_back(Start(r, 3, {"--straggler=0.5"}));
   ASSERT_TRUE(JobServed(0, 3, 90)) << m[0]->err();
@@ -491,14 +506,7 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
-  auto lagging = [&] {
-    const std::vector<Json> nets = OfType(Records(ui_[0]), "network");
-    if (nets.empty()) return false;
-    for (const Json& p : nets.back()["peers"])
-      if (p["rank"] == 2) return p.value("straggler", false);
-    return false;
-  };
-  const bool slowed = Within(60, lagging);
+  const bool slowed = Within(60, [&] { return PeerFlag(ui_[0], 2, "straggler"); });
   const fs::path shots = Artifacts();
   const std::string url = "http://127.0.0.1:" + std::to_string(ui_[0]) + "/";
   // The page as a browser renders it, after its script has polled a few times.
@@ -525,13 +533,7 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
   kill(m[2]->pid(), SIGUSR1);
   const Finished left = m[2]->Wait(120);
   ExpectClean(left, "machine 2");
-  ASSERT_TRUE(Within(30, [&] {
-    const std::vector<Json> nets = OfType(Records(ui_[0]), "network");
-    if (nets.empty()) return false;
-    for (const Json& p : nets.back()["peers"])
-      if (p["rank"] == 2) return p.value("left", false);
-    return false;
-  })) << m[0]->err();
+  ASSERT_TRUE(Within(30, [&] { return PeerFlag(ui_[0], 2, "left"); })) << m[0]->err();
   const Finished dom2 = browse("--dump-dom", "dom2");
   const Finished shot2 = browse("--screenshot=" + (shots / "page_after_a_machine_left.png").string(), "shot2");
   EXPECT_EQ(dom2.rc, 0) << dom2.err;
@@ -545,9 +547,7 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
 }
 
 TEST_F(Page, BetweenNamespacesAFollowersPageShowsTheTestPassesOfTheLeadersPage) {
-  if (!MetricsAvailable()) GTEST_SKIP() << "built without prometheus-cpp and civetweb: no page";
-  const char* chromium = "/usr/bin/chromium";
-  if (!fs::exists(chromium)) GTEST_SKIP() << "no " << chromium << " (Debian's chromium; scripts/setup.sh installs it)";
+  if (const std::string why = NoBrowser(); !why.empty()) GTEST_SKIP() << why;
   if (const std::string why = test::TestNet::Unavailable(); !why.empty()) GTEST_SKIP() << why;
   test::VethBridge net(2);
   const std::string solver = Solver();
