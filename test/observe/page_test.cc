@@ -496,14 +496,14 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
   std::vector<std::unique_ptr<Child>> m;
   for (int r = 0; r < 3; ++r) m.push_back(Start(r, 3, {"--straggler=0.5"}));
   ASSERT_TRUE(JobServed(0, 3, 90)) << m[0]->err();
-  // Machine 2 slowed to a crawl: stopped 150 ms of every 200 (well within --dead_ms).
+  // Machine 2 slowed to a crawl: stopped 180 ms of every 200 (well within --dead_ms).
   std::atomic<bool> slow{true};
   std::thread crawl([&] {
     while (slow.load()) {
       kill(m[2]->pid(), SIGSTOP);
-      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      std::this_thread::sleep_for(std::chrono::milliseconds(180));
       kill(m[2]->pid(), SIGCONT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
   const bool slowed = Within(60, [&] { return PeerFlag(ui_[0], 2, "straggler"); });
@@ -512,7 +512,14 @@ TEST_F(Page, AHeadlessChromiumShowsTheJobALaggingMachineAndOneThatLeft) {
   // The page as a browser renders it, after its script has polled a few times.
   auto browse = [&](const std::string& what, const std::string& tag) { return Browse(scratch_, url, what, tag); };
 
-  const Finished dom = browse("--dump-dom", "dom1");
+  // A loaded host can see the slowed machine's rate near the threshold for a moment: up to three
+  // looks, each once the record says it lags.
+  Finished dom;
+  for (int look = 0; look < 3; ++look) {
+    Within(30, [&] { return PeerFlag(ui_[0], 2, "straggler"); });
+    dom = browse("--dump-dom", "dom1_" + std::to_string(look));
+    if (std::regex_search(dom.out, std::regex("<tr data-rank=\"2\" class=\"[^\"]*lagging"))) break;
+  }
   const Finished shot = browse("--screenshot=" + (shots / "page_three_machines.png").string(), "shot1");
   slow.store(false);
   crawl.join();
